@@ -1,0 +1,42 @@
+# The two commands of the README, plus the ones developers use while iterating.
+#   make test   install Debian packages (idempotent), configure, build, run every test
+#   make up     build and start the embedded API server (see README)
+
+DATA_DIR ?= $(CURDIR)/.data
+LISTEN   ?= 127.0.0.1:6443
+
+.PHONY: test up deps configure build fast bench fuzz format check-format clean
+
+deps:
+	./scripts/install-deps.sh
+
+configure: deps
+	cmake --preset dev
+
+build: configure
+	cmake --build --preset dev
+
+test: build
+	ctest --preset dev
+
+fast: build
+	ctest --preset fast
+
+up: build
+	./build/bin/klutch up --data-dir $(DATA_DIR) --listen $(LISTEN)
+
+bench: build
+	./build/bin/klutch-bench-apiserver
+
+fuzz: deps
+	cmake --preset fuzz && cmake --build --preset fuzz
+	./scripts/run-fuzzers.sh build-fuzz/fuzz 30
+
+format:
+	git ls-files '*.h' '*.cc' | xargs clang-format -i
+
+check-format:
+	git ls-files '*.h' '*.cc' | xargs clang-format --dry-run -Werror
+
+clean:
+	rm -rf build build-debug build-asan build-fuzz

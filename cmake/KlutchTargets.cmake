@@ -1,0 +1,65 @@
+# Helpers that give every module the same shape: a library named klutch_<folder>, its tests
+# beside it, warnings and sanitizers applied once here.
+
+set(KLUTCH_WARNINGS -Wall -Wextra -Wpedantic -Wno-unused-parameter -Wnon-virtual-dtor
+    -Wimplicit-fallthrough)
+if(CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+  list(APPEND KLUTCH_WARNINGS -Wthread-safety)
+endif()
+if(KLUTCH_WERROR)
+  list(APPEND KLUTCH_WARNINGS -Werror)
+endif()
+
+function(klutch_apply_common target)
+  target_compile_options(${target} PRIVATE ${KLUTCH_WARNINGS})
+  target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR}/src)
+  if(KLUTCH_SANITIZE)
+    target_compile_options(${target} PRIVATE -fsanitize=address,undefined -fno-omit-frame-pointer)
+    target_link_options(${target} PUBLIC -fsanitize=address,undefined)
+  endif()
+endfunction()
+
+# klutch_library(<name> SOURCES ... [DEPS ...] [PRIVATE_DEPS ...])
+function(klutch_library name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;PRIVATE_DEPS" ${ARGN})
+  add_library(klutch_${name} STATIC ${ARG_SOURCES})
+  klutch_apply_common(klutch_${name})
+  target_link_libraries(klutch_${name} PUBLIC ${ARG_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
+endfunction()
+
+# klutch_test(<name> SOURCES ... [DEPS ...] [LABEL fast|slow])
+# Unit tests are labelled "fast" (the tier to run while iterating); integration and kubectl
+# scenarios are "slow".
+function(klutch_test name)
+  cmake_parse_arguments(ARG "" "LABEL;TIMEOUT" "SOURCES;DEPS" ${ARGN})
+  if(NOT ARG_LABEL)
+    set(ARG_LABEL fast)
+  endif()
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 120)
+  endif()
+  add_executable(${name} ${ARG_SOURCES})
+  klutch_apply_common(${name})
+  set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gmock GTest::gtest_main)
+  target_compile_definitions(${name} PRIVATE
+    KLUTCH_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
+    KLUTCH_SHARED_DIR="${PROJECT_SOURCE_DIR}/../shared"
+    KLUTCH_BIN_DIR="${CMAKE_BINARY_DIR}/bin")
+  gtest_discover_tests(${name} PROPERTIES LABELS ${ARG_LABEL} TIMEOUT ${ARG_TIMEOUT}
+                       DISCOVERY_TIMEOUT 60)
+endfunction()
+
+# klutch_fuzzer(<name> SOURCES ... DEPS ...): a libFuzzer target, built only with KLUTCH_FUZZ.
+function(klutch_fuzzer name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  if(NOT KLUTCH_FUZZ)
+    return()
+  endif()
+  add_executable(${name} ${ARG_SOURCES})
+  klutch_apply_common(${name})
+  set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/fuzz)
+  target_compile_options(${name} PRIVATE -fsanitize=fuzzer,address,undefined)
+  target_link_options(${name} PRIVATE -fsanitize=fuzzer,address,undefined)
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS})
+endfunction()

@@ -1,0 +1,39 @@
+// Small string helpers the standard library lacks: splitting, trimming, base64, hex, escaping.
+//
+// Pure functions; thread-safe.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace klutch::core {
+
+// Splits on every occurrence of `sep`; "a,,b" -> {"a", "", "b"}; "" -> {""}.
+std::vector<std::string_view> Split(std::string_view s, char sep);
+// Like Split, but drops empty parts.
+std::vector<std::string_view> SplitNonEmpty(std::string_view s, char sep);
+std::string_view Trim(std::string_view s);
+std::string ToLower(std::string_view s);
+std::string Join(const std::vector<std::string>& parts, std::string_view sep);
+
+// Standard base64 (RFC 4648 §4) with padding.
+std::string Base64Encode(std::string_view data);
+// Decodes standard base64; accepts missing padding; nullopt on any other malformation.
+std::optional<std::string> Base64Decode(std::string_view text);
+// Unpadded URL-safe base64 (RFC 4648 §5), as JWTs use.
+std::string Base64UrlEncode(std::string_view data);
+std::optional<std::string> Base64UrlDecode(std::string_view text);
+
+std::string HexEncode(std::string_view data);
+
+// Percent-decodes a URL component ("%2F" -> "/", and '+' -> ' ' when `plus_is_space`).
+std::optional<std::string> PercentDecode(std::string_view s, bool plus_is_space);
+// Percent-encodes everything but unreserved characters (RFC 3986).
+std::string PercentEncode(std::string_view s);
+
+// Parses a decimal int64 with no sign games or trailing junk.
+std::optional<int64_t> ParseInt64(std::string_view s);
+
+}  // namespace klutch::core

@@ -1,0 +1,28 @@
+// JSON and YAML decoding into the project's object model (nlohmann::json), with errors that
+// name the problem the way kube-apiserver's decoders do.
+//
+// Objects are JSON end to end (docs/decisions/0002-object-representation.md). Thread-safe.
+#pragma once
+
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <string_view>
+
+#include "core/status.h"
+
+namespace klutch::machinery {
+
+using Json = nlohmann::json;
+
+// Parses one JSON document. Malformed input -> BadRequest naming the offset and problem.
+core::Result<Json> ParseJson(std::string_view text);
+
+// Parses one YAML document (or JSON, which is YAML) into JSON the way Kubernetes does:
+// plain scalars resolve to null, bool, int, float or string; map keys must be strings.
+// Malformed input or more than one document -> BadRequest naming the line.
+core::Result<Json> ParseYaml(std::string_view text);
+
+// Compact serialization (sorted keys, as Go's encoding of unstructured objects).
+std::string Dump(const Json& value);
+
+}  // namespace klutch::machinery

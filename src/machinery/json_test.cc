@@ -1,0 +1,37 @@
+#include "machinery/json.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+namespace klutch::machinery {
+namespace {
+
+TEST(ParseJson, ReportsPositionOfMalformedInput) {
+  auto r = ParseJson("{\"a\": 1,}");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().reason(), core::Reason::kBadRequest);
+  EXPECT_NE(r.status().message().find("byte"), std::string::npos);
+  EXPECT_EQ(*ParseJson("{\"a\":[1,2]}"), Json::parse("{\"a\":[1,2]}"));
+}
+
+TEST(ParseYaml, ResolvesPlainScalarsLikeKubernetes) {
+  auto r = ParseYaml(
+      "a: 1\nb: true\nc: \"1\"\nd: ~\ne: 1.5\nf: hello\ng: '007'\nh:\n  - x\n  - 2\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  Json want = Json::parse(
+      R"({"a":1,"b":true,"c":"1","d":null,"e":1.5,"f":"hello","g":"007","h":["x",2]})");
+  EXPECT_EQ(*r, want);
+}
+
+TEST(ParseYaml, AcceptsJsonAndRejectsSeveralDocuments) {
+  EXPECT_EQ(*ParseYaml(R"({"kind":"ConfigMap"})"), Json::parse(R"({"kind":"ConfigMap"})"));
+  auto multi = ParseYaml("a: 1\n---\nb: 2\n");
+  EXPECT_FALSE(multi.ok());
+  auto bad = ParseYaml("a: [1, 2\n");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("line"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace klutch::machinery
