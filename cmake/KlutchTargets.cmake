@@ -1,7 +1,7 @@
 # Helpers that give every module the same shape: a library named klutch_<folder>, its tests
 # beside it, warnings and sanitizers applied once here.
 
-set(KLUTCH_WARNINGS -Wall -Wextra -Wpedantic -Wno-unused-parameter -Wnon-virtual-dtor
+set(KLUTCH_WARNINGS -Wall -Wextra -Wpedantic -Wno-unused-parameter -Wno-missing-field-initializers -Wnon-virtual-dtor
     -Wimplicit-fallthrough)
 if(CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
   list(APPEND KLUTCH_WARNINGS -Wthread-safety)
