@@ -1,0 +1,221 @@
+#include "http/client.h"
+
+#include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+#include <mutex>
+#include <optional>
+
+#include "fmt/format.h"
+
+namespace klutch::http {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+using tcp = asio::ip::tcp;
+
+class Client::Impl {
+ public:
+  explicit Impl(ClientOptions options)
+      : options_(std::move(options)), ssl_ctx_(asio::ssl::context::tls_client) {}
+
+  core::Status Setup() {
+    if (setup_done_) return core::Status::Ok();
+    if (options_.tls) {
+      try {
+        if (options_.ca_pem.empty()) {
+          ssl_ctx_.set_default_verify_paths();
+        } else {
+          ssl_ctx_.add_certificate_authority(asio::buffer(options_.ca_pem));
+        }
+        if (!options_.cert_pem.empty()) {
+          ssl_ctx_.use_certificate_chain(asio::buffer(options_.cert_pem));
+          ssl_ctx_.use_private_key(asio::buffer(options_.key_pem), asio::ssl::context::pem);
+        }
+        ssl_ctx_.set_verify_mode(options_.insecure_skip_verify ? asio::ssl::verify_none
+                                                               : asio::ssl::verify_peer);
+      } catch (const boost::system::system_error& e) {
+        return core::BadRequest(fmt::format("invalid TLS material: {}", e.what()));
+      }
+    }
+    setup_done_ = true;
+    return core::Status::Ok();
+  }
+
+  core::Status Connect() {
+    KLUTCH_RETURN_IF_ERROR(Setup());
+    Close();
+    boost::system::error_code ec;
+    tcp::resolver resolver(ioc_);
+    auto results = resolver.resolve(options_.host, std::to_string(options_.port), ec);
+    if (ec) return Fail("resolve", ec);
+    if (options_.tls) {
+      std::lock_guard<std::mutex> lock(mu_);
+      tls_.emplace(ioc_, ssl_ctx_);
+    } else {
+      std::lock_guard<std::mutex> lock(mu_);
+      plain_.emplace(ioc_);
+    }
+    auto& lowest = Lowest();
+    lowest.expires_after(options_.timeout);
+    lowest.connect(results, ec);
+    if (ec) return Fail("connect", ec);
+    if (options_.tls) {
+      std::string name = options_.server_name.empty() ? options_.host : options_.server_name;
+      if (!options_.insecure_skip_verify) {
+        tls_->set_verify_callback(asio::ssl::host_name_verification(name));
+      }
+      SSL_set_tlsext_host_name(tls_->native_handle(), name.c_str());
+      tls_->handshake(asio::ssl::stream_base::client, ec);
+      if (ec) return Fail("TLS handshake", ec);
+    }
+    connected_ = true;
+    return core::Status::Ok();
+  }
+
+  void Close() {
+    std::lock_guard<std::mutex> lock(mu_);
+    boost::system::error_code ec;
+    if (tls_) beast::get_lowest_layer(*tls_).socket().close(ec);
+    if (plain_) plain_->socket().close(ec);
+    connected_ = false;
+  }
+
+  void Disconnect() {
+    std::lock_guard<std::mutex> lock(mu_);
+    boost::system::error_code ec;
+    if (tls_) beast::get_lowest_layer(*tls_).socket().shutdown(tcp::socket::shutdown_both, ec);
+    if (plain_) plain_->socket().shutdown(tcp::socket::shutdown_both, ec);
+  }
+
+  beast::tcp_stream& Lowest() { return tls_ ? beast::get_lowest_layer(*tls_) : *plain_; }
+
+  core::Status Fail(std::string_view what, const boost::system::error_code& ec) {
+    connected_ = false;
+    return core::Unavailable(
+        fmt::format("{} {}:{}: {}", what, options_.host, options_.port, ec.message()));
+  }
+
+  bhttp::request<bhttp::string_body> Build(std::string_view method, std::string_view target,
+                                           const Headers& headers, std::string body) {
+    bhttp::request<bhttp::string_body> req;
+    req.method_string(method);
+    req.target(target);
+    req.version(11);
+    req.set(bhttp::field::host, options_.host + ":" + std::to_string(options_.port));
+    for (const auto& [k, v] : headers.items()) req.set(k, v);
+    req.keep_alive(true);
+    req.body() = std::move(body);
+    req.prepare_payload();
+    return req;
+  }
+
+  template <typename F>
+  core::Result<ClientResponse> WithStream(F&& f) {
+    if (tls_) return f(*tls_);
+    return f(*plain_);
+  }
+
+  core::Result<ClientResponse> Do(std::string_view method, std::string_view target,
+                                  const Headers& headers, std::string body) {
+    // One retry on a stale keep-alive connection (the server may have closed it).
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      bool reused = connected_;
+      if (!connected_) KLUTCH_RETURN_IF_ERROR(Connect());
+      auto req = Build(method, target, headers, body);
+      auto r = WithStream([&](auto& s) -> core::Result<ClientResponse> {
+        boost::system::error_code ec;
+        Lowest().expires_after(options_.timeout);
+        bhttp::write(s, req, ec);
+        if (ec) return Fail("write", ec);
+        beast::flat_buffer buffer;
+        bhttp::response_parser<bhttp::string_body> parser;
+        parser.body_limit(1024ull * 1024 * 1024);
+        bhttp::read(s, buffer, parser, ec);
+        if (ec) return Fail("read", ec);
+        auto msg = parser.release();
+        ClientResponse out;
+        out.status = static_cast<int>(msg.result_int());
+        for (const auto& f : msg) out.headers.Add(std::string(f.name_string()), std::string(f.value()));
+        out.body = std::move(msg.body());
+        if (!msg.keep_alive()) Close();
+        return out;
+      });
+      if (r.ok() || !reused) return r;
+    }
+    return core::Unavailable("unreachable");
+  }
+
+  core::Result<ClientResponse> Stream(std::string_view method, std::string_view target,
+                                      const Headers& headers,
+                                      const std::function<bool(std::string_view)>& on_data) {
+    if (!connected_) KLUTCH_RETURN_IF_ERROR(Connect());
+    auto req = Build(method, target, headers, {});
+    return WithStream([&](auto& s) -> core::Result<ClientResponse> {
+      boost::system::error_code ec;
+      Lowest().expires_after(options_.timeout);
+      bhttp::write(s, req, ec);
+      if (ec) return Fail("write", ec);
+      beast::flat_buffer buffer;
+      bhttp::response_parser<bhttp::buffer_body> parser;
+      parser.body_limit(boost::none);
+      bhttp::read_header(s, buffer, parser, ec);
+      if (ec) return Fail("read", ec);
+      ClientResponse out;
+      out.status = static_cast<int>(parser.get().result_int());
+      for (const auto& f : parser.get()) {
+        out.headers.Add(std::string(f.name_string()), std::string(f.value()));
+      }
+      Lowest().expires_never();
+      std::array<char, 16384> chunk;
+      while (!parser.is_done()) {
+        parser.get().body().data = chunk.data();
+        parser.get().body().size = chunk.size();
+        bhttp::read_some(s, buffer, parser, ec);
+        if (ec == bhttp::error::need_buffer) ec = {};
+        if (ec) {
+          Close();
+          return out;  // the stream ended by a cut; the caller sees what arrived
+        }
+        size_t n = chunk.size() - parser.get().body().size;
+        if (n > 0 && !on_data(std::string_view(chunk.data(), n))) {
+          Close();
+          return out;
+        }
+      }
+      Close();
+      return out;
+    });
+  }
+
+ private:
+  ClientOptions options_;
+  asio::io_context ioc_;
+  asio::ssl::context ssl_ctx_;
+  std::mutex mu_;  // guards socket close/shutdown against a concurrent Disconnect()
+  std::optional<beast::ssl_stream<beast::tcp_stream>> tls_;
+  std::optional<beast::tcp_stream> plain_;
+  bool connected_ = false;
+  bool setup_done_ = false;
+};
+
+Client::Client(ClientOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+Client::~Client() = default;
+
+core::Result<ClientResponse> Client::Do(std::string_view method, std::string_view target,
+                                        const Headers& headers, std::string body) {
+  return impl_->Do(method, target, headers, std::move(body));
+}
+
+core::Result<ClientResponse> Client::Stream(std::string_view method, std::string_view target,
+                                            const Headers& headers,
+                                            const std::function<bool(std::string_view)>& on_data) {
+  return impl_->Stream(method, target, headers, on_data);
+}
+
+void Client::Disconnect() { impl_->Disconnect(); }
+
+}  // namespace klutch::http

@@ -1,0 +1,443 @@
+#include "http/server.h"
+
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+
+#include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "core/log.h"
+#include "core/strings.h"
+#include "fmt/format.h"
+
+namespace klutch::http {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+using tcp = asio::ip::tcp;
+
+namespace {
+
+constexpr size_t kMaxQueuedStreamBytes = 64 * 1024 * 1024;
+constexpr auto kIdleTimeout = std::chrono::seconds(120);
+constexpr auto kWriteTimeout = std::chrono::seconds(60);
+
+// The server side of a ResponseStream: chunks queued by any thread, drained by the session
+// coroutine on its strand.
+class StreamImpl final : public ResponseStream, public std::enable_shared_from_this<StreamImpl> {
+ public:
+  explicit StreamImpl(asio::any_io_executor strand) : timer_(strand) {
+    timer_.expires_at(asio::steady_timer::time_point::max());
+  }
+
+  bool Write(std::string data) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (closing_ || ended_) return false;
+      queued_bytes_ += data.size();
+      queue_.push_back(std::move(data));
+      // A consumer that stopped reading must not grow memory without bound.
+      if (queued_bytes_ > kMaxQueuedStreamBytes) closing_ = true;
+    }
+    Wake();
+    return true;
+  }
+
+  void Close() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      closing_ = true;
+    }
+    Wake();
+  }
+
+  bool closed() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return closing_ || ended_;
+  }
+
+  void OnClosed(std::function<void()> callback) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!ended_) {
+        callbacks_.push_back(std::move(callback));
+        return;
+      }
+    }
+    callback();
+  }
+
+  // Session side. Moves queued chunks out; `closing` tells whether to end after them.
+  void Take(std::deque<std::string>& out, bool& closing) {
+    std::lock_guard<std::mutex> lock(mu_);
+    out.swap(queue_);
+    queued_bytes_ = 0;
+    closing = closing_;
+  }
+
+  bool HasWork() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return closing_ || !queue_.empty();
+  }
+
+  // The stream is over (sent, peer gone or server stopping): run the callbacks once.
+  void End() {
+    std::vector<std::function<void()>> callbacks;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (ended_) return;
+      ended_ = true;
+      closing_ = true;
+      queue_.clear();
+      callbacks.swap(callbacks_);
+    }
+    for (auto& cb : callbacks) cb();
+  }
+
+  asio::steady_timer& timer() { return timer_; }
+
+  void Wake() {
+    asio::post(timer_.get_executor(), [self = shared_from_this()] { self->timer_.cancel(); });
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::deque<std::string> queue_;
+  size_t queued_bytes_ = 0;
+  bool closing_ = false;
+  bool ended_ = false;
+  std::vector<std::function<void()>> callbacks_;
+  asio::steady_timer timer_;
+};
+
+std::optional<ClientCertificate> PeerCertificate(SSL* ssl) {
+  X509* cert = SSL_get1_peer_certificate(ssl);
+  if (cert == nullptr) return std::nullopt;
+  std::optional<ClientCertificate> out;
+  if (SSL_get_verify_result(ssl) == X509_V_OK) {
+    out.emplace();
+    X509_NAME* subject = X509_get_subject_name(cert);
+    for (int i = 0; i < X509_NAME_entry_count(subject); ++i) {
+      X509_NAME_ENTRY* entry = X509_NAME_get_entry(subject, i);
+      int nid = OBJ_obj2nid(X509_NAME_ENTRY_get_object(entry));
+      unsigned char* utf8 = nullptr;
+      int len = ASN1_STRING_to_UTF8(&utf8, X509_NAME_ENTRY_get_data(entry));
+      if (len < 0) continue;
+      std::string value(reinterpret_cast<char*>(utf8), static_cast<size_t>(len));
+      OPENSSL_free(utf8);
+      if (nid == NID_commonName) out->common_name = value;
+      if (nid == NID_organizationName) out->organizations.push_back(value);
+    }
+  }
+  X509_free(cert);
+  return out;
+}
+
+Request ToRequest(bhttp::request<bhttp::string_body>&& msg) {
+  Request req;
+  req.method = std::string(msg.method_string());
+  req.target = std::string(msg.target());
+  std::string_view target = req.target;
+  auto q = target.find('?');
+  std::string_view raw_path = target.substr(0, q);
+  auto decoded = core::PercentDecode(raw_path, false);
+  req.path = decoded ? *decoded : std::string(raw_path);
+  if (q != std::string_view::npos) req.query = ParseQuery(target.substr(q + 1));
+  for (const auto& field : msg) {
+    req.headers.Add(std::string(field.name_string()), std::string(field.value()));
+  }
+  req.body = std::move(msg.body());
+  return req;
+}
+
+bhttp::response<bhttp::string_body> ToMessage(Response& resp, unsigned version, bool keep_alive) {
+  bhttp::response<bhttp::string_body> msg{static_cast<bhttp::status>(resp.status), version};
+  for (auto& [k, v] : resp.headers.items()) msg.insert(k, v);
+  msg.keep_alive(keep_alive);
+  msg.body() = std::move(resp.body);
+  msg.prepare_payload();
+  return msg;
+}
+
+}  // namespace
+
+class Server::Impl {
+ public:
+  Impl(ServerOptions options, Handler handler)
+      : options_(std::move(options)),
+        handler_(std::move(handler)),
+        ssl_ctx_(asio::ssl::context::tls_server),
+        ioc_(options_.threads),
+        acceptor_(ioc_) {}
+
+  ~Impl() { Stop(); }
+
+  core::Status Start() {
+    if (options_.tls) {
+      try {
+        ssl_ctx_.set_options(asio::ssl::context::default_workarounds |
+                             asio::ssl::context::no_sslv2 | asio::ssl::context::no_sslv3 |
+                             asio::ssl::context::no_tlsv1 | asio::ssl::context::no_tlsv1_1 |
+                             asio::ssl::context::single_dh_use);
+        ssl_ctx_.use_certificate_chain_file(options_.tls->certificate_file);
+        ssl_ctx_.use_private_key_file(options_.tls->key_file, asio::ssl::context::pem);
+        if (!options_.tls->client_ca_file.empty()) {
+          ssl_ctx_.load_verify_file(options_.tls->client_ca_file);
+          // Ask for a certificate but accept connections without one (token auth).
+          ssl_ctx_.set_verify_mode(asio::ssl::verify_peer);
+          STACK_OF(X509_NAME)* names =
+              SSL_load_client_CA_file(options_.tls->client_ca_file.c_str());
+          if (names) SSL_CTX_set_client_CA_list(ssl_ctx_.native_handle(), names);
+        }
+      } catch (const boost::system::system_error& e) {
+        return core::Internal(fmt::format("loading TLS material ({}, {}): {}",
+                                          options_.tls->certificate_file,
+                                          options_.tls->key_file, e.what()));
+      }
+    }
+    boost::system::error_code ec;
+    auto addr = asio::ip::make_address(options_.address, ec);
+    if (ec) return core::Internal(fmt::format("bad listen address {}: {}", options_.address,
+                                              ec.message()));
+    tcp::endpoint ep(addr, options_.port);
+    acceptor_.open(ep.protocol(), ec);
+    if (!ec) acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
+    if (!ec) acceptor_.bind(ep, ec);
+    if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+    if (ec) {
+      return core::Internal(
+          fmt::format("cannot listen on {}:{}: {}", options_.address, options_.port, ec.message()));
+    }
+    port_ = acceptor_.local_endpoint().port();
+    asio::co_spawn(ioc_, Accept(), asio::detached);
+    for (int i = 0; i < options_.threads; ++i) {
+      threads_.emplace_back([this] { ioc_.run(); });
+    }
+    return core::Status::Ok();
+  }
+
+  void Stop() {
+    std::call_once(stop_once_, [this] {
+      asio::post(ioc_, [this] {
+        boost::system::error_code ec;
+        acceptor_.close(ec);
+      });
+      ioc_.stop();
+      for (auto& t : threads_) t.join();
+      threads_.clear();
+    });
+  }
+
+  uint16_t port() const { return port_; }
+
+ private:
+  asio::awaitable<void> Accept() {
+    while (true) {
+      auto [ec, socket] =
+          co_await acceptor_.async_accept(asio::make_strand(ioc_), asio::as_tuple(asio::use_awaitable));
+      if (ec) {
+        if (ec == asio::error::operation_aborted || !acceptor_.is_open()) co_return;
+        continue;
+      }
+      socket.set_option(tcp::no_delay(true), ec);
+      auto executor = socket.get_executor();
+      if (options_.tls) {
+        asio::co_spawn(executor,
+                       ServeTls(beast::ssl_stream<beast::tcp_stream>(
+                           beast::tcp_stream(std::move(socket)), ssl_ctx_)),
+                       asio::detached);
+      } else {
+        asio::co_spawn(executor, Serve(beast::tcp_stream(std::move(socket)), std::nullopt),
+                       asio::detached);
+      }
+    }
+  }
+
+  asio::awaitable<void> ServeTls(beast::ssl_stream<beast::tcp_stream> stream) {
+    beast::get_lowest_layer(stream).expires_after(std::chrono::seconds(30));
+    auto [ec] = co_await stream.async_handshake(asio::ssl::stream_base::server,
+                                                asio::as_tuple(asio::use_awaitable));
+    if (ec) co_return;
+    auto cert = PeerCertificate(stream.native_handle());
+    co_await Serve(std::move(stream), std::move(cert));
+  }
+
+  Response TransportError(int code, std::string message) {
+    if (options_.error_response) return options_.error_response(code, std::move(message));
+    Response r;
+    r.status = code;
+    r.headers.Set("Content-Type", "text/plain");
+    r.body = std::move(message);
+    return r;
+  }
+
+  template <typename Stream>
+  asio::awaitable<void> Serve(Stream stream, std::optional<ClientCertificate> cert) {
+    beast::flat_buffer buffer;
+    std::string remote;
+    {
+      boost::system::error_code ec;
+      auto ep = beast::get_lowest_layer(stream).socket().remote_endpoint(ec);
+      if (!ec) remote = ep.address().to_string() + ":" + std::to_string(ep.port());
+    }
+    while (true) {
+      bhttp::request_parser<bhttp::string_body> parser;
+      parser.body_limit(options_.max_body_bytes);
+      parser.header_limit(1024 * 1024);
+      beast::get_lowest_layer(stream).expires_after(kIdleTimeout);
+      auto [ec, n] = co_await bhttp::async_read(stream, buffer, parser,
+                                                asio::as_tuple(asio::use_awaitable));
+      if (ec == bhttp::error::body_limit) {
+        Response r = TransportError(
+            413, fmt::format("Request entity too large: limit is {}", options_.max_body_bytes));
+        auto msg = ToMessage(r, 11, false);
+        beast::get_lowest_layer(stream).expires_after(kWriteTimeout);
+        co_await bhttp::async_write(stream, msg, asio::as_tuple(asio::use_awaitable));
+        break;
+      }
+      if (ec == bhttp::error::header_limit) {
+        Response r = TransportError(431, "Request header fields too large");
+        auto msg = ToMessage(r, 11, false);
+        co_await bhttp::async_write(stream, msg, asio::as_tuple(asio::use_awaitable));
+        break;
+      }
+      if (ec) {
+        if (ec != bhttp::error::end_of_stream && ec != asio::error::eof &&
+            ec != asio::error::operation_aborted && ec != beast::error::timeout &&
+            ec != asio::ssl::error::stream_truncated && ec != asio::error::connection_reset &&
+            parser.is_header_done()) {
+          Response r = TransportError(400, "malformed HTTP request: " + ec.message());
+          auto msg = ToMessage(r, 11, false);
+          co_await bhttp::async_write(stream, msg, asio::as_tuple(asio::use_awaitable));
+        }
+        break;
+      }
+      auto message = parser.release();
+      const unsigned version = message.version();
+      const bool keep_alive = message.keep_alive();
+      Request request = ToRequest(std::move(message));
+      request.client_certificate = cert;
+      request.remote_address = remote;
+      Response response;
+      try {
+        response = handler_(request);
+      } catch (const std::exception& e) {
+        // Handlers return errors as values; an exception here is a bug, not a client error.
+        KLUTCH_LOG(kError, "http", "handler threw for {} {}: {}", request.method, request.target,
+                   e.what());
+        response = TransportError(500, "internal error");
+      }
+      if (response.stream) {
+        co_await StreamBody(stream, std::move(response), version);
+        break;  // a streamed response ends the connection
+      }
+      auto msg = ToMessage(response, version, keep_alive);
+      beast::get_lowest_layer(stream).expires_after(kWriteTimeout);
+      auto [wec, wn] = co_await bhttp::async_write(stream, msg, asio::as_tuple(asio::use_awaitable));
+      if (wec || !keep_alive) break;
+    }
+    boost::system::error_code ignored;
+    beast::get_lowest_layer(stream).socket().shutdown(tcp::socket::shutdown_both, ignored);
+  }
+
+  template <typename Stream>
+  asio::awaitable<void> StreamBody(Stream& stream, Response response, unsigned version) {
+    auto impl = std::make_shared<StreamImpl>(co_await asio::this_coro::executor);
+    // Ends the stream however this coroutine finishes, including frame destruction at stop.
+    struct EndGuard {
+      std::shared_ptr<StreamImpl> s;
+      ~EndGuard() { s->End(); }
+    } guard{impl};
+
+    bhttp::response<bhttp::empty_body> head{static_cast<bhttp::status>(response.status), version};
+    for (auto& [k, v] : response.headers.items()) head.insert(k, v);
+    head.chunked(true);
+    head.keep_alive(false);
+    bhttp::response_serializer<bhttp::empty_body> sr{head};
+    beast::get_lowest_layer(stream).expires_after(kWriteTimeout);
+    auto [hec, hn] = co_await bhttp::async_write_header(stream, sr, asio::as_tuple(asio::use_awaitable));
+    if (hec) co_return;
+
+    // Notice the peer going away: a read completing (EOF or error) ends the stream. The read
+    // must finish before this frame (which owns `stream`) goes away; see the end.
+    struct Peek {
+      std::array<char, 512> buf;
+      bool done = false;
+    };
+    auto peek = std::make_shared<Peek>();
+    stream.async_read_some(asio::buffer(peek->buf),
+                           [impl, peek](boost::system::error_code, size_t) {
+                             peek->done = true;
+                             impl->Close();
+                           });
+
+    response.stream(impl);
+    std::deque<std::string> chunks;
+    while (true) {
+      bool closing = false;
+      impl->Take(chunks, closing);
+      bool failed = false;
+      for (auto& chunk : chunks) {
+        if (chunk.empty()) continue;
+        beast::get_lowest_layer(stream).expires_after(kWriteTimeout);
+        auto [wec, wn] = co_await asio::async_write(stream, bhttp::make_chunk(asio::buffer(chunk)),
+                                                    asio::as_tuple(asio::use_awaitable));
+        if (wec) {
+          failed = true;
+          break;
+        }
+      }
+      chunks.clear();
+      if (failed) break;
+      if (closing) {
+        if (!peek->done) {
+          beast::get_lowest_layer(stream).expires_after(kWriteTimeout);
+          co_await asio::async_write(stream, bhttp::make_chunk_last(),
+                                     asio::as_tuple(asio::use_awaitable));
+        }
+        break;
+      }
+      if (impl->HasWork()) continue;
+      impl->timer().expires_at(asio::steady_timer::time_point::max());
+      co_await impl->timer().async_wait(asio::as_tuple(asio::use_awaitable));
+    }
+    impl->Close();
+    boost::system::error_code ignored;
+    beast::get_lowest_layer(stream).socket().shutdown(tcp::socket::shutdown_both, ignored);
+    beast::get_lowest_layer(stream).socket().cancel(ignored);
+    while (!peek->done) {
+      impl->timer().expires_at(asio::steady_timer::time_point::max());
+      co_await impl->timer().async_wait(asio::as_tuple(asio::use_awaitable));
+    }
+  }
+
+  ServerOptions options_;
+  Handler handler_;
+  // Declared before ioc_: connection frames destroyed with ioc_ still use the TLS context.
+  asio::ssl::context ssl_ctx_;
+  asio::io_context ioc_;
+  tcp::acceptor acceptor_;
+  uint16_t port_ = 0;
+  std::vector<std::thread> threads_;
+  std::once_flag stop_once_;
+};
+
+core::Result<std::unique_ptr<Server>> Server::Start(ServerOptions options, Handler handler) {
+  auto impl = std::make_unique<Impl>(std::move(options), std::move(handler));
+  KLUTCH_RETURN_IF_ERROR(impl->Start());
+  return std::unique_ptr<Server>(new Server(std::move(impl)));
+}
+
+Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Server::~Server() = default;
+uint16_t Server::port() const { return impl_->port(); }
+void Server::Stop() { impl_->Stop(); }
+
+}  // namespace klutch::http

@@ -1,0 +1,57 @@
+// Server: an HTTP/1.1 server (plain or TLS) that calls one Handler per request.
+//
+// Each connection is served by a coroutine on a pool of threads; the handler is called
+// synchronously on one of them and may block (e.g. on a storage commit), so the pool is
+// sized for concurrent blocking requests. Responses with `stream` set are sent chunked and
+// stay open until closed by either side. Bodies over `max_body_bytes` get 413 without
+// reaching the handler. Asio and OpenSSL stay inside server.cc. Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "core/status.h"
+#include "http/message.h"
+
+namespace klutch::http {
+
+using Handler = std::function<Response(Request& request)>;
+
+struct TlsOptions {
+  std::string certificate_file;  // PEM chain of the serving certificate
+  std::string key_file;          // PEM private key
+  std::string client_ca_file;    // when set, client certificates are verified against it
+};
+
+struct ServerOptions {
+  std::string address = "127.0.0.1";
+  uint16_t port = 0;  // 0 = pick a free port
+  int threads = 32;
+  std::optional<TlsOptions> tls;
+  size_t max_body_bytes = 3 * 1024 * 1024;
+  // Formats transport-level errors (413, 400, 431) as the application wants them.
+  std::function<Response(int code, std::string message)> error_response;
+};
+
+class Server {
+ public:
+  // Binds, starts the threads and returns once accepting. kInternalError naming the address
+  // when binding or loading TLS material fails.
+  static core::Result<std::unique_ptr<Server>> Start(ServerOptions options, Handler handler);
+  ~Server();
+
+  uint16_t port() const;
+  // Stops accepting, closes every connection (ending streams) and joins the threads.
+  void Stop();
+
+  class Impl;
+
+ private:
+  explicit Server(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace klutch::http

@@ -1,0 +1,179 @@
+#include "http/server.h"
+
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "core/sync.h"
+#include "http/certs.h"
+#include "http/client.h"
+
+namespace klutch::http {
+namespace {
+
+Response Echo(Request& req) {
+  Response r;
+  r.headers.Set("Content-Type", "text/plain");
+  std::string who = req.client_certificate ? req.client_certificate->common_name : "anonymous";
+  for (const auto& o : req.client_certificate ? req.client_certificate->organizations
+                                              : std::vector<std::string>{}) {
+    who += "/" + o;
+  }
+  auto q = req.Query("q");
+  r.body = req.method + " " + req.path + " q=" + std::string(q ? *q : "-") + " body=" + req.body +
+           " who=" + who;
+  return r;
+}
+
+TEST(Server, ServesPlainRequestsWithKeepAlive) {
+  auto server = Server::Start({}, Echo);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  Client client({.port = (*server)->port()});
+  for (int i = 0; i < 3; ++i) {
+    auto r = client.Do("POST", "/a%2Fb/c?q=x%20y&z", {}, "hello");
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->status, 200);
+    EXPECT_EQ(r->body, "POST /a/b/c q=x y body=hello who=anonymous");
+  }
+}
+
+TEST(Server, RejectsOversizedBodiesWith413) {
+  ServerOptions options;
+  options.max_body_bytes = 1024;
+  bool called = false;
+  auto server = Server::Start(options, [&](Request&) {
+    called = true;
+    return Response{};
+  });
+  ASSERT_TRUE(server.ok());
+  Client client({.port = (*server)->port()});
+  auto r = client.Do("POST", "/x", {}, std::string(4096, 'a'));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->status, 413);
+  EXPECT_FALSE(called);
+}
+
+TEST(Server, StreamsChunksAndNoticesClientGoingAway) {
+  std::shared_ptr<ResponseStream> kept;
+  core::Notification closed;
+  std::mutex mu;
+  std::condition_variable cv;
+  auto server = Server::Start({}, [&](Request&) {
+    Response r;
+    r.stream = [&](std::shared_ptr<ResponseStream> s) {
+      s->OnClosed([&] { closed.Notify(); });
+      s->Write("one\n");
+      std::lock_guard<std::mutex> lock(mu);
+      kept = s;
+      cv.notify_all();
+    };
+    return r;
+  });
+  ASSERT_TRUE(server.ok());
+  Client client({.port = (*server)->port()});
+  std::string got;
+  std::thread reader([&] {
+    auto r = client.Stream("GET", "/watch", {}, [&](std::string_view data) {
+      got += data;
+      return got.find("two\n") == std::string::npos;  // stop after the second line
+    });
+    EXPECT_TRUE(r.ok());
+  });
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait_for(lock, std::chrono::seconds(10), [&] { return kept != nullptr; });
+  }
+  ASSERT_TRUE(kept);
+  kept->Write("two\n");
+  reader.join();
+  EXPECT_EQ(got, "one\ntwo\n");
+  EXPECT_TRUE(closed.WaitFor(std::chrono::seconds(10)));
+  EXPECT_TRUE(kept->closed());
+  EXPECT_FALSE(kept->Write("three\n"));
+}
+
+TEST(Server, ServerCloseEndsTheStreamCleanly) {
+  auto server = Server::Start({}, [&](Request&) {
+    Response r;
+    r.stream = [](std::shared_ptr<ResponseStream> s) {
+      s->Write("only\n");
+      s->Close();
+    };
+    return r;
+  });
+  ASSERT_TRUE(server.ok());
+  Client client({.port = (*server)->port()});
+  std::string got;
+  auto r = client.Stream("GET", "/w", {}, [&](std::string_view d) {
+    got += d;
+    return true;
+  });
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(got, "only\n");
+}
+
+class TlsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / ("klutch-http-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir_);
+    auto ca = GenerateCertificateAuthority("test-ca", std::chrono::hours(1));
+    ASSERT_TRUE(ca.ok());
+    ca_ = *ca;
+    auto serving = IssueCertificate(ca_, {.common_name = "localhost",
+                                          .dns_names = {"localhost"},
+                                          .ip_addresses = {"127.0.0.1"},
+                                          .server = true});
+    ASSERT_TRUE(serving.ok()) << serving.status().ToString();
+    Write("ca.crt", ca_.certificate);
+    Write("tls.crt", serving->certificate);
+    Write("tls.key", serving->private_key);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  void Write(const std::string& name, const std::string& data) {
+    std::ofstream(dir_ / name) << data;
+  }
+  TlsOptions Tls() {
+    return {(dir_ / "tls.crt").string(), (dir_ / "tls.key").string(), (dir_ / "ca.crt").string()};
+  }
+  std::filesystem::path dir_;
+  Pem ca_;
+};
+
+TEST_F(TlsTest, VerifiesServerAndReadsClientCertificate) {
+  auto server = Server::Start({.tls = Tls()}, Echo);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  auto user = IssueCertificate(
+      ca_, {.common_name = "alice", .organizations = {"system:masters", "dev"}, .client = true});
+  ASSERT_TRUE(user.ok());
+  Client client({.port = (*server)->port(),
+                 .tls = true,
+                 .ca_pem = ca_.certificate,
+                 .cert_pem = user->certificate,
+                 .key_pem = user->private_key});
+  auto r = client.Do("GET", "/x");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->body, "GET /x q=- body= who=alice/system:masters/dev");
+
+  Client anonymous({.port = (*server)->port(), .tls = true, .ca_pem = ca_.certificate});
+  auto a = anonymous.Do("GET", "/y");
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(a->body, "GET /y q=- body= who=anonymous");
+}
+
+TEST_F(TlsTest, ClientRefusesServerFromAnotherCa) {
+  auto server = Server::Start({.tls = Tls()}, Echo);
+  ASSERT_TRUE(server.ok());
+  auto other = GenerateCertificateAuthority("other", std::chrono::hours(1));
+  Client client({.port = (*server)->port(), .tls = true, .ca_pem = other->certificate});
+  auto r = client.Do("GET", "/x");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("TLS handshake"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace klutch::http
