@@ -10,7 +10,7 @@ constexpr std::string_view kRefPrefixV2 = "#/definitions/";
 }  // namespace
 
 SchemaCursor::SchemaCursor(const Json* schema, const Json* schemas)
-    : node_(Resolve(schema, schemas)), schemas_(schemas) {}
+    : outer_(schema), node_(Resolve(schema, schemas)), schemas_(schemas) {}
 
 const Json* SchemaCursor::Resolve(const Json* node, const Json* schemas) {
   // Bounded: a self-referencing $ref chain must not loop forever.
@@ -69,18 +69,25 @@ SchemaCursor SchemaCursor::Values() const {
 
 std::string SchemaCursor::Extension(std::string_view key) const {
   if (node_ == nullptr) return "";
-  auto it = node_->find(std::string(key));
-  if (it == node_->end() || !it->is_string()) return "";
-  return it->get<std::string>();
+  for (const Json* n : {outer_, node_}) {
+    if (n == nullptr || !n->is_object()) continue;
+    auto it = n->find(std::string(key));
+    if (it != n->end() && it->is_string()) return it->get<std::string>();
+  }
+  return "";
 }
 
 std::vector<std::string> SchemaCursor::ListMapKeys() const {
   std::vector<std::string> keys;
   if (node_ == nullptr) return keys;
-  auto it = node_->find("x-kubernetes-list-map-keys");
-  if (it == node_->end() || !it->is_array()) return keys;
-  for (const auto& k : *it) {
-    if (k.is_string()) keys.push_back(k.get<std::string>());
+  for (const Json* n : {outer_, node_}) {
+    if (n == nullptr || !n->is_object()) continue;
+    auto it = n->find("x-kubernetes-list-map-keys");
+    if (it == n->end() || !it->is_array()) continue;
+    for (const auto& k : *it) {
+      if (k.is_string()) keys.push_back(k.get<std::string>());
+    }
+    return keys;
   }
   return keys;
 }

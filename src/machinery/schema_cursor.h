@@ -44,6 +44,9 @@ class SchemaCursor {
 
  private:
   static const Json* Resolve(const Json* node, const Json* schemas);
+  // The node as written before resolving $ref/allOf: Kubernetes puts extensions such as
+  // x-kubernetes-patch-strategy beside the allOf wrapper, so they are looked up here first.
+  const Json* outer_ = nullptr;
   const Json* node_ = nullptr;
   const Json* schemas_ = nullptr;
 };

@@ -1,0 +1,20 @@
+// The data files of src/apis/builtin/, compiled into the binary. The definition is generated at
+// build time by embed_files.cmake; this header is internal to the apis module.
+//
+// The data is immutable and statically initialized; every function here is thread-safe.
+#pragma once
+
+#include <span>
+#include <string_view>
+
+namespace klutch::apis::internal {
+
+struct EmbeddedFile {
+  std::string_view name;                     // file name, such as "core_v1.yaml"
+  std::span<const std::string_view> chunks;  // the content, in order; concatenate to read it
+};
+
+// Every file of src/apis/builtin/*.yaml, sorted by name. Never empty.
+std::span<const EmbeddedFile> BuiltinDataFiles();
+
+}  // namespace klutch::apis::internal

@@ -1,0 +1,31 @@
+// Syntax checks for names, labels and keys with the messages kube-apiserver returns (they
+// reach users verbatim through kubectl, so they follow Kubernetes' wording).
+//
+// Each Is* function returns the list of problems, empty when valid. Pure; thread-safe.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+#include "machinery/json.h"
+
+namespace klutch::machinery {
+
+std::vector<std::string> IsDns1123Label(std::string_view value);
+std::vector<std::string> IsDns1123Subdomain(std::string_view value);
+// A label key or annotation key: optional DNS-subdomain prefix, '/', name part.
+std::vector<std::string> IsQualifiedName(std::string_view value);
+std::vector<std::string> IsValidLabelValue(std::string_view value);
+// ConfigMap and Secret data keys.
+std::vector<std::string> IsConfigMapKey(std::string_view value);
+
+// Validates the common metadata of an object being written: name (by `name_check`),
+// generateName, labels, annotations (keys and the 256 KiB total), finalizers,
+// ownerReferences. Appends causes with field paths under "metadata.".
+enum class NameRule { kDns1123Subdomain, kDns1123Label, kPathSegment };
+void ValidateObjectMeta(const Json& metadata, bool namespaced, NameRule rule,
+                        std::vector<core::Cause>& causes);
+
+}  // namespace klutch::machinery
