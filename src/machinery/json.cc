@@ -10,20 +10,48 @@
 
 namespace klutch::machinery {
 
-core::Result<Json> ParseJson(std::string_view text) {
-  Json out = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (out.is_discarded()) {
-    // Re-parse with exceptions only on the error path to recover the position and message.
-    try {
-      Json ignored = Json::parse(text);
-      (void)ignored;
-    } catch (const Json::parse_error& e) {
-      return core::BadRequest(fmt::format("invalid JSON at byte {}: {}", e.byte,
-                                          std::string_view(e.what()).substr(0, 200)));
+namespace {
+
+// Deepest nesting of objects and arrays in JSON text (strings skipped). Bounding it keeps the
+// recursive algorithms that later walk a document (copy, compare, dump) off the stack limit.
+size_t NestingDepth(std::string_view text) {
+  size_t depth = 0, max = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      max = std::max(max, ++depth);
+    } else if ((c == '}' || c == ']') && depth > 0) {
+      --depth;
     }
-    return core::BadRequest("invalid JSON");
   }
-  return out;
+  return max;
+}
+
+}  // namespace
+
+core::Result<Json> ParseJson(std::string_view text) {
+  if (NestingDepth(text) > kMaxJsonDepth) {
+    return core::BadRequest(
+        fmt::format("invalid JSON: nesting deeper than {} levels", kMaxJsonDepth));
+  }
+  try {
+    return Json::parse(text);
+  } catch (const Json::parse_error& e) {
+    return core::BadRequest(fmt::format("invalid JSON at byte {}: {}", e.byte,
+                                        std::string_view(e.what()).substr(0, 200)));
+  } catch (const Json::exception& e) {
+    // Numbers out of range and similar: still the client's input, never a crash.
+    return core::BadRequest(fmt::format("invalid JSON: {}", std::string_view(e.what()).substr(0, 200)));
+  }
 }
 
 namespace {

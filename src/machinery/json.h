@@ -4,7 +4,7 @@
 // Objects are JSON end to end (docs/decisions/0002-object-representation.md). Thread-safe.
 #pragma once
 
-#include <nlohmann/json_fwd.hpp>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 
@@ -14,7 +14,11 @@ namespace klutch::machinery {
 
 using Json = nlohmann::json;
 
-// Parses one JSON document. Malformed input -> BadRequest naming the offset and problem.
+// Objects and arrays may nest at most this deep in decoded documents.
+inline constexpr size_t kMaxJsonDepth = 512;
+
+// Parses one JSON document. Malformed input (including numbers out of range and nesting
+// deeper than kMaxJsonDepth) -> BadRequest naming the offset and problem.
 core::Result<Json> ParseJson(std::string_view text);
 
 // Parses one YAML document (or JSON, which is YAML) into JSON the way Kubernetes does:

@@ -15,6 +15,19 @@ TEST(ParseJson, ReportsPositionOfMalformedInput) {
   EXPECT_EQ(*ParseJson("{\"a\":[1,2]}"), Json::parse("{\"a\":[1,2]}"));
 }
 
+TEST(ParseJson, RejectsHostileInputWithoutCrashing) {
+  EXPECT_EQ(ParseJson("[1e400]").status().reason(), core::Reason::kBadRequest);
+  std::string deep(kMaxJsonDepth + 1, '[');
+  deep += std::string(kMaxJsonDepth + 1, ']');
+  auto r = ParseJson(deep);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("nesting"), std::string::npos);
+  std::string ok(kMaxJsonDepth, '[');
+  ok += std::string(kMaxJsonDepth, ']');
+  EXPECT_TRUE(ParseJson(ok).ok());
+  EXPECT_TRUE(ParseJson(R"(["[[[[", "\\\"["])").ok());
+}
+
 TEST(ParseYaml, ResolvesPlainScalarsLikeKubernetes) {
   auto r = ParseYaml(
       "a: 1\nb: true\nc: \"1\"\nd: ~\ne: 1.5\nf: hello\ng: '007'\nh:\n  - x\n  - 2\n");

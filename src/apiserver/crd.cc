@@ -1,0 +1,191 @@
+#include "apiserver/crd.h"
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "core/strings.h"
+#include "machinery/validation.h"
+
+namespace klutch::apiserver {
+
+using machinery::Find;
+using machinery::GetString;
+
+namespace {
+
+std::vector<std::string> Strings(const Json* arr) {
+  std::vector<std::string> out;
+  if (arr && arr->is_array()) {
+    for (const auto& v : *arr) {
+      if (v.is_string()) out.push_back(v.get<std::string>());
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+void ValidateCrdSpec(const Json& crd, const Json* old, std::vector<core::Cause>& causes) {
+  const std::string group = GetString(crd, {"spec", "group"});
+  const std::string plural = GetString(crd, {"spec", "names", "plural"});
+  const std::string kind = GetString(crd, {"spec", "names", "kind"});
+  if (group.empty()) {
+    causes.push_back(machinery::FieldRequired("spec.group"));
+  } else {
+    for (const auto& e : machinery::IsDns1123Subdomain(group)) {
+      causes.push_back(machinery::FieldInvalid("spec.group", group, e));
+    }
+    if (group.find('.') == std::string::npos) {
+      causes.push_back(machinery::FieldInvalid("spec.group", group, "should be a domain with at least one dot"));
+    }
+  }
+  if (plural.empty()) {
+    causes.push_back(machinery::FieldRequired("spec.names.plural"));
+  } else {
+    for (const auto& e : machinery::IsDns1123Label(plural)) {
+      causes.push_back(machinery::FieldInvalid("spec.names.plural", plural, e));
+    }
+  }
+  if (kind.empty()) causes.push_back(machinery::FieldRequired("spec.names.kind"));
+  std::string want = plural + "." + group;
+  if (!plural.empty() && !group.empty() && machinery::Name(crd) != want) {
+    causes.push_back(machinery::FieldInvalid("metadata.name", machinery::Name(crd),
+                                             "must be spec.names.plural+\".\"+spec.group"));
+  }
+  std::string scope = GetString(crd, {"spec", "scope"});
+  if (scope != "Namespaced" && scope != "Cluster") {
+    if (scope.empty()) {
+      causes.push_back(machinery::FieldRequired("spec.scope"));
+    } else {
+      causes.push_back(machinery::FieldNotSupported("spec.scope", scope, {"Cluster", "Namespaced"}));
+    }
+  }
+  const Json* versions = Find(crd, {"spec", "versions"});
+  if (!versions || !versions->is_array() || versions->empty()) {
+    causes.push_back(machinery::FieldInvalid("spec.versions", Json::array(),
+                                             "must have exactly one version marked as storage version"));
+    return;
+  }
+  int storage = 0;
+  std::set<std::string> seen;
+  for (size_t i = 0; i < versions->size(); ++i) {
+    const Json& v = (*versions)[i];
+    std::string base = fmt::format("spec.versions[{}]", i);
+    std::string name = GetString(v, {"name"});
+    for (const auto& e : machinery::IsDns1123Label(name)) {
+      causes.push_back(machinery::FieldInvalid(base + ".name", name, e));
+    }
+    if (!seen.insert(name).second) causes.push_back(machinery::FieldDuplicate(base + ".name", name));
+    if (v.value("storage", false)) ++storage;
+    const Json* schema = Find(v, {"schema", "openAPIV3Schema"});
+    if (schema == nullptr || !schema->is_object()) {
+      causes.push_back(machinery::FieldRequired(base + ".schema.openAPIV3Schema",
+                                                "schemas are required"));
+    } else if (GetString(*schema, {"type"}) != "object") {
+      causes.push_back(machinery::FieldInvalid(base + ".schema.openAPIV3Schema.type",
+                                               GetString(*schema, {"type"}),
+                                               "must be object at the root"));
+    }
+    if (const Json* cols = Find(v, {"additionalPrinterColumns"}); cols && cols->is_array()) {
+      for (size_t c = 0; c < cols->size(); ++c) {
+        std::string path = GetString((*cols)[c], {"jsonPath"});
+        if (path.empty()) {
+          causes.push_back(machinery::FieldRequired(
+              fmt::format("{}.additionalPrinterColumns[{}].jsonPath", base, c)));
+        }
+      }
+    }
+  }
+  if (storage != 1) {
+    causes.push_back(machinery::FieldInvalid("spec.versions", *versions,
+                                             "must have exactly one version marked as storage version"));
+  }
+  if (old != nullptr) {
+    std::string old_scope = GetString(*old, {"spec", "scope"});
+    if (!old_scope.empty() && old_scope != scope) {
+      causes.push_back(machinery::FieldInvalid("spec.scope", scope, "field is immutable"));
+    }
+  }
+}
+
+core::Result<std::vector<ResourcePtr>> ResourcesForCrd(const Json& crd) {
+  const std::string group = GetString(crd, {"spec", "group"});
+  const Json* names = Find(crd, {"spec", "names"});
+  if (!names) return core::Invalid("spec.names: Required value");
+  const std::string kind = GetString(*names, {"kind"});
+  const std::string plural = GetString(*names, {"plural"});
+  std::string singular = GetString(*names, {"singular"});
+  if (singular.empty()) singular = core::ToLower(kind);
+  std::string list_kind = GetString(*names, {"listKind"});
+  if (list_kind.empty()) list_kind = kind + "List";
+  const bool namespaced = GetString(crd, {"spec", "scope"}) == "Namespaced";
+  std::string storage_version;
+  const Json* versions = Find(crd, {"spec", "versions"});
+  if (!versions || !versions->is_array()) return core::Invalid("spec.versions: Required value");
+  for (const auto& v : *versions) {
+    if (v.value("storage", false)) storage_version = GetString(v, {"name"});
+  }
+  std::vector<ResourcePtr> out;
+  for (const auto& v : *versions) {
+    if (!v.value("served", false)) continue;
+    ResourceInfo r;
+    r.group = group;
+    r.version = GetString(v, {"name"});
+    r.storage_version = storage_version;
+    r.kind = kind;
+    r.list_kind = list_kind;
+    r.plural = plural;
+    r.singular = singular;
+    r.namespaced = namespaced;
+    r.short_names = Strings(Find(*names, {"shortNames"}));
+    r.categories = Strings(Find(*names, {"categories"}));
+    r.verbs = {"delete", "deletecollection", "get", "list", "patch", "create", "update", "watch"};
+    r.custom = true;
+    r.tracks_generation = true;
+    r.crd_name = machinery::Name(crd);
+    if (const Json* subs = Find(v, {"subresources"}); subs && subs->is_object()) {
+      if (subs->contains("status")) {
+        r.has_status = true;
+        r.subresources.push_back({"status", {group, r.version, kind}, {"get", "patch", "update"}});
+      }
+      if (subs->contains("scale")) {
+        r.subresources.push_back(
+            {"scale", {"autoscaling", "v1", "Scale"}, {"get", "patch", "update"}});
+      }
+    }
+    // The schema travels as a one-entry components map so SchemaCursor can walk it.
+    if (const Json* schema = Find(v, {"schema", "openAPIV3Schema"})) {
+      std::string name = fmt::format("{}.{}.{}", group, r.version, kind);
+      auto schemas = std::make_shared<Json>(Json::object());
+      (*schemas)[name] = *schema;
+      r.schemas = std::move(schemas);
+      r.schema_name = std::move(name);
+    }
+    r.columns.push_back({"Name", "string", "name", "Name must be unique within a namespace.", 0,
+                         "", [](const Json& o) { return Json(machinery::Name(o)); }});
+    bool has_age = false;
+    if (const Json* cols = Find(v, {"additionalPrinterColumns"}); cols && cols->is_array()) {
+      for (const auto& c : *cols) {
+        Column col;
+        col.name = GetString(c, {"name"});
+        col.type = GetString(c, {"type"});
+        col.format = GetString(c, {"format"});
+        col.description = GetString(c, {"description"});
+        col.priority = c.value("priority", 0);
+        col.json_path = GetString(c, {"jsonPath"});
+        if (col.json_path == ".metadata.creationTimestamp") has_age = true;
+        r.columns.push_back(std::move(col));
+      }
+    }
+    if (!has_age) {
+      r.columns.push_back({"Age", "date", "", "Time since the object was created.", 0,
+                           ".metadata.creationTimestamp", nullptr});
+    }
+    out.push_back(std::make_shared<const ResourceInfo>(std::move(r)));
+  }
+  return out;
+}
+
+}  // namespace klutch::apiserver

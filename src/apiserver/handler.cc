@@ -1,0 +1,544 @@
+#include "apiserver/handler.h"
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "apiserver/discovery.h"
+#include "apiserver/table.h"
+#include "core/log.h"
+#include "core/strings.h"
+#include "machinery/protobuf.h"
+
+namespace klutch::apiserver {
+
+using machinery::Find;
+using machinery::GetString;
+
+namespace {
+
+constexpr const char* kJson = "application/json";
+
+http::Response JsonResponse(int code, std::string body) {
+  http::Response r;
+  r.status = code;
+  r.headers.Set("Content-Type", kJson);
+  r.headers.Set("Cache-Control", "no-cache, private");
+  r.body = std::move(body);
+  return r;
+}
+
+http::Response JsonResponse(int code, const Json& body) { return JsonResponse(code, body.dump()); }
+
+http::Response Text(int code, std::string body) {
+  http::Response r;
+  r.status = code;
+  r.headers.Set("Content-Type", "text/plain; charset=utf-8");
+  r.headers.Set("X-Content-Type-Options", "nosniff");
+  r.body = std::move(body);
+  return r;
+}
+
+core::Status PathNotFound() {
+  core::Status s(core::Reason::kNotFound, "the server could not find the requested resource");
+  s.set_details({});
+  return s;
+}
+
+std::string MediaType(std::string_view content_type) {
+  auto semi = content_type.find(';');
+  return core::ToLower(core::Trim(content_type.substr(0, semi)));
+}
+
+void AddWarnings(http::Response& resp, const std::vector<std::string>& warnings) {
+  for (const auto& w : warnings) {
+    resp.headers.Add("Warning", "299 - " + Json(w).dump());
+  }
+}
+
+// Decodes a create/update body by its Content-Type.
+core::Result<Json> DecodeBody(const ResourceInfo& r, const http::Request& req) {
+  const std::string type = MediaType(req.headers.Get("Content-Type"));
+  auto wrap = [&](const core::Status& s) {
+    return core::BadRequest(fmt::format("{} in version \"{}\" cannot be handled as a {}: {}",
+                                        r.kind, r.version, r.kind, s.message()));
+  };
+  if (type.empty() || type == kJson) {
+    auto j = machinery::ParseJson(req.body);
+    if (!j.ok()) return wrap(j.status());
+    return j;
+  }
+  if (type == "application/yaml") {
+    auto j = machinery::ParseYaml(req.body);
+    if (!j.ok()) return wrap(j.status());
+    return j;
+  }
+  if (type == "application/vnd.kubernetes.protobuf" && !r.custom) {
+    auto j = machinery::DecodeKubernetesProtobuf(req.body);
+    if (!j.ok()) {
+      if (j.status().reason() == core::Reason::kUnsupportedMediaType) return j.status();
+      return wrap(j.status());
+    }
+    return j;
+  }
+  return core::Status(core::Reason::kUnsupportedMediaType,
+                      fmt::format("the body of the request was in an unknown format - accepted "
+                                  "media types include: application/json, application/yaml{}",
+                                  r.custom ? "" : ", application/vnd.kubernetes.protobuf"));
+}
+
+core::Result<WriteOptions> ParseWriteOptions(const http::Request& req, bool apply_patch) {
+  WriteOptions o;
+  if (auto dry = req.Query("dryRun")) {
+    if (*dry != "All") {
+      return core::Status(
+          core::Reason::kInvalid,
+          fmt::format("dryRun: Unsupported value: \"{}\": supported values: \"All\"", *dry));
+    }
+    o.dry_run = true;
+  }
+  if (auto fm = req.Query("fieldManager")) {
+    if (fm->size() > 128) {
+      return core::Status(core::Reason::kInvalid,
+                          "fieldManager: Too long: may not be more than 128 bytes");
+    }
+    for (unsigned char c : *fm) {
+      if (c < 0x20 || c > 0x7e) {
+        return core::Status(core::Reason::kInvalid,
+                            "fieldManager: Invalid value: must only contain printable characters");
+      }
+    }
+    o.field_manager = std::string(*fm);
+  } else if (!apply_patch) {
+    o.field_manager = DefaultFieldManager(req.headers.Get("User-Agent"));
+  }
+  if (auto fv = req.Query("fieldValidation")) {
+    if (*fv == "Strict") {
+      o.field_validation = FieldValidation::kStrict;
+    } else if (*fv == "Warn") {
+      o.field_validation = FieldValidation::kWarn;
+    } else if (*fv == "Ignore") {
+      o.field_validation = FieldValidation::kIgnore;
+    } else {
+      return core::BadRequest(fmt::format(
+          "fieldValidation: Unsupported value: \"{}\": supported values: \"Ignore\", \"Strict\", "
+          "\"Warn\"",
+          *fv));
+    }
+  }
+  return o;
+}
+
+core::Result<DeleteOptions> ParseDeleteOptions(const http::Request& req) {
+  DeleteOptions o;
+  Json body;
+  if (!core::Trim(req.body).empty()) {
+    const std::string type = MediaType(req.headers.Get("Content-Type"));
+    core::Result<Json> parsed = type == "application/vnd.kubernetes.protobuf"
+                                    ? machinery::DecodeKubernetesProtobuf(req.body)
+                                    : machinery::ParseJson(req.body);
+    if (!parsed.ok()) return core::BadRequest("invalid DeleteOptions: " + parsed.status().message());
+    body = std::move(parsed).value();
+  }
+  if (body.is_object()) {
+    o.propagation_policy = GetString(body, {"propagationPolicy"});
+    if (const Json* od = Find(body, {"orphanDependents"}); od && od->is_boolean()) {
+      o.orphan_dependents = od->get<bool>();
+    }
+    o.precondition_uid = GetString(body, {"preconditions", "uid"});
+    o.precondition_resource_version = GetString(body, {"preconditions", "resourceVersion"});
+    if (const Json* dry = Find(body, {"dryRun"}); dry && dry->is_array()) {
+      for (const auto& d : *dry) {
+        if (d != "All") {
+          return core::Status(core::Reason::kInvalid,
+                              fmt::format("dryRun: Unsupported value: {}: supported values: \"All\"",
+                                          d.dump()));
+        }
+        o.dry_run = true;
+      }
+    }
+  }
+  if (auto p = req.Query("propagationPolicy")) o.propagation_policy = std::string(*p);
+  if (auto od = req.Query("orphanDependents")) o.orphan_dependents = *od == "true";
+  if (auto dry = req.Query("dryRun")) {
+    if (*dry != "All") {
+      return core::Status(core::Reason::kInvalid,
+                          fmt::format("dryRun: Unsupported value: \"{}\": supported values: \"All\"", *dry));
+    }
+    o.dry_run = true;
+  }
+  return o;
+}
+
+core::Result<ListOptions> ParseListOptions(const http::Request& req) {
+  ListOptions o;
+  if (auto v = req.Query("labelSelector")) o.label_selector = std::string(*v);
+  if (auto v = req.Query("fieldSelector")) o.field_selector = std::string(*v);
+  if (auto v = req.Query("limit")) {
+    auto n = core::ParseInt64(*v);
+    if (!n || *n < 0) return core::BadRequest(fmt::format("limit: Invalid value: \"{}\"", *v));
+    o.limit = *n;
+  }
+  if (auto v = req.Query("continue")) o.continue_token = std::string(*v);
+  if (auto v = req.Query("resourceVersion")) o.resource_version = std::string(*v);
+  if (auto v = req.Query("resourceVersionMatch")) o.resource_version_match = std::string(*v);
+  return o;
+}
+
+IncludeObject ParseInclude(const http::Request& req) {
+  auto v = req.Query("includeObject");
+  if (!v) return IncludeObject::kMetadata;
+  if (*v == "None") return IncludeObject::kNone;
+  if (*v == "Object") return IncludeObject::kObject;
+  return IncludeObject::kMetadata;
+}
+
+bool IsTrue(std::optional<std::string_view> v) { return v && (*v == "true" || *v == "1"); }
+
+}  // namespace
+
+ApiHandler::ApiHandler(RestStorage& storage, Registry& registry, OpenApi& openapi,
+                       WatchManager& watches, HandlerOptions options)
+    : storage_(storage),
+      registry_(registry),
+      openapi_(openapi),
+      watches_(watches),
+      options_(std::move(options)) {}
+
+http::Response ApiHandler::StatusResponse(const core::Status& status) {
+  http::Response r = JsonResponse(status.code(), machinery::StatusToJson(status));
+  if (status.details() && status.details()->retry_after_seconds > 0) {
+    r.headers.Set("Retry-After", std::to_string(status.details()->retry_after_seconds));
+  }
+  return r;
+}
+
+http::Response ApiHandler::Handle(http::Request& req) {
+  std::vector<std::string> parts;
+  for (auto p : core::SplitNonEmpty(req.path, '/')) parts.emplace_back(p);
+  if (parts.empty()) {
+    Json paths = Json::array({"/api", "/api/v1", "/apis", "/healthz", "/livez", "/openapi/v2",
+                              "/openapi/v3", "/readyz", "/version"});
+    return JsonResponse(200, Json{{"paths", paths}});
+  }
+  const std::string& head = parts[0];
+  if (head == "healthz" || head == "livez" || head == "readyz") {
+    if (req.Query("verbose")) {
+      return Text(200, fmt::format("[+]ping ok\n[+]etcd ok\n{} check passed\n", head));
+    }
+    return Text(200, "ok");
+  }
+  if (head == "version" && parts.size() == 1) {
+    Json v = {{"major", "1"},
+              {"minor", options_.version_minor},
+              {"gitVersion", "v1." + options_.version_minor + ".0-klutch"},
+              {"gitCommit", "klutch"},
+              {"gitTreeState", "clean"},
+              {"buildDate", "2026-01-01T00:00:00Z"},
+              {"goVersion", "n/a"},
+              {"compiler", "gcc"},
+              {"platform", "linux/amd64"}};
+    return JsonResponse(200, v);
+  }
+  if (head == "openapi") {
+    if (parts.size() >= 2 && parts[1] == "v3") {
+      std::string rest;
+      for (size_t i = 2; i < parts.size(); ++i) rest += (i > 2 ? "/" : "") + parts[i];
+      return OpenApiV3(req, rest);
+    }
+    // OpenAPI v2 is served only as protobuf by kube-apiserver; answering 404 makes kubectl
+    // use v3 instead of failing to parse JSON as protobuf.
+    return StatusResponse(PathNotFound());
+  }
+  if (head == "api" || head == "apis") {
+    bool legacy = head == "api";
+    size_t gv_parts = legacy ? 2 : 3;
+    if (parts.size() < gv_parts) return Discovery(req, parts);
+    std::string group = legacy ? "" : parts[1];
+    std::string version = legacy ? parts[1] : parts[2];
+    if (parts.size() == gv_parts) return Discovery(req, parts);
+    return HandleResource(req, parts, gv_parts, group, version);
+  }
+  return StatusResponse(PathNotFound());
+}
+
+http::Response ApiHandler::Discovery(http::Request& req, const std::vector<std::string>& parts) {
+  if (req.method != "GET") {
+    return StatusResponse(core::Status(core::Reason::kMethodNotAllowed,
+                                       fmt::format("the server does not allow this method on the "
+                                                   "requested resource")));
+  }
+  const bool legacy = parts[0] == "api";
+  if (parts.size() == 1) {
+    std::string agg = AggregatedDiscoveryVersion(req.headers.Get("Accept"));
+    if (!agg.empty()) {
+      http::Response r = JsonResponse(200, AggregatedDiscovery(registry_, legacy, agg));
+      r.headers.Set("Content-Type",
+                    agg == "v2" ? kAggregatedDiscoveryType : kAggregatedDiscoveryTypeBeta);
+      r.headers.Set("Vary", "Accept");
+      return r;
+    }
+    http::Response r = JsonResponse(200, legacy ? LegacyApiVersions(options_.server_address)
+                                                : LegacyApiGroupList(registry_));
+    r.headers.Set("Vary", "Accept");
+    return r;
+  }
+  if (legacy) {
+    if (parts[1] != "v1") return StatusResponse(PathNotFound());
+    return JsonResponse(200, LegacyResourceList(registry_, "", "v1"));
+  }
+  if (parts.size() == 2) {
+    Json g = LegacyApiGroup(registry_, parts[1]);
+    if (g.is_null()) return StatusResponse(PathNotFound());
+    return JsonResponse(200, g);
+  }
+  Json list = LegacyResourceList(registry_, parts[1], parts[2]);
+  if (list.is_null()) return StatusResponse(PathNotFound());
+  return JsonResponse(200, list);
+}
+
+http::Response ApiHandler::OpenApiV3(http::Request& req, std::string_view path) {
+  if (path.empty()) return JsonResponse(200, openapi_.Root());
+  auto doc = openapi_.ForPath(path);
+  if (!doc) return StatusResponse(PathNotFound());
+  http::Response r = JsonResponse(200, doc->body);
+  r.headers.Set("Etag", "\"" + doc->hash + "\"");
+  auto hash = req.Query("hash");
+  if (hash && *hash == doc->hash) {
+    r.headers.Set("Cache-Control", "public, immutable");
+    r.headers.Set("Expires", "Fri, 01 Jan 2100 00:00:00 GMT");
+  } else {
+    r.headers.Set("Cache-Control", "no-cache, private");
+  }
+  return r;
+}
+
+http::Response ApiHandler::HandleResource(http::Request& req, const std::vector<std::string>& parts,
+                                          size_t start, const std::string& group,
+                                          const std::string& version) {
+  if (!registry_.HasGroupVersion(group, version)) return StatusResponse(PathNotFound());
+  // [namespaces/<ns>/]<resource>[/<name>[/<subresource>]]
+  std::vector<std::string> rest(parts.begin() + static_cast<long>(start), parts.end());
+  std::string ns, resource, name, sub;
+  if (rest.size() >= 3 && rest[0] == "namespaces" && group.empty() && rest[2] != "status" &&
+      rest[2] != "finalize") {
+    ns = rest[1];
+    resource = rest[2];
+    if (rest.size() > 3) name = rest[3];
+    if (rest.size() > 4) sub = rest[4];
+    if (rest.size() > 5) return StatusResponse(PathNotFound());
+  } else if (rest.size() >= 3 && rest[0] == "namespaces" && !group.empty()) {
+    ns = rest[1];
+    resource = rest[2];
+    if (rest.size() > 3) name = rest[3];
+    if (rest.size() > 4) sub = rest[4];
+    if (rest.size() > 5) return StatusResponse(PathNotFound());
+  } else {
+    resource = rest[0];
+    if (rest.size() > 1) name = rest[1];
+    if (rest.size() > 2) sub = rest[2];
+    if (rest.size() > 3) return StatusResponse(PathNotFound());
+  }
+  ResourcePtr rp = registry_.Find(group, version, resource);
+  if (!rp) return StatusResponse(PathNotFound());
+  const ResourceInfo& r = *rp;
+  if (!ns.empty() && !r.namespaced) return StatusResponse(PathNotFound());
+  if (!sub.empty() && !r.HasSubresource(sub)) return StatusResponse(PathNotFound());
+  if (!sub.empty() && sub != "status" && sub != "finalize") {
+    return StatusResponse(core::Status(core::Reason::kMethodNotAllowed,
+                                       fmt::format("the {} subresource of {} is not served yet",
+                                                   sub, r.GroupResource())));
+  }
+  if (r.namespaced && ns.empty() && !name.empty()) return StatusResponse(PathNotFound());
+
+  const std::string& method = req.method;
+  const bool want_table = WantsTable(req.headers.Get("Accept"));
+  const core::SystemTime now = storage_.clock().Now();
+
+  auto object_response = [&](int code, const Json& obj, const std::vector<std::string>& warnings) {
+    http::Response resp;
+    if (want_table && method == "GET") {
+      Json meta = {{"resourceVersion", machinery::ResourceVersion(obj)}};
+      resp = JsonResponse(code, ToTable(r, {&obj}, ParseInclude(req), meta, true, now,
+                                        TableApiVersion(req.headers.Get("Accept"))));
+    } else {
+      resp = JsonResponse(code, obj);
+    }
+    AddWarnings(resp, warnings);
+    return resp;
+  };
+
+  if (method == "GET") {
+    if (name.empty()) {
+      auto lo = ParseListOptions(req);
+      if (!lo.ok()) return StatusResponse(lo.status());
+      if (IsTrue(req.Query("watch"))) {
+        auto filter = Filter::Make(r, lo->label_selector, lo->field_selector);
+        if (!filter.ok()) return StatusResponse(filter.status());
+        WatchRequest wr;
+        wr.resource = rp;
+        wr.ns = ns;
+        wr.filter = *filter;
+        wr.resource_version = lo->resource_version;
+        wr.resource_version_match = lo->resource_version_match;
+        wr.allow_bookmarks = IsTrue(req.Query("allowWatchBookmarks"));
+        wr.send_initial_events = IsTrue(req.Query("sendInitialEvents"));
+        if (auto t = req.Query("timeoutSeconds")) {
+          auto n = core::ParseInt64(*t);
+          if (n && *n > 0) wr.timeout = std::chrono::seconds(*n);
+        }
+        wr.table = want_table;
+        wr.table_api_version = TableApiVersion(req.headers.Get("Accept"));
+        wr.include = ParseInclude(req);
+        auto resp = watches_.Start(std::move(wr));
+        if (!resp.ok()) return StatusResponse(resp.status());
+        return std::move(resp).value();
+      }
+      auto list = storage_.List(r, ns, *lo);
+      if (!list.ok()) return StatusResponse(list.status());
+      Json meta = {{"resourceVersion", list->resource_version}};
+      if (!list->continue_token.empty()) meta["continue"] = list->continue_token;
+      if (want_table) {
+        std::vector<const Json*> objs;
+        objs.reserve(list->items.size());
+        for (auto& item : list->items) objs.push_back(&item.Object());
+        return JsonResponse(200, ToTable(r, objs, ParseInclude(req), meta, true, now,
+                                         TableApiVersion(req.headers.Get("Accept"))));
+      }
+      // Items are spliced in as stored bytes: no re-encoding for plain lists.
+      std::string body;
+      size_t total = 0;
+      for (auto& item : list->items) total += item.raw->size() + 1;
+      body.reserve(total + 256);
+      body += R"({"apiVersion":)";
+      body += Json(r.ApiVersion()).dump();
+      body += R"(,"items":[)";
+      for (size_t i = 0; i < list->items.size(); ++i) {
+        if (i) body += ',';
+        body += *list->items[i].raw;
+      }
+      body += R"(],"kind":)";
+      body += Json(r.list_kind).dump();
+      body += R"(,"metadata":)";
+      body += meta.dump();
+      body += '}';
+      return JsonResponse(200, std::move(body));
+    }
+    if (!want_table) {
+      auto raw = storage_.GetRaw(r, ns, name);
+      if (!raw.ok()) return StatusResponse(raw.status());
+      return JsonResponse(200, **raw);
+    }
+    auto obj = storage_.Get(r, ns, name);
+    if (!obj.ok()) return StatusResponse(obj.status());
+    return object_response(200, *obj, {});
+  }
+
+  if (method == "POST") {
+    if (!name.empty()) {
+      return StatusResponse(core::Status(core::Reason::kMethodNotAllowed,
+                                         "the server does not allow this method on the requested resource"));
+    }
+    auto opts = ParseWriteOptions(req, false);
+    if (!opts.ok()) return StatusResponse(opts.status());
+    auto body = DecodeBody(r, req);
+    if (!body.ok()) return StatusResponse(body.status());
+    auto out = storage_.Create(r, ns, std::move(body).value(), *opts);
+    if (!out.ok()) return StatusResponse(out.status());
+    return object_response(201, out->object, out->warnings);
+  }
+
+  if (method == "PUT") {
+    if (name.empty()) {
+      return StatusResponse(core::Status(core::Reason::kMethodNotAllowed,
+                                         "the server does not allow this method on the requested resource"));
+    }
+    auto opts = ParseWriteOptions(req, false);
+    if (!opts.ok()) return StatusResponse(opts.status());
+    opts->subresource = sub;
+    auto body = DecodeBody(r, req);
+    if (!body.ok()) return StatusResponse(body.status());
+    auto out = storage_.Update(r, ns, name, std::move(body).value(), *opts);
+    if (!out.ok()) return StatusResponse(out.status());
+    return object_response(out->created ? 201 : 200, out->object, out->warnings);
+  }
+
+  if (method == "PATCH") {
+    if (name.empty()) {
+      return StatusResponse(core::Status(core::Reason::kMethodNotAllowed,
+                                         "the server does not allow this method on the requested resource"));
+    }
+    const std::string type = MediaType(req.headers.Get("Content-Type"));
+    PatchRequest patch;
+    if (type == "application/json-patch+json") {
+      patch.type = PatchType::kJson;
+    } else if (type == "application/merge-patch+json") {
+      patch.type = PatchType::kMerge;
+    } else if (type == "application/strategic-merge-patch+json") {
+      patch.type = PatchType::kStrategic;
+    } else if (type == "application/apply-patch+yaml") {
+      patch.type = PatchType::kApply;
+    } else {
+      return StatusResponse(core::Status(
+          core::Reason::kUnsupportedMediaType,
+          fmt::format("the body of the request was in an unknown format - accepted media types "
+                      "include: application/json-patch+json, application/merge-patch+json, "
+                      "application/apply-patch+yaml{}",
+                      r.strategic_merge ? ", application/strategic-merge-patch+json" : "")));
+    }
+    auto opts = ParseWriteOptions(req, patch.type == PatchType::kApply);
+    if (!opts.ok()) return StatusResponse(opts.status());
+    opts->subresource = sub;
+    if (auto f = req.Query("force")) {
+      if (*f == "true") {
+        patch.force = true;
+      } else if (*f != "false") {
+        return StatusResponse(core::BadRequest(fmt::format("force: Invalid value: \"{}\"", *f)));
+      }
+    }
+    patch.body = std::move(req.body);
+    auto out = storage_.Patch(r, ns, name, patch, *opts);
+    if (!out.ok()) return StatusResponse(out.status());
+    return object_response(out->created ? 201 : 200, out->object, out->warnings);
+  }
+
+  if (method == "DELETE") {
+    auto dopts = ParseDeleteOptions(req);
+    if (!dopts.ok()) return StatusResponse(dopts.status());
+    if (name.empty()) {
+      if (std::find(r.verbs.begin(), r.verbs.end(), "deletecollection") == r.verbs.end()) {
+        return StatusResponse(core::Status(core::Reason::kMethodNotAllowed,
+                                           "the server does not allow this method on the requested resource"));
+      }
+      auto lo = ParseListOptions(req);
+      if (!lo.ok()) return StatusResponse(lo.status());
+      auto deleted = storage_.DeleteCollection(r, ns, *lo, *dopts);
+      if (!deleted.ok()) return StatusResponse(deleted.status());
+      Json items = Json::array();
+      for (auto& o : *deleted) items.push_back(std::move(o));
+      return JsonResponse(200, Json{{"kind", r.list_kind},
+                                    {"apiVersion", r.ApiVersion()},
+                                    {"metadata", Json::object()},
+                                    {"items", std::move(items)}});
+    }
+    auto out = storage_.Delete(r, ns, name, *dopts);
+    if (!out.ok()) return StatusResponse(out.status());
+    if (out->deleted) {
+      core::Details d;
+      d.name = std::string(name);
+      d.group = r.group;
+      d.kind = r.plural;
+      d.uid = machinery::Uid(out->object);
+      Json status = machinery::StatusToJson(core::Status());
+      status["details"] = {{"name", d.name}, {"kind", d.kind}, {"uid", d.uid}};
+      if (!d.group.empty()) status["details"]["group"] = d.group;
+      return JsonResponse(200, status);
+    }
+    return JsonResponse(200, out->object);
+  }
+
+  return StatusResponse(core::Status(core::Reason::kMethodNotAllowed,
+                                     "the server does not allow this method on the requested resource"));
+}
+
+}  // namespace klutch::apiserver

@@ -1,0 +1,58 @@
+// ApiServer: `klutch apiserver` as a library. Opens the store, registers the built-in
+// resources and every stored CRD, generates (or loads) the PKI, serves HTTPS and writes an
+// admin kubeconfig once ready. Controllers (namespace lifecycle, garbage collection, CRD
+// status, service accounts) run beside it and are wired by the caller (src/controllers).
+// Thread-safe.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "apiserver/rest_storage.h"
+#include "core/status.h"
+
+namespace klutch::apiserver {
+
+struct ApiServerOptions {
+  std::string data_dir;                     // state, PKI and admin.kubeconfig live here
+  std::string listen = "127.0.0.1:6443";    // host:port; port 0 picks a free one
+  std::string storage = "sqlite";           // sqlite | memory
+  std::string tls_cert_file;                // serving certificate (default: generated)
+  std::string tls_key_file;
+  std::string client_ca_file;               // CA for client certificates (default: generated)
+  int threads = 32;
+  // History kept for watches and continue tokens before compaction.
+  std::chrono::seconds history = std::chrono::minutes(5);
+  std::chrono::seconds bookmark_interval = std::chrono::seconds(60);
+  std::chrono::seconds default_watch_timeout = std::chrono::minutes(30);
+  std::string version_minor = "32";  // reported by /version
+};
+
+class ApiServer {
+ public:
+  static core::Result<std::unique_ptr<ApiServer>> Start(const ApiServerOptions& options);
+  ~ApiServer();
+
+  uint16_t port() const;
+  std::string url() const;  // https://host:port
+  std::string admin_kubeconfig_path() const;
+  std::string ca_file() const;
+
+  RestStorage& storage();
+  Registry& registry();
+  // Registers the resources of a CRD object (used by the CRD controller and at startup).
+  core::Status RegisterCrd(const Json& crd);
+  void UnregisterCrd(const std::string& crd_name);
+  // Compacts history up to `revision` now (tests; the server also compacts periodically).
+  core::Status Compact(int64_t revision);
+  void Stop();
+
+  class Impl;
+
+ private:
+  explicit ApiServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace klutch::apiserver

@@ -1,0 +1,345 @@
+#include "apiserver/watch.h"
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "core/log.h"
+#include "core/strings.h"
+#include "storage/revision_errors.h"
+
+namespace klutch::apiserver {
+
+using Clock = std::chrono::steady_clock;
+
+class WatchSession : public std::enable_shared_from_this<WatchSession> {
+ public:
+  WatchSession(WatchManager* manager, WatchRequest request, int64_t start_revision)
+      : manager_(manager),
+        request_(std::move(request)),
+        last_revision_(start_revision),
+        started_(Clock::now()),
+        last_bookmark_(Clock::now()) {}
+
+  // Called once the HTTP stream exists.
+  void Attach(std::shared_ptr<http::ResponseStream> stream, std::vector<ListItem> initial,
+              bool initial_events_end) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stream_ = stream;
+    }
+    for (auto& item : initial) {
+      SendObject("ADDED", item.raw, item.parsed);
+    }
+    if (initial_events_end) SendBookmark(true);
+    std::weak_ptr<WatchSession> weak = shared_from_this();
+    auto handle = manager_->storage_.store().Watch(
+        Prefix(), last_revision_.load(), [weak](const std::vector<storage::EventPtr>& events) {
+          if (auto self = weak.lock()) self->OnEvents(events);
+        });
+    if (!handle.ok()) {
+      SendError(handle.status());
+      stream->Close();
+    } else {
+      std::lock_guard<std::mutex> lock(mu_);
+      handle_ = std::move(handle).value();
+    }
+    stream->OnClosed([weak] {
+      if (auto self = weak.lock()) self->manager_->Remove(self.get());
+    });
+  }
+
+  std::string Prefix() const {
+    std::string p = request_.resource->KeyPrefix();
+    if (request_.resource->namespaced && !request_.ns.empty()) p += request_.ns + "/";
+    std::string pinned = request_.filter.PinnedName();
+    if (!pinned.empty() && (!request_.resource->namespaced || !request_.ns.empty())) {
+      // Exact key: the trailing component is the name (prefix match may include names with
+      // the same start; the filter removes those).
+      p += pinned;
+    }
+    return p;
+  }
+
+  // Bookmarks and timeouts, from the manager's ticker.
+  void Tick(Clock::time_point now, std::chrono::seconds bookmark_interval) {
+    if (now - started_ >= timeout_) {
+      if (request_.allow_bookmarks) SendBookmark(false);
+      Close();
+      return;
+    }
+    if (request_.allow_bookmarks && now - last_bookmark_.load() >= bookmark_interval) {
+      SendBookmark(false);
+    }
+  }
+
+  void SetTimeout(std::chrono::seconds t) { timeout_ = t; }
+
+  void Close() {
+    std::shared_ptr<http::ResponseStream> s;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      s = stream_;
+    }
+    if (s) s->Close();
+  }
+
+  void Stop() {
+    std::unique_ptr<storage::WatchHandle> h;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      h = std::move(handle_);
+    }
+    h.reset();
+  }
+
+  bool closed() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stream_ && stream_->closed();
+  }
+
+  void SendError(const core::Status& status) {
+    Json ev = {{"type", "ERROR"}, {"object", machinery::StatusToJson(status)}};
+    Write(ev.dump() + "\n");
+  }
+
+  // For watches that fail before attaching (too old resourceVersion): one ERROR, then end.
+  void SendErrorTo(const std::shared_ptr<http::ResponseStream>& stream, const core::Status& status) {
+    Json ev = {{"type", "ERROR"}, {"object", machinery::StatusToJson(status)}};
+    stream->Write(ev.dump() + "\n");
+    stream->Close();
+  }
+
+ private:
+  void Write(std::string frame) {
+    std::shared_ptr<http::ResponseStream> s;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      s = stream_;
+    }
+    if (s) s->Write(std::move(frame));
+  }
+
+  // Writes one event whose object is `raw` (stored bytes) or `parsed`.
+  void SendObject(const char* type, const std::shared_ptr<const std::string>& raw,
+                  std::shared_ptr<const Json> parsed) {
+    const ResourceInfo& r = *request_.resource;
+    if (!request_.table && r.version == r.storage_version && raw) {
+      std::string frame;
+      frame.reserve(raw->size() + 32);
+      frame += R"({"type":")";
+      frame += type;
+      frame += R"(","object":)";
+      frame += *raw;
+      frame += "}\n";
+      Write(std::move(frame));
+      return;
+    }
+    if (!parsed) {
+      auto p = machinery::ParseJson(*raw);
+      if (!p.ok()) return;
+      parsed = std::make_shared<const Json>(std::move(p).value());
+    }
+    Json obj = *parsed;
+    if (r.version != r.storage_version) obj["apiVersion"] = r.ApiVersion();
+    Json ev = {{"type", type}};
+    if (request_.table) {
+      bool first = !sent_columns_.exchange(true);
+      Json meta = {{"resourceVersion", machinery::ResourceVersion(obj)}};
+      ev["object"] = ToTable(r, {&obj}, request_.include, meta, first,
+                             manager_->storage_.clock().Now(), request_.table_api_version);
+    } else {
+      ev["object"] = std::move(obj);
+    }
+    Write(ev.dump() + "\n");
+  }
+
+  void SendBookmark(bool initial_events_end) {
+    const ResourceInfo& r = *request_.resource;
+    Json meta = {{"resourceVersion", std::to_string(last_revision_.load())},
+                 {"creationTimestamp", nullptr}};
+    if (initial_events_end) meta["annotations"] = {{"k8s.io/initial-events-end", "true"}};
+    Json obj = {{"kind", r.kind}, {"apiVersion", r.ApiVersion()}, {"metadata", meta}};
+    if (request_.table) {
+      obj = {{"kind", "Table"},
+             {"apiVersion", request_.table_api_version},
+             {"metadata", {{"resourceVersion", std::to_string(last_revision_.load())}}},
+             {"columnDefinitions", nullptr},
+             {"rows", nullptr}};
+    }
+    Json ev = {{"type", "BOOKMARK"}, {"object", std::move(obj)}};
+    last_bookmark_ = Clock::now();
+    Write(ev.dump() + "\n");
+  }
+
+  void OnEvents(const std::vector<storage::EventPtr>& events) {
+    const ResourceInfo& r = *request_.resource;
+    const bool filtered = !request_.filter.Empty();
+    for (const auto& e : events) {
+      // A pinned-name prefix also matches longer names; check the exact key.
+      std::string pinned = request_.filter.PinnedName();
+      if (!pinned.empty() && !e->key.ends_with("/" + pinned)) continue;
+      last_revision_ = e->revision;
+      const bool is_delete = e->type == storage::Event::Type::kDelete;
+      if (!filtered) {
+        SendObject(is_delete ? "DELETED" : (e->IsCreate() ? "ADDED" : "MODIFIED"), e->value, nullptr);
+        continue;
+      }
+      auto cur = machinery::ParseJson(*e->value);
+      if (!cur.ok()) continue;
+      bool cur_match = request_.filter.Matches(r, *cur);
+      bool prev_match = false;
+      std::optional<Json> prev;
+      if (e->prev_value) {
+        auto p = machinery::ParseJson(*e->prev_value);
+        if (p.ok()) {
+          prev = std::move(p).value();
+          prev_match = request_.filter.Matches(r, *prev);
+        }
+      }
+      if (is_delete) {
+        if (cur_match || prev_match) {
+          SendObject("DELETED", e->value, std::make_shared<const Json>(std::move(cur).value()));
+        }
+        continue;
+      }
+      if (cur_match && prev_match) {
+        SendObject("MODIFIED", e->value, std::make_shared<const Json>(std::move(cur).value()));
+      } else if (cur_match) {
+        SendObject("ADDED", e->value, std::make_shared<const Json>(std::move(cur).value()));
+      } else if (prev_match && prev) {
+        // Stopped matching: DELETED with the previous content at this event's revision.
+        machinery::MutableMetadata(*prev)["resourceVersion"] = std::to_string(e->revision);
+        auto shared = std::make_shared<const Json>(std::move(*prev));
+        SendObject("DELETED", std::make_shared<const std::string>(machinery::Dump(*shared)), shared);
+      }
+    }
+  }
+
+  WatchManager* manager_;
+  WatchRequest request_;
+  std::atomic<int64_t> last_revision_;
+  Clock::time_point started_;
+  std::chrono::seconds timeout_{1800};
+  std::atomic<Clock::time_point> last_bookmark_;
+  std::atomic<bool> sent_columns_{false};
+  mutable std::mutex mu_;
+  std::shared_ptr<http::ResponseStream> stream_ GUARDED_BY(mu_);
+  std::unique_ptr<storage::WatchHandle> handle_ GUARDED_BY(mu_);
+};
+
+WatchManager::WatchManager(RestStorage& storage, std::chrono::seconds bookmark_interval,
+                           std::chrono::seconds default_timeout)
+    : storage_(storage), bookmark_interval_(bookmark_interval), default_timeout_(default_timeout) {
+  ticker_ = std::thread([this] { Tick(); });
+}
+
+WatchManager::~WatchManager() {
+  std::set<std::shared_ptr<WatchSession>> sessions;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    sessions.swap(sessions_);
+  }
+  cv_.notify_all();
+  ticker_.join();
+  for (const auto& s : sessions) {
+    s->Stop();
+    s->Close();
+  }
+}
+
+size_t WatchManager::active() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return sessions_.size();
+}
+
+void WatchManager::Remove(WatchSession* session) {
+  std::shared_ptr<WatchSession> found;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = sessions_.begin(); it != sessions_.end(); ++it) {
+      if (it->get() == session) {
+        found = *it;
+        sessions_.erase(it);
+        break;
+      }
+    }
+  }
+  if (found) found->Stop();
+}
+
+void WatchManager::Tick() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    cv_.wait_for(lock, std::chrono::seconds(1));
+    if (stopping_) break;
+    auto sessions = sessions_;
+    lock.unlock();
+    auto now = Clock::now();
+    for (const auto& s : sessions) s->Tick(now, bookmark_interval_);
+    lock.lock();
+  }
+}
+
+core::Result<http::Response> WatchManager::Start(WatchRequest request) {
+  const ResourceInfo& r = *request.resource;
+  std::vector<ListItem> initial;
+  int64_t start = 0;
+  bool initial_events_end = false;
+  const std::string& rv = request.resource_version;
+  if (request.send_initial_events) {
+    if (!request.allow_bookmarks || request.resource_version_match != "NotOlderThan") {
+      core::Status s(core::Reason::kInvalid,
+                     "sendInitialEvents requires allowWatchBookmarks=true and "
+                     "resourceVersionMatch=NotOlderThan");
+      return s;
+    }
+  }
+  std::optional<core::Status> expired;
+  if (rv.empty() || rv == "0" || request.send_initial_events) {
+    // Synthetic ADDED for the current state, then changes after that snapshot.
+    ListOptions lo;
+    lo.resource_version = request.send_initial_events ? rv : "";
+    KLUTCH_ASSIGN_OR_RETURN(ListOutcome list, storage_.List(r, request.ns, lo));
+    for (auto& item : list.items) {
+      if (request.filter.Empty() || request.filter.Matches(r, item.Object())) {
+        initial.push_back(std::move(item));
+      }
+    }
+    start = *core::ParseInt64(list.resource_version);
+    initial_events_end = request.send_initial_events;
+  } else {
+    auto n = core::ParseInt64(rv);
+    if (!n || *n < 0) return core::BadRequest(fmt::format("invalid resource version: {}", rv));
+    start = *n;
+    if (start < storage_.store().CompactedRevision()) {
+      expired = storage::TooOldRevision(start, storage_.store().CompactedRevision());
+    }
+  }
+  auto timeout = request.timeout.count() > 0 ? request.timeout : default_timeout_;
+  auto session = std::make_shared<WatchSession>(this, std::move(request), start);
+  session->SetTimeout(timeout);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return core::Unavailable("server is shutting down");
+    sessions_.insert(session);
+  }
+  http::Response resp;
+  resp.status = 200;
+  resp.headers.Set("Content-Type", "application/json");
+  resp.headers.Set("Cache-Control", "no-cache, private");
+  resp.stream = [this, session, initial = std::move(initial), initial_events_end,
+                 expired](std::shared_ptr<http::ResponseStream> stream) mutable {
+    if (expired) {
+      session->SendErrorTo(stream, *expired);
+      Remove(session.get());
+      return;
+    }
+    session->Attach(std::move(stream), std::move(initial), initial_events_end);
+  };
+  return resp;
+}
+
+}  // namespace klutch::apiserver

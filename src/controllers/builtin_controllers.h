@@ -1,0 +1,25 @@
+// The API server's own controllers, started beside `klutch apiserver`:
+//   klutch-apiserver-namespace       namespace deletion (Terminating -> contents gone -> removed)
+//   klutch-apiserver-serviceaccount  a "default" ServiceAccount in every active namespace
+//   klutch-apiserver-crd             CRD serving, status conditions and instance cleanup
+//   klutch-apiserver-gc              garbage collection by ownerReferences (background,
+//                                    foreground and orphan)
+#pragma once
+
+#include <memory>
+
+#include "apiserver/server.h"
+#include "core/status.h"
+
+namespace klutch::controllers {
+
+class BuiltinControllers {
+ public:
+  virtual ~BuiltinControllers() = default;
+  virtual void Stop() = 0;
+};
+
+core::Result<std::unique_ptr<BuiltinControllers>> StartBuiltinControllers(
+    apiserver::ApiServer& server);
+
+}  // namespace klutch::controllers
