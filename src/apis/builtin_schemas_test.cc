@@ -154,6 +154,8 @@ TEST(BuiltinSchemas, EveryServedKindIsFindableByGroupVersionKind) {
       {"", "v1", "ServiceAccount", "io.k8s.api.core.v1.ServiceAccount"},
       {"", "v1", "Event", "io.k8s.api.core.v1.Event"},
       {"", "v1", "Service", "io.k8s.api.core.v1.Service"},
+      {"", "v1", "ResourceQuota", "io.k8s.api.core.v1.ResourceQuota"},
+      {"", "v1", "LimitRange", "io.k8s.api.core.v1.LimitRange"},
       {"", "v1", "Status", "io.k8s.apimachinery.pkg.apis.meta.v1.Status"},
       {"", "v1", "APIResourceList", "io.k8s.apimachinery.pkg.apis.meta.v1.APIResourceList"},
       {"apps", "v1", "Deployment", "io.k8s.api.apps.v1.Deployment"},
@@ -216,7 +218,7 @@ TEST(BuiltinSchemas, EveryTopLevelKindHasExactlyOneGroupVersionKind) {
       EXPECT_TRUE(props.contains("kind") && props.contains("apiVersion")) << name;
     }
   }
-  EXPECT_EQ(kinds, 22);
+  EXPECT_EQ(kinds, 24);
 }
 
 struct ListCase {

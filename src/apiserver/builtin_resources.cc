@@ -47,6 +47,21 @@ size_t CountOf(const Json& o, std::initializer_list<std::string_view> path) {
 
 std::string OrNone(const std::string& s) { return s.empty() ? "<none>" : s; }
 
+// "requests.cpu: 0/1, ..." from status.used and status.hard, limits.* or the rest.
+std::string QuotaSummary(const Json& o, bool limits) {
+  std::vector<std::string> parts;
+  const Json* hard = Find(o, {"status", "hard"});
+  if (!hard || !hard->is_object()) hard = Find(o, {"spec", "hard"});
+  if (!hard || !hard->is_object()) return "";
+  const Json* used = Find(o, {"status", "used"});
+  for (const auto& [k, v] : hard->items()) {
+    if (k.starts_with("limits.") != limits) continue;
+    std::string u = used && used->contains(k) && (*used)[k].is_string() ? (*used)[k].get<std::string>() : "0";
+    parts.push_back(k + ": " + u + "/" + (v.is_string() ? v.get<std::string>() : v.dump()));
+  }
+  return core::Join(parts, ", ");
+}
+
 struct Builder {
   ResourceInfo r;
   Builder(std::string group, std::string version, std::string kind, std::string plural,
@@ -334,6 +349,25 @@ ResourcePtr Events() {
   return b.Done();
 }
 
+ResourcePtr ResourceQuotas() {
+  Builder b("", "v1", "ResourceQuota", "resourcequotas", true);
+  b.Short({"quota"}).Status();
+  b.Columns({AgeColumn(),
+             {"Request", "string", "", "Requests in use against their limits.", 0, "",
+              [](const Json& o) { return Json(QuotaSummary(o, false)); }},
+             {"Limit", "string", "", "Limits in use against their limits.", 0, "",
+              [](const Json& o) { return Json(QuotaSummary(o, true)); }}});
+  return b.Done();
+}
+
+ResourcePtr LimitRanges() {
+  Builder b("", "v1", "LimitRange", "limitranges", true);
+  b.Short({"limits"});
+  b.Columns({{"Created At", "date", "", "When the object was created.", 0, "",
+              [](const Json& o) { return Json(GetString(o, {"metadata", "creationTimestamp"})); }}});
+  return b.Done();
+}
+
 ResourcePtr Leases() {
   Builder b("coordination.k8s.io", "v1", "Lease", "leases", true);
   b.Columns({{"Holder", "string", "", "The current holder of the lease.", 0, "",
@@ -604,7 +638,8 @@ ResourcePtr CustomResourceDefinitions() {
 
 std::vector<ResourcePtr> BuiltinResources() {
   return {Namespaces(),        ConfigMaps(),      Secrets(),        ServiceAccounts(),
-          CoreEvents(),        Services(),        Events(),         Leases(),
+          CoreEvents(),        Services(),        ResourceQuotas(), LimitRanges(),
+          Events(),            Leases(),
           Roles(false),        Roles(true),       Bindings(false),  Bindings(true),
           CustomResourceDefinitions(),            Deployments()};
 }

@@ -193,10 +193,7 @@ core::Result<Filter> Filter::Make(const ResourceInfo& r, const std::string& labe
     bool known = req.field == "metadata.name" || req.field == "metadata.namespace";
     if (!known && r.strategy.fields) known = r.strategy.fields(Json::object(), req.field).has_value();
     if (!known) {
-      return BadRequest(fmt::format(
-          "Unable to find \"{}, Resource={}\" that match label selector \"{}\", field selector "
-          "\"{}\": field label not supported: {}",
-          r.ApiVersion(), r.plural, labels, fields, req.field));
+      return BadRequest(fmt::format("field label not supported: {}", req.field));
     }
   }
   f.impl_ = std::move(impl);
@@ -473,7 +470,10 @@ core::Status RestStorage::ValidateObject(const ResourceInfo& r, Json& object, co
       }
     }
   }
+  // Metadata first, then the kind's own rules: the order kube-apiserver reports causes in.
   std::vector<core::Cause> causes;
+  const Json* meta = Find(object, {"metadata"});
+  machinery::ValidateObjectMeta(meta ? *meta : Json::object(), r.namespaced, r.name_rule, causes);
   if (r.custom && schema.known()) {
     schema::ApplyDefaults(object, schema);
     schema::Validate(object, schema, causes);
@@ -483,8 +483,6 @@ core::Status RestStorage::ValidateObject(const ResourceInfo& r, Json& object, co
   } else {
     if (r.strategy.prepare_update) r.strategy.prepare_update(object, *old, causes);
   }
-  const Json* meta = Find(object, {"metadata"});
-  machinery::ValidateObjectMeta(meta ? *meta : Json::object(), r.namespaced, r.name_rule, causes);
   if (old != nullptr && machinery::IsBeingDeleted(*old)) {
     std::vector<std::string> added;
     auto before = machinery::Finalizers(*old);

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -22,6 +23,8 @@ namespace {
 
 constexpr const char* kNamespacePrefix = "/registry/core/namespaces/";
 constexpr const char* kServiceAccountPrefix = "/registry/core/serviceaccounts/";
+constexpr const char* kConfigMapPrefix = "/registry/core/configmaps/";
+constexpr const char* kRootCaConfigMap = "kube-root-ca.crt";
 constexpr const char* kCrdPrefix = "/registry/apiextensions.k8s.io/customresourcedefinitions/";
 
 apiserver::WriteOptions As(const std::string& manager) {
@@ -102,20 +105,25 @@ class NamespaceController final : public StoreController, public BuiltinControll
 };
 
 // ---------------------------------------------------------------------------------------
-class ServiceAccountController final : public StoreController, public BuiltinControllers {
+// What every active namespace holds on a real cluster: a "default" ServiceAccount and the
+// "kube-root-ca.crt" ConfigMap with the cluster CA (for in-cluster clients). Both come back
+// if deleted; the ConfigMap is reset if edited.
+class NamespaceDefaultsController final : public StoreController, public BuiltinControllers {
  public:
-  explicit ServiceAccountController(apiserver::RestStorage& s)
-      : StoreController("klutch-apiserver-serviceaccount", s,
-                        {kNamespacePrefix, kServiceAccountPrefix}) {}
+  NamespaceDefaultsController(apiserver::RestStorage& s, std::string ca_pem)
+      : StoreController("klutch-apiserver-namespace-defaults", s,
+                        {kNamespacePrefix, kServiceAccountPrefix, kConfigMapPrefix}),
+        ca_pem_(std::move(ca_pem)) {}
   void Stop() override { StoreController::Stop(); }
 
  protected:
   std::vector<std::string> Map(const storage::Event& e) override {
-    // A deleted default ServiceAccount brings its namespace back into the queue.
-    if (e.key.starts_with(kServiceAccountPrefix)) {
-      std::string rest = e.key.substr(std::strlen(kServiceAccountPrefix));
+    for (auto [prefix, name] : {std::pair{kServiceAccountPrefix, "default"},
+                                std::pair{kConfigMapPrefix, kRootCaConfigMap}}) {
+      if (!e.key.starts_with(prefix)) continue;
+      std::string rest = e.key.substr(std::strlen(prefix));
       auto slash = rest.find('/');
-      if (slash == std::string::npos || rest.substr(slash + 1) != "default") return {};
+      if (slash == std::string::npos || rest.substr(slash + 1) != name) return {};
       return {kNamespacePrefix + rest.substr(0, slash)};
     }
     return {e.key};
@@ -130,17 +138,49 @@ class ServiceAccountController final : public StoreController, public BuiltinCon
     auto ns_obj = storage_.Get(*registry.Find("", "v1", "namespaces"), "", ns);
     if (!ns_obj.ok()) return core::IsNotFound(ns_obj.status()) ? core::Status::Ok() : ns_obj.status();
     if (machinery::IsBeingDeleted(*ns_obj)) return core::Status::Ok();
+    auto tolerate = [](const core::Status& st) {
+      // A namespace that started terminating meanwhile refuses new content: fine.
+      return st.ok() || core::IsAlreadyExists(st) || st.reason() == core::Reason::kForbidden ||
+             core::IsNotFound(st);
+    };
     auto sa = registry.Find("", "v1", "serviceaccounts");
-    Json obj = {{"apiVersion", "v1"},
-                {"kind", "ServiceAccount"},
-                {"metadata", {{"name", "default"}, {"namespace", ns}}}};
-    auto res = storage_.Create(*sa, ns, obj, As(name()));
-    if (!res.ok() && !core::IsAlreadyExists(res.status()) &&
-        res.status().reason() != core::Reason::kForbidden) {
-      return res.status();
+    Json account = {{"apiVersion", "v1"},
+                    {"kind", "ServiceAccount"},
+                    {"metadata", {{"name", "default"}, {"namespace", ns}}}};
+    auto res = storage_.Create(*sa, ns, account, As(name()));
+    if (!tolerate(res.status())) return res.status();
+
+    auto cm = registry.Find("", "v1", "configmaps");
+    Json want_data = {{"ca.crt", ca_pem_}};
+    auto current = storage_.Get(*cm, ns, kRootCaConfigMap);
+    if (current.ok()) {
+      if (current->value("data", Json::object()) == want_data) return core::Status::Ok();
+      auto fixed = storage_.Mutate(
+          *cm, ns, kRootCaConfigMap,
+          [&](Json& o) {
+            o["data"] = want_data;
+            return core::Status::Ok();
+          },
+          As(name()));
+      return tolerate(fixed.status()) ? core::Status::Ok() : fixed.status();
     }
-    return core::Status::Ok();
+    if (!core::IsNotFound(current.status())) return current.status();
+    Json config = {{"apiVersion", "v1"},
+                   {"kind", "ConfigMap"},
+                   {"metadata",
+                    {{"name", kRootCaConfigMap},
+                     {"namespace", ns},
+                     {"annotations",
+                      {{"kubernetes.io/description",
+                        "The cluster CA bundle, for clients in this namespace to verify the API "
+                        "server's certificate."}}}}},
+                   {"data", want_data}};
+    auto created = storage_.Create(*cm, ns, config, As(name()));
+    return tolerate(created.status()) ? core::Status::Ok() : created.status();
   }
+
+ private:
+  std::string ca_pem_;
 };
 
 // ---------------------------------------------------------------------------------------
@@ -492,7 +532,9 @@ core::Result<std::unique_ptr<BuiltinControllers>> StartBuiltinControllers(
   auto& s = server.storage();
   KLUTCH_RETURN_IF_ERROR(Launch<CrdController>(*all, server));
   KLUTCH_RETURN_IF_ERROR(Launch<NamespaceController>(*all, s));
-  KLUTCH_RETURN_IF_ERROR(Launch<ServiceAccountController>(*all, s));
+  std::ifstream ca_in(server.ca_file());
+  std::string ca_pem((std::istreambuf_iterator<char>(ca_in)), std::istreambuf_iterator<char>());
+  KLUTCH_RETURN_IF_ERROR(Launch<NamespaceDefaultsController>(*all, s, ca_pem));
   KLUTCH_RETURN_IF_ERROR(Launch<GarbageCollector>(*all, s));
   return std::unique_ptr<BuiltinControllers>(std::move(all));
 }

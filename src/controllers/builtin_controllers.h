@@ -1,6 +1,7 @@
 // The API server's own controllers, started beside `klutch apiserver`:
 //   klutch-apiserver-namespace       namespace deletion (Terminating -> contents gone -> removed)
-//   klutch-apiserver-serviceaccount  a "default" ServiceAccount in every active namespace
+//   klutch-apiserver-namespace-defaults  a "default" ServiceAccount and the kube-root-ca.crt
+//                                    ConfigMap in every active namespace
 //   klutch-apiserver-crd             CRD serving, status conditions and instance cleanup
 //   klutch-apiserver-gc              garbage collection by ownerReferences (background,
 //                                    foreground and orphan)
