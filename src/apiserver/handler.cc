@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apiserver/discovery.h"
+#include "apiserver/scale.h"
 #include "apiserver/table.h"
 #include "core/log.h"
 #include "core/strings.h"
@@ -246,8 +247,7 @@ http::Response ApiHandler::Handle(http::Request& req) {
       for (size_t i = 2; i < parts.size(); ++i) rest += (i > 2 ? "/" : "") + parts[i];
       return OpenApiV3(req, rest);
     }
-    // OpenAPI v2 is served only as protobuf by kube-apiserver; answering 404 makes kubectl
-    // use v3 instead of failing to parse JSON as protobuf.
+    if (parts.size() == 2 && parts[1] == "v2") return OpenApiV2(req);
     return StatusResponse(PathNotFound());
   }
   if (head == "api" || head == "apis") {
@@ -297,6 +297,61 @@ http::Response ApiHandler::Discovery(http::Request& req, const std::vector<std::
   return JsonResponse(200, list);
 }
 
+http::Response ApiHandler::HandleScale(http::Request& req, const ResourceInfo& r,
+                                       const std::string& ns, const std::string& name) {
+  core::Result<Json> out = core::Internal("unreachable");
+  if (req.method == "GET") {
+    out = GetScale(storage_, r, ns, name);
+  } else if (req.method == "PUT" || req.method == "PATCH") {
+    auto opts = ParseWriteOptions(req, false);
+    if (!opts.ok()) return StatusResponse(opts.status());
+    if (req.method == "PUT") {
+      auto body = machinery::ParseJson(req.body);
+      if (!body.ok()) return StatusResponse(body.status());
+      out = UpdateScale(storage_, r, ns, name, &*body, nullptr, *opts);
+    } else {
+      PatchRequest patch;
+      const std::string type = MediaType(req.headers.Get("Content-Type"));
+      if (type == "application/json-patch+json") {
+        patch.type = PatchType::kJson;
+      } else if (type == "application/merge-patch+json" ||
+                 type == "application/strategic-merge-patch+json") {
+        patch.type = PatchType::kMerge;  // Scale has no lists: both mean the same here
+      } else {
+        return StatusResponse(core::Status(core::Reason::kUnsupportedMediaType,
+                                           "the body of the request was in an unknown format - "
+                                           "accepted media types include: "
+                                           "application/json-patch+json, "
+                                           "application/merge-patch+json, "
+                                           "application/strategic-merge-patch+json"));
+      }
+      patch.body = req.body;
+      out = UpdateScale(storage_, r, ns, name, nullptr, &patch, *opts);
+    }
+  } else {
+    return StatusResponse(core::Status(core::Reason::kMethodNotAllowed,
+                                       "the server does not allow this method on the requested resource"));
+  }
+  if (!out.ok()) return StatusResponse(out.status());
+  return JsonResponse(200, *out);
+}
+
+http::Response ApiHandler::OpenApiV2(http::Request& req) {
+  // kubectl asks for gnostic's protobuf encoding and parses the body as protobuf whatever the
+  // Content-Type says, so JSON goes only to clients that ask for JSON.
+  const std::string_view accept = req.headers.Get("Accept");
+  const bool protobuf = accept.find("protobuf") != std::string_view::npos;
+  auto doc = protobuf ? openapi_.V2Protobuf() : openapi_.V2Json();
+  if (!doc) return StatusResponse(PathNotFound());
+  http::Response r = JsonResponse(200, doc->body);
+  if (protobuf) {
+    r.headers.Set("Content-Type", "application/com.github.proto-openapi.spec.v2.v1.0+protobuf");
+  }
+  r.headers.Set("Etag", "\"" + doc->hash + "\"");
+  r.headers.Set("Vary", "Accept");
+  return r;
+}
+
 http::Response ApiHandler::OpenApiV3(http::Request& req, std::string_view path) {
   if (path.empty()) return JsonResponse(200, openapi_.Root());
   auto doc = openapi_.ForPath(path);
@@ -344,6 +399,7 @@ http::Response ApiHandler::HandleResource(http::Request& req, const std::vector<
   const ResourceInfo& r = *rp;
   if (!ns.empty() && !r.namespaced) return StatusResponse(PathNotFound());
   if (!sub.empty() && !r.HasSubresource(sub)) return StatusResponse(PathNotFound());
+  if (sub == "scale") return HandleScale(req, r, ns, name);
   if (!sub.empty() && sub != "status" && sub != "finalize") {
     return StatusResponse(core::Status(core::Reason::kMethodNotAllowed,
                                        fmt::format("the {} subresource of {} is not served yet",

@@ -35,6 +35,9 @@ class ApiHandler {
                                 const std::string& version);
   http::Response Discovery(http::Request& request, const std::vector<std::string>& parts);
   http::Response OpenApiV3(http::Request& request, std::string_view path);
+  http::Response OpenApiV2(http::Request& request);
+  http::Response HandleScale(http::Request& request, const ResourceInfo& r, const std::string& ns,
+                             const std::string& name);
 
   RestStorage& storage_;
   Registry& registry_;

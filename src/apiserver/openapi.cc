@@ -7,7 +7,9 @@
 #include <set>
 
 #include "apis/builtin_schemas.h"
+#include "core/log.h"
 #include "core/strings.h"
+#include "machinery/openapi_v2.h"
 
 namespace klutch::apiserver {
 namespace {
@@ -189,7 +191,95 @@ Json CustomSchema(const ResourceInfo& r) {
   return schema;
 }
 
+// Swagger 2.0 form of a v3 schema: `#/definitions/` references, `$ref` with siblings instead
+// of the allOf wrapper, and no v3-only keywords.
+Json ToV2Schema(const Json& node) {
+  if (node.is_array()) {
+    Json out = Json::array();
+    for (const auto& v : node) out.push_back(ToV2Schema(v));
+    return out;
+  }
+  if (!node.is_object()) return node;
+  Json out = Json::object();
+  for (const auto& [k, v] : node.items()) {
+    if (k == "nullable" || k == "oneOf" || k == "anyOf" || k == "not") continue;
+    if (k == "$ref" && v.is_string()) {
+      std::string ref = v.get<std::string>();
+      if (ref.starts_with(kRefPrefix)) ref = "#/definitions/" + ref.substr(std::strlen(kRefPrefix));
+      out[k] = ref;
+    } else if (k == "properties" || k == "x-kubernetes-validations" || k == "example" || k == "enum" ||
+               k == "default") {
+      if (k == "properties" && v.is_object()) {
+        Json props = Json::object();
+        for (const auto& [pk, pv] : v.items()) props[pk] = ToV2Schema(pv);
+        out[k] = std::move(props);
+      } else {
+        out[k] = v;
+      }
+    } else {
+      out[k] = ToV2Schema(v);
+    }
+  }
+  if (out.contains("allOf") && out["allOf"].is_array() && out["allOf"].size() == 1 &&
+      out["allOf"][0].contains("$ref") && !out.contains("properties")) {
+    out["$ref"] = out["allOf"][0]["$ref"];
+    out.erase("allOf");
+  }
+  return out;
+}
+
+Json ToV2Parameter(const Json& p) {
+  Json out = {{"name", p.value("name", "")}, {"in", p.value("in", "")}};
+  if (p.value("required", false)) out["required"] = true;
+  if (const Json* schema = machinery::Find(p, {"schema"}); schema && schema->is_object()) {
+    for (const auto& [k, v] : schema->items()) out[k] = v;
+  }
+  if (p.contains("description")) out["description"] = p["description"];
+  return out;
+}
+
+Json ToV2Operation(const Json& op) {
+  Json out = Json::object();
+  for (const auto& [k, v] : op.items()) {
+    if (k == "parameters") {
+      Json params = Json::array();
+      for (const auto& p : v) params.push_back(ToV2Parameter(p));
+      out["parameters"] = std::move(params);
+    } else if (k == "requestBody") {
+      Json consumes = Json::array();
+      Json schema;
+      const Json content = v.value("content", Json::object());
+      for (const auto& [type, media] : content.items()) {
+        consumes.push_back(type);
+        if (schema.is_null() && media.contains("schema")) schema = ToV2Schema(media["schema"]);
+      }
+      out["consumes"] = std::move(consumes);
+      Json body = {{"name", "body"}, {"in", "body"}, {"required", true},
+                   {"schema", schema.is_null() ? Json{{"type", "object"}} : schema}};
+      if (!out.contains("parameters")) out["parameters"] = Json::array();
+      out["parameters"].push_back(std::move(body));
+    } else if (k == "responses") {
+      Json responses = Json::object();
+      for (const auto& [code, resp] : v.items()) {
+        Json r = {{"description", resp.value("description", "OK")}};
+        const Json* media = machinery::Find(resp, {"content", "application/json", "schema"});
+        if (media) r["schema"] = ToV2Schema(*media);
+        responses[code] = std::move(r);
+      }
+      out["responses"] = std::move(responses);
+      out["produces"] = Json::array({"application/json", "application/yaml"});
+      out["schemes"] = Json::array({"https"});
+    } else {
+      out[k] = v;
+    }
+  }
+  return out;
+}
+
 }  // namespace
+
+std::shared_ptr<const OpenApi::Document> OpenApi::V2Json() { return Current()->v2_json; }
+std::shared_ptr<const OpenApi::Document> OpenApi::V2Protobuf() { return Current()->v2_protobuf; }
 
 std::shared_ptr<const OpenApi::Snapshot> OpenApi::Current() {
   std::lock_guard<std::mutex> lock(mu_);
@@ -250,6 +340,43 @@ std::shared_ptr<const OpenApi::Snapshot> OpenApi::Current() {
     snap->docs[path] = std::move(d);
   }
   snap->root = root.dump();
+
+  // One Swagger 2.0 document for /openapi/v2 (older kubectl versions validate with it).
+  Json v2 = {{"swagger", "2.0"},
+             {"info", {{"title", "Kubernetes"}, {"version", "v1.32.0"}}},
+             {"paths", Json::object()},
+             {"definitions", Json::object()}};
+  for (auto& [path, doc] : docs) {
+    for (const auto& [p, item] : doc["paths"].items()) {
+      Json v2item = Json::object();
+      for (const auto& [verb, op] : item.items()) {
+        if (verb == "parameters") {
+          Json params = Json::array();
+          for (const auto& prm : op) params.push_back(ToV2Parameter(prm));
+          v2item["parameters"] = std::move(params);
+        } else {
+          v2item[verb] = ToV2Operation(op);
+        }
+      }
+      v2["paths"][p] = std::move(v2item);
+    }
+    for (const auto& [name, schema] : doc["components"]["schemas"].items()) {
+      if (!v2["definitions"].contains(name)) v2["definitions"][name] = ToV2Schema(schema);
+    }
+  }
+  auto v2json = std::make_shared<Document>();
+  v2json->body = v2.dump();
+  v2json->hash = Hash(v2json->body);
+  snap->v2_json = v2json;
+  auto pb = machinery::EncodeOpenApiV2Protobuf(v2);
+  if (pb.ok()) {
+    auto v2pb = std::make_shared<Document>();
+    v2pb->body = std::move(pb).value();
+    v2pb->hash = Hash(v2pb->body);
+    snap->v2_protobuf = v2pb;
+  } else {
+    KLUTCH_LOG(kError, "apiserver", "encoding OpenAPI v2 as protobuf: {}", pb.status().message());
+  }
   snapshot_ = snap;
   return snap;
 }

@@ -27,12 +27,18 @@ class OpenApi {
   std::string Root();
   // The document for "api/v1" or "apis/<group>/<version>"; nullptr when not served.
   std::shared_ptr<const Document> ForPath(std::string_view path);
+  // The whole API as one Swagger 2.0 document (`/openapi/v2`), converted from the v3
+  // documents: as JSON and as gnostic's protobuf encoding (what kubectl asks for).
+  std::shared_ptr<const Document> V2Json();
+  std::shared_ptr<const Document> V2Protobuf();
 
  private:
   struct Snapshot {
     uint64_t generation = 0;
     std::string root;
     std::map<std::string, std::shared_ptr<const Document>, std::less<>> docs;
+    std::shared_ptr<const Document> v2_json;
+    std::shared_ptr<const Document> v2_protobuf;
   };
   std::shared_ptr<const Snapshot> Current();
 

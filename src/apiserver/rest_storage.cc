@@ -474,9 +474,12 @@ core::Status RestStorage::ValidateObject(const ResourceInfo& r, Json& object, co
   std::vector<core::Cause> causes;
   const Json* meta = Find(object, {"metadata"});
   machinery::ValidateObjectMeta(meta ? *meta : Json::object(), r.namespaced, r.name_rule, causes);
-  if (r.custom && schema.known()) {
+  if (schema.known()) {
+    // Built-in schemas carry only the defaults kube-apiserver applies (e.g. a Deployment's
+    // replicas); custom resources get theirs from the CRD. Structural validation is for
+    // custom resources: built-in kinds are checked by their strategies.
     schema::ApplyDefaults(object, schema);
-    schema::Validate(object, schema, causes);
+    if (r.custom) schema::Validate(object, schema, causes);
   }
   if (old == nullptr) {
     if (r.strategy.prepare_create) r.strategy.prepare_create(object, causes);

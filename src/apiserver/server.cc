@@ -259,9 +259,11 @@ class ApiServer::Impl {
   void CompactLoop() {
     // Remember (time, revision) samples; compact to the newest one older than `history`.
     std::deque<std::pair<std::chrono::steady_clock::time_point, int64_t>> samples;
+    const auto period = std::clamp<std::chrono::seconds>(options_.history / 2, std::chrono::seconds(1),
+                                                         std::chrono::seconds(10));
     std::unique_lock<std::mutex> lock(mu_);
     while (!stopping_) {
-      cv_.wait_for(lock, std::chrono::seconds(10));
+      cv_.wait_for(lock, period);
       if (stopping_) break;
       auto now = std::chrono::steady_clock::now();
       samples.emplace_back(now, store_->Revision());

@@ -13,6 +13,20 @@ namespace klutch::apiserver {
 
 using Clock = std::chrono::steady_clock;
 
+namespace {
+// One watch event line, `type` first as kube-apiserver writes it; `object` is encoded JSON.
+std::string Frame(std::string_view type, std::string_view object) {
+  std::string frame;
+  frame.reserve(object.size() + type.size() + 24);
+  frame += R"({"type":")";
+  frame += type;
+  frame += R"(","object":)";
+  frame += object;
+  frame += "}\n";
+  return frame;
+}
+}  // namespace
+
 class WatchSession : public std::enable_shared_from_this<WatchSession> {
  public:
   WatchSession(WatchManager* manager, WatchRequest request, int64_t start_revision)
@@ -100,14 +114,12 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
   }
 
   void SendError(const core::Status& status) {
-    Json ev = {{"type", "ERROR"}, {"object", machinery::StatusToJson(status)}};
-    Write(ev.dump() + "\n");
+    Write(Frame("ERROR", machinery::StatusToJson(status).dump()));
   }
 
   // For watches that fail before attaching (too old resourceVersion): one ERROR, then end.
   void SendErrorTo(const std::shared_ptr<http::ResponseStream>& stream, const core::Status& status) {
-    Json ev = {{"type", "ERROR"}, {"object", machinery::StatusToJson(status)}};
-    stream->Write(ev.dump() + "\n");
+    stream->Write(Frame("ERROR", machinery::StatusToJson(status).dump()));
     stream->Close();
   }
 
@@ -126,14 +138,7 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
                   std::shared_ptr<const Json> parsed) {
     const ResourceInfo& r = *request_.resource;
     if (!request_.table && r.version == r.storage_version && raw) {
-      std::string frame;
-      frame.reserve(raw->size() + 32);
-      frame += R"({"type":")";
-      frame += type;
-      frame += R"(","object":)";
-      frame += *raw;
-      frame += "}\n";
-      Write(std::move(frame));
+      Write(Frame(type, *raw));
       return;
     }
     if (!parsed) {
@@ -143,16 +148,15 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
     }
     Json obj = *parsed;
     if (r.version != r.storage_version) obj["apiVersion"] = r.ApiVersion();
-    Json ev = {{"type", type}};
     if (request_.table) {
       bool first = !sent_columns_.exchange(true);
       Json meta = {{"resourceVersion", machinery::ResourceVersion(obj)}};
-      ev["object"] = ToTable(r, {&obj}, request_.include, meta, first,
-                             manager_->storage_.clock().Now(), request_.table_api_version);
+      Write(Frame(type, ToTable(r, {&obj}, request_.include, meta, first,
+                                manager_->storage_.clock().Now(), request_.table_api_version)
+                            .dump()));
     } else {
-      ev["object"] = std::move(obj);
+      Write(Frame(type, obj.dump()));
     }
-    Write(ev.dump() + "\n");
   }
 
   void SendBookmark(bool initial_events_end) {
@@ -168,9 +172,8 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
              {"columnDefinitions", nullptr},
              {"rows", nullptr}};
     }
-    Json ev = {{"type", "BOOKMARK"}, {"object", std::move(obj)}};
     last_bookmark_ = Clock::now();
-    Write(ev.dump() + "\n");
+    Write(Frame("BOOKMARK", obj.dump()));
   }
 
   void OnEvents(const std::vector<storage::EventPtr>& events) {

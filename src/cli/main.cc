@@ -74,6 +74,11 @@ void AddApiServerFlags(CLI::App* cmd, apiserver::ApiServerOptions& o) {
   cmd->add_option("--tls-private-key-file", o.tls_key_file, "Serving key (PEM)");
   cmd->add_option("--client-ca-file", o.client_ca_file, "CA for client certificates (PEM)");
   cmd->add_option("--threads", o.threads, "Request threads")->capture_default_str();
+  cmd->add_option_function<int>(
+         "--compaction-interval",
+         [&o](int seconds) { o.history = std::chrono::seconds(seconds); },
+         "Seconds of change history kept for watches and continue tokens (default 300)")
+      ->check(CLI::Range(1, 86400));
   cmd->add_option("--report-minor-version", o.version_minor,
                   "Minor version reported by /version (selects the kubectl dispatcher's client)")
       ->capture_default_str();

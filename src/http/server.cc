@@ -300,6 +300,19 @@ class Server::Impl {
         auto msg = ToMessage(r, 11, false);
         beast::get_lowest_layer(stream).expires_after(kWriteTimeout);
         co_await bhttp::async_write(stream, msg, asio::as_tuple(asio::use_awaitable));
+        // Lingering close: stop sending, then discard what the client is still uploading for
+        // a bounded time, so it can finish writing and read the 413 instead of a reset.
+        boost::system::error_code ignored;
+        beast::get_lowest_layer(stream).socket().shutdown(tcp::socket::shutdown_send, ignored);
+        beast::get_lowest_layer(stream).expires_after(std::chrono::seconds(5));
+        std::array<char, 16384> sink;
+        size_t drained = 0;
+        while (drained < 4 * options_.max_body_bytes) {
+          auto [rec, rn] = co_await beast::get_lowest_layer(stream).async_read_some(
+              asio::buffer(sink), asio::as_tuple(asio::use_awaitable));
+          if (rec) break;
+          drained += rn;
+        }
         break;
       }
       if (ec == bhttp::error::header_limit) {

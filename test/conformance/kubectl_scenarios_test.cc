@@ -36,6 +36,19 @@ std::string RStrip(std::string s) {
   return s;
 }
 
+// `@server <args>` lines (before the first command) add flags to `klutch apiserver`.
+std::vector<std::string> ServerArgs(const fs::path& file) {
+  std::ifstream in(file);
+  std::vector<std::string> args;
+  for (std::string l; std::getline(in, l);) {
+    if (l.starts_with("$ ")) break;
+    if (!l.starts_with("@server ")) continue;
+    std::string rest = l.substr(8);
+    for (auto a : core::SplitNonEmpty(rest, ' ')) args.emplace_back(a);
+  }
+  return args;
+}
+
 std::vector<Step> ParseScenario(const fs::path& file, std::string* error) {
   std::ifstream in(file);
   std::vector<std::string> lines;
@@ -50,6 +63,7 @@ std::vector<Step> ParseScenario(const fs::path& file, std::string* error) {
       for (auto p : core::SplitNonEmpty(s, ',')) out.emplace_back(core::Trim(p));
       return out;
     };
+    if (line.starts_with("@server ")) continue;
     if (line.starts_with("@only ")) {
       only = list(line.substr(6));
       continue;
@@ -78,6 +92,11 @@ std::vector<Step> ParseScenario(const fs::path& file, std::string* error) {
         while (i + 1 < lines.size()) {
           cmd += "\n" + lines[++i];
           if (RStrip(lines[i]) == marker) break;
+        }
+        // Lines after the heredoc belong to the command until a blank line or expectation.
+        while (i + 1 < lines.size() && !RStrip(lines[i + 1]).empty() &&
+               std::string_view("~>!?@#$").find(lines[i + 1][0]) == std::string_view::npos) {
+          cmd += "\n" + lines[++i];
         }
       }
       st.command = cmd;
@@ -154,6 +173,8 @@ struct Case {
   std::string version;
 };
 
+void PrintTo(const Case& c, std::ostream* os) { *os << c.file << " with kubectl " << c.version; }
+
 std::vector<Case> Cases() {
   std::vector<Case> out;
   fs::path dir = fs::path(KLUTCH_SOURCE_DIR) / "test/conformance/kubectl";
@@ -182,8 +203,9 @@ TEST_P(KubectlScenario, MatchesRealClusterOutput) {
 
   TempDir work("klutch-kubectl");
   std::string minor = c.version.substr(2);
-  auto server = ApiServerProcess::Start(work.path() / "server", {"--report-minor-version", minor},
-                                        &error);
+  std::vector<std::string> args = {"--report-minor-version", minor};
+  for (auto& a : ServerArgs(file)) args.push_back(a);
+  auto server = ApiServerProcess::Start(work.path() / "server", args, &error);
   ASSERT_TRUE(server) << error;
   fs::create_directories(work.path() / "bin");
   fs::create_symlink(kubectl, work.path() / "bin/kubectl");
@@ -210,14 +232,28 @@ TEST_P(KubectlScenario, MatchesRealClusterOutput) {
                         c.version + ")\n$ " + st.command;
     EXPECT_FALSE(r.timed_out) << where << "\ntimed out";
     EXPECT_EQ(r.exit_code, st.exit_code) << where << "\nstdout:\n" << r.out << "stderr:\n" << r.err;
+    auto expand = [&](std::vector<Expect> v) {
+      for (auto& e : v) {
+        for (const char* var : {"MANIFESTS", "OURS", "WORK"}) {
+          std::string token = std::string("$") + var;
+          for (size_t pos; (pos = e.text.find(token)) != std::string::npos;) {
+            std::string value = env[var];
+            if (e.kind == Expect::Kind::kRegex) value = std::regex_replace(value, std::regex(R"([.^$|()\[\]{}*+?\\])"), R"(\$&)");
+            e.text.replace(pos, token.size(), value);
+          }
+        }
+      }
+      return v;
+    };
+    const std::vector<Expect> want_out = expand(st.out), want_err = expand(st.err);
     if (!st.out.empty()) {
-      EXPECT_TRUE(Match(st.out, 0, Lines(r.out), 0))
-          << where << "\nwant stdout:\n" << Render(st.out) << "got stdout:\n" << r.out
+      EXPECT_TRUE(Match(want_out, 0, Lines(r.out), 0))
+          << where << "\nwant stdout:\n" << Render(want_out) << "got stdout:\n" << r.out
           << "stderr:\n" << r.err;
     }
     if (!st.err.empty()) {
-      EXPECT_TRUE(Match(st.err, 0, Lines(r.err), 0))
-          << where << "\nwant stderr:\n" << Render(st.err) << "got stderr:\n" << r.err;
+      EXPECT_TRUE(Match(want_err, 0, Lines(r.err), 0))
+          << where << "\nwant stderr:\n" << Render(want_err) << "got stderr:\n" << r.err;
     }
     if (::testing::Test::HasFailure()) {
       ADD_FAILURE() << "server log tail:\n"
