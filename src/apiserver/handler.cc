@@ -206,6 +206,23 @@ ApiHandler::ApiHandler(RestStorage& storage, Registry& registry, OpenApi& openap
       watches_(watches),
       options_(std::move(options)) {}
 
+bool ApiHandler::IsQuick(const http::Request& req) {
+  if (req.method != "GET" || req.Query("watch")) return false;
+  auto parts = core::SplitNonEmpty(req.path, '/');
+  if (parts.empty()) return true;
+  if (parts[0] == "api" || parts[0] == "apis") {
+    const size_t gv = parts[0] == "api" ? 2 : 3;
+    if (parts.size() <= gv) return true;  // discovery documents
+    const size_t rest = parts.size() - gv;
+    const bool in_namespace = parts[gv] == "namespaces";
+    // namespaces/<ns>/<plural> is a list; namespaces/<name> and <plural>/<name> are objects.
+    if (in_namespace) return rest == 2 || rest >= 4;
+    return rest >= 2;
+  }
+  return parts[0] == "healthz" || parts[0] == "livez" || parts[0] == "readyz" ||
+         parts[0] == "version";
+}
+
 http::Response ApiHandler::StatusResponse(const core::Status& status) {
   http::Response r = JsonResponse(status.code(), machinery::StatusToJson(status));
   if (status.details() && status.details()->retry_after_seconds > 0) {

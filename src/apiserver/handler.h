@@ -26,6 +26,10 @@ class ApiHandler {
 
   http::Response Handle(http::Request& request);
 
+  // Whether a request is a quick point read that may run on an I/O thread (gets of one
+  // object, discovery, health); lists, watches and writes go to the worker pool.
+  static bool IsQuick(const http::Request& request);
+
   // A Status as an HTTP response (used for transport errors too).
   static http::Response StatusResponse(const core::Status& status);
 

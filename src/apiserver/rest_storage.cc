@@ -202,6 +202,17 @@ core::Result<Filter> Filter::Make(const ResourceInfo& r, const std::string& labe
 
 bool Filter::Empty() const { return !impl_ || (impl_->labels.Empty() && impl_->fields.Empty()); }
 
+bool Filter::KeyOnly() const {
+  if (!impl_) return true;
+  if (!impl_->labels.Empty()) return false;
+  for (const auto& req : impl_->fields.requirements()) {
+    if (!req.equal || (req.field != "metadata.name" && req.field != "metadata.namespace")) {
+      return false;
+    }
+  }
+  return true;
+}
+
 bool Filter::Matches(const ResourceInfo& r, const Json& object) const {
   if (!impl_) return true;
   if (!impl_->labels.Empty()) {

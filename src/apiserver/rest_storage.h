@@ -87,6 +87,9 @@ class Filter {
   static core::Result<Filter> Make(const ResourceInfo& resource, const std::string& labels,
                                    const std::string& fields);
   bool Empty() const;
+  // True when the filter only pins metadata.name/metadata.namespace with equalities, which
+  // the storage key already decides: no need to look inside objects.
+  bool KeyOnly() const;
   bool Matches(const ResourceInfo& resource, const Json& object) const;
   // The namespace or name the field selector pins, for key narrowing ("" if none).
   std::string PinnedName() const;

@@ -191,6 +191,8 @@ class ApiServer::Impl {
     so.address = host.empty() ? "127.0.0.1" : host;
     so.port = port;
     so.threads = options_.threads;
+    so.io_threads = options_.io_threads;
+    so.run_inline = [](const http::Request& r) { return ApiHandler::IsQuick(r); };
     so.tls = http::TlsOptions{
         options_.tls_cert_file.empty() ? pki_.cert_file : options_.tls_cert_file,
         options_.tls_key_file.empty() ? pki_.key_file : options_.tls_key_file,

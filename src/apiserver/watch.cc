@@ -178,11 +178,18 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
 
   void OnEvents(const std::vector<storage::EventPtr>& events) {
     const ResourceInfo& r = *request_.resource;
-    const bool filtered = !request_.filter.Empty();
+    // Name and namespace equalities are decided by the key alone (below and by the watch
+    // prefix); only other selectors need the objects parsed.
+    const bool filtered = !request_.filter.KeyOnly();
+    const std::string pinned = request_.filter.PinnedName();
+    const std::string pinned_ns = request_.filter.PinnedNamespace();
     for (const auto& e : events) {
       // A pinned-name prefix also matches longer names; check the exact key.
-      std::string pinned = request_.filter.PinnedName();
       if (!pinned.empty() && !e->key.ends_with("/" + pinned)) continue;
+      if (!pinned_ns.empty() && r.namespaced &&
+          e->key.compare(r.KeyPrefix().size(), pinned_ns.size() + 1, pinned_ns + "/") != 0) {
+        continue;
+      }
       last_revision_ = e->revision;
       const bool is_delete = e->type == storage::Event::Type::kDelete;
       if (!filtered) {

@@ -8,6 +8,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
+#include <condition_variable>
 #include <deque>
 #include <mutex>
 #include <thread>
@@ -174,8 +175,8 @@ class Server::Impl {
       : options_(std::move(options)),
         handler_(std::move(handler)),
         ssl_ctx_(asio::ssl::context::tls_server),
-        ioc_(options_.threads),
-        acceptor_(ioc_) {}
+        iocs_(MakeContexts(options_.io_threads)),
+        acceptor_(*iocs_[0]) {}
 
   ~Impl() { Stop(); }
 
@@ -216,22 +217,36 @@ class Server::Impl {
           fmt::format("cannot listen on {}:{}: {}", options_.address, options_.port, ec.message()));
     }
     port_ = acceptor_.local_endpoint().port();
-    asio::co_spawn(ioc_, Accept(), asio::detached);
+    asio::co_spawn(*iocs_[0], Accept(), asio::detached);
+    for (auto& ioc : iocs_) {
+      asio::io_context* c = ioc.get();
+      threads_.emplace_back([c] {
+        auto guard = asio::make_work_guard(*c);
+        c->run();
+      });
+    }
     for (int i = 0; i < options_.threads; ++i) {
-      threads_.emplace_back([this] { ioc_.run(); });
+      workers_.emplace_back([this] { WorkerLoop(); });
     }
     return core::Status::Ok();
   }
 
   void Stop() {
     std::call_once(stop_once_, [this] {
-      asio::post(ioc_, [this] {
+      asio::post(*iocs_[0], [this] {
         boost::system::error_code ec;
         acceptor_.close(ec);
       });
-      ioc_.stop();
+      for (auto& ioc : iocs_) ioc->stop();
       for (auto& t : threads_) t.join();
       threads_.clear();
+      {
+        std::lock_guard<std::mutex> lock(jobs_mu_);
+        stopping_ = true;
+      }
+      jobs_cv_.notify_all();
+      for (auto& t : workers_) t.join();
+      workers_.clear();
     });
   }
 
@@ -241,7 +256,8 @@ class Server::Impl {
   asio::awaitable<void> Accept() {
     while (true) {
       auto [ec, socket] =
-          co_await acceptor_.async_accept(asio::make_strand(ioc_), asio::as_tuple(asio::use_awaitable));
+          co_await acceptor_.async_accept(*iocs_[next_context_++ % iocs_.size()],
+                                          asio::as_tuple(asio::use_awaitable));
       if (ec) {
         if (ec == asio::error::operation_aborted || !acceptor_.is_open()) co_return;
         continue;
@@ -339,13 +355,10 @@ class Server::Impl {
       request.client_certificate = cert;
       request.remote_address = remote;
       Response response;
-      try {
-        response = handler_(request);
-      } catch (const std::exception& e) {
-        // Handlers return errors as values; an exception here is a bug, not a client error.
-        KLUTCH_LOG(kError, "http", "handler threw for {} {}: {}", request.method, request.target,
-                   e.what());
-        response = TransportError(500, "internal error");
+      if (options_.run_inline && options_.run_inline(request)) {
+        response = CallHandler(request);
+      } else {
+        response = co_await RunBlocking(request);
       }
       if (response.stream) {
         co_await StreamBody(stream, std::move(response), version);
@@ -433,13 +446,84 @@ class Server::Impl {
 
   ServerOptions options_;
   Handler handler_;
-  // Declared before ioc_: connection frames destroyed with ioc_ still use the TLS context.
+  // Declared before iocs_: connection frames destroyed with the contexts use the TLS context.
   asio::ssl::context ssl_ctx_;
-  asio::io_context ioc_;
+  // One context per I/O thread: a connection lives on one context and is never touched by
+  // two threads, so no strands and no cross-thread handoffs on the request path.
+  std::vector<std::unique_ptr<asio::io_context>> iocs_;
+  size_t next_context_ = 0;
   tcp::acceptor acceptor_;
   uint16_t port_ = 0;
   std::vector<std::thread> threads_;
   std::once_flag stop_once_;
+
+  // Handlers that may block run here, not on the I/O threads.
+  std::mutex jobs_mu_;
+  std::condition_variable jobs_cv_;
+  std::deque<std::function<void()>> jobs_;
+  bool stopping_ = false;
+  std::vector<std::thread> workers_;
+
+  static std::vector<std::unique_ptr<asio::io_context>> MakeContexts(int n) {
+    std::vector<std::unique_ptr<asio::io_context>> out;
+    for (int i = 0; i < std::max(1, n); ++i) out.push_back(std::make_unique<asio::io_context>(1));
+    return out;
+  }
+
+  void WorkerLoop() {
+    while (true) {
+      std::function<void()> job;
+      {
+        std::unique_lock<std::mutex> lock(jobs_mu_);
+        jobs_cv_.wait(lock, [&] { return stopping_ || !jobs_.empty(); });
+        if (jobs_.empty()) return;
+        job = std::move(jobs_.front());
+        jobs_.pop_front();
+      }
+      job();
+    }
+  }
+
+  // Runs the handler on a worker and resumes the connection's coroutine with the result.
+  asio::awaitable<Response> RunBlocking(Request& request) {
+    struct Shared {
+      explicit Shared(asio::any_io_executor ex) : timer(ex) {
+        timer.expires_at(asio::steady_timer::time_point::max());
+      }
+      asio::steady_timer timer;
+      Response response;
+      bool done = false;
+    };
+    auto executor = co_await asio::this_coro::executor;
+    auto shared = std::make_shared<Shared>(executor);
+    {
+      std::lock_guard<std::mutex> lock(jobs_mu_);
+      jobs_.push_back([this, shared, &request, executor] {
+        Response r = CallHandler(request);
+        asio::post(executor, [shared, r = std::move(r)]() mutable {
+          shared->response = std::move(r);
+          shared->done = true;
+          shared->timer.cancel();
+        });
+      });
+    }
+    jobs_cv_.notify_one();
+    while (!shared->done) {
+      co_await shared->timer.async_wait(asio::as_tuple(asio::use_awaitable));
+    }
+    co_return std::move(shared->response);
+  }
+
+  Response CallHandler(Request& request) {
+    try {
+      return handler_(request);
+    } catch (const std::exception& e) {
+      // Handlers return errors as values; an exception here is a bug, not a client error.
+      KLUTCH_LOG(kError, "http", "handler threw for {} {}: {}", request.method, request.target,
+                 e.what());
+      return TransportError(500, "internal error");
+    }
+  }
 };
 
 core::Result<std::unique_ptr<Server>> Server::Start(ServerOptions options, Handler handler) {

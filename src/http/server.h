@@ -1,8 +1,9 @@
 // Server: an HTTP/1.1 server (plain or TLS) that calls one Handler per request.
 //
-// Each connection is served by a coroutine on a pool of threads; the handler is called
-// synchronously on one of them and may block (e.g. on a storage commit), so the pool is
-// sized for concurrent blocking requests. Responses with `stream` set are sent chunked and
+// Each connection is served by a coroutine on one of a few I/O threads (one io_context each).
+// The handler runs on a separate pool of worker threads, where it may block (e.g. on a
+// storage commit), unless `run_inline` says the request is quick, in which case it runs on
+// the I/O thread and saves two thread handoffs. Responses with `stream` set are sent chunked and
 // stay open until closed by either side. Bodies over `max_body_bytes` get 413 without
 // reaching the handler. Asio and OpenSSL stay inside server.cc. Thread-safe.
 #pragma once
@@ -29,7 +30,11 @@ struct TlsOptions {
 struct ServerOptions {
   std::string address = "127.0.0.1";
   uint16_t port = 0;  // 0 = pick a free port
-  int threads = 32;
+  int threads = 32;     // worker threads for handlers that may block
+  int io_threads = 2;   // I/O threads (one io_context each)
+  // Requests for which the handler is quick and never blocks long (point reads): run on the
+  // I/O thread. Unset: every request goes to the workers.
+  std::function<bool(const Request&)> run_inline;
   std::optional<TlsOptions> tls;
   size_t max_body_bytes = 3 * 1024 * 1024;
   // Formats transport-level errors (413, 400, 431) as the application wants them.

@@ -92,16 +92,17 @@ class Stmt {
   sqlite3_stmt* stmt_ = nullptr;
 };
 
+// Values live once, in `log`; `kv` maps each live key to the log row of its latest change
+// (compaction always keeps that row), so a write stores its bytes once.
 constexpr const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS kv (
-  key TEXT PRIMARY KEY, value BLOB NOT NULL, create_rev INTEGER NOT NULL,
-  mod_rev INTEGER NOT NULL) WITHOUT ROWID;
+  key TEXT PRIMARY KEY, create_rev INTEGER NOT NULL, mod_rev INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS log (
   rev INTEGER PRIMARY KEY, key TEXT NOT NULL, value BLOB, create_rev INTEGER NOT NULL,
   prev_rev INTEGER NOT NULL, deleted INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS log_key_rev ON log(key, rev);
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
-INSERT OR IGNORE INTO meta VALUES ('revision', 0), ('compacted', 0);
+INSERT OR IGNORE INTO meta VALUES ('revision', 0), ('compacted', 0), ('schema', 2);
 )sql";
 
 // Closes the connection last: declared before the statements, so destroyed after them.
@@ -148,16 +149,22 @@ core::Result<std::unique_ptr<Conn>> OpenConn(const SqliteOptions& options, bool 
     KLUTCH_RETURN_IF_ERROR(Exec(conn->handle.db, options.durable ? "PRAGMA synchronous=FULL"
                                                           : "PRAGMA synchronous=NORMAL"));
     KLUTCH_RETURN_IF_ERROR(Exec(conn->handle.db, kSchema));
+    // Checkpoints run on their own connection and thread, not inside commits.
+    KLUTCH_RETURN_IF_ERROR(Exec(conn->handle.db, "PRAGMA wal_autocheckpoint=0"));
   }
   KLUTCH_RETURN_IF_ERROR(Exec(conn->handle.db, "PRAGMA cache_size=-8192"));
   Conn& c = *conn;
   sqlite3* db = c.handle.db;
-  KLUTCH_RETURN_IF_ERROR(c.get.Prepare(db, "SELECT value, create_rev, mod_rev FROM kv WHERE key = ?1"));
+  KLUTCH_RETURN_IF_ERROR(c.get.Prepare(
+      db, "SELECT l.value, kv.create_rev, kv.mod_rev FROM kv JOIN log l ON l.rev = kv.mod_rev "
+          "WHERE kv.key = ?1"));
   KLUTCH_RETURN_IF_ERROR(c.list.Prepare(
-      db, "SELECT key, value, create_rev, mod_rev FROM kv WHERE key >= ?1 AND key < ?2 AND key > ?3 "
-          "ORDER BY key LIMIT ?4"));
+      db, "SELECT kv.key, l.value, kv.create_rev, kv.mod_rev FROM kv "
+          "JOIN log l ON l.rev = kv.mod_rev "
+          "WHERE kv.key >= ?1 AND kv.key < ?2 AND kv.key > ?3 ORDER BY kv.key LIMIT ?4"));
   KLUTCH_RETURN_IF_ERROR(c.meta.Prepare(
-      db, "SELECT (SELECT value FROM meta WHERE name='revision'), "
+      db, "SELECT max((SELECT value FROM meta WHERE name='revision'), "
+          "coalesce((SELECT max(rev) FROM log), 0)), "
           "(SELECT value FROM meta WHERE name='compacted')"));
   KLUTCH_RETURN_IF_ERROR(c.begin.Prepare(db, writer ? "BEGIN IMMEDIATE" : "BEGIN"));
   KLUTCH_RETURN_IF_ERROR(c.commit.Prepare(db, "COMMIT"));
@@ -175,7 +182,7 @@ core::Result<std::unique_ptr<Conn>> OpenConn(const SqliteOptions& options, bool 
           "ORDER BY l.key LIMIT ?5"));
   if (writer) {
     KLUTCH_RETURN_IF_ERROR(c.put_kv.Prepare(
-        db, "INSERT OR REPLACE INTO kv (key, value, create_rev, mod_rev) VALUES (?1, ?2, ?3, ?4)"));
+        db, "INSERT OR REPLACE INTO kv (key, create_rev, mod_rev) VALUES (?1, ?2, ?3)"));
     KLUTCH_RETURN_IF_ERROR(c.del_kv.Prepare(db, "DELETE FROM kv WHERE key = ?1"));
     KLUTCH_RETURN_IF_ERROR(c.put_log.Prepare(
         db, "INSERT INTO log (rev, key, value, create_rev, prev_rev, deleted) "
@@ -220,18 +227,60 @@ class SqliteStore::Impl {
       stopping_ = true;
     }
     queue_cv_.notify_all();
+    checkpoint_cv_.notify_all();
     if (writer_thread_.joinable()) writer_thread_.join();
+    if (checkpoint_thread_.joinable()) checkpoint_thread_.join();
   }
 
   core::Status Init() {
     KLUTCH_ASSIGN_OR_RETURN(writer_, OpenConn(options_, /*writer=*/true));
+    {
+      // Databases of the first format kept values in kv; refuse them rather than misread.
+      sqlite3_stmt* probe = nullptr;
+      if (sqlite3_prepare_v2(writer_->handle.db, "SELECT value FROM kv LIMIT 0", -1, &probe,
+                             nullptr) == SQLITE_OK) {
+        sqlite3_finalize(probe);
+        return core::Internal(fmt::format(
+            "storage: {} was written by an older klutch (schema 1); remove it to start afresh",
+            options_.path));
+      }
+      sqlite3_finalize(probe);
+    }
+    sqlite3_wal_hook(
+        writer_->handle.db,
+        [](void* self, sqlite3*, const char*, int frames) {
+          static_cast<Impl*>(self)->wal_frames_.store(frames);
+          return SQLITE_OK;
+        },
+        this);
+    KLUTCH_ASSIGN_OR_RETURN(checkpointer_, OpenConn(options_, /*writer=*/false));
     KLUTCH_RETURN_IF_ERROR(writer_->meta.Reset().Step().status());
     revision_ = writer_->meta.Int(0);
     compacted_ = writer_->meta.Int(1);
     writer_->meta.Reset();
     hub_ = std::make_unique<WatchHub>(revision_.load());
     writer_thread_ = std::thread([this] { WriterLoop(); });
+    checkpoint_thread_ = std::thread([this] { CheckpointLoop(); });
     return core::Status::Ok();
+  }
+
+  // Copies WAL frames into the database file in the background (PASSIVE: never waits for
+  // readers or the writer), so commits only append to the WAL and fsync it.
+  void CheckpointLoop() {
+    std::unique_lock<std::mutex> lock(queue_mu_);
+    while (!stopping_) {
+      checkpoint_cv_.wait_for(lock, std::chrono::seconds(1));
+      if (stopping_) break;
+      if (wal_frames_.load() == 0) continue;
+      lock.unlock();
+      int log = 0, done = 0;
+      int rc = sqlite3_wal_checkpoint_v2(checkpointer_->handle.db, nullptr,
+                                         SQLITE_CHECKPOINT_PASSIVE, &log, &done);
+      if (rc != SQLITE_OK && rc != SQLITE_BUSY) {
+        KLUTCH_LOG(kWarn, "storage", "checkpoint failed: {}", sqlite3_errmsg(checkpointer_->handle.db));
+      }
+      lock.lock();
+    }
   }
 
   // Borrowed reader connection, returned to the pool on destruction.
@@ -459,12 +508,8 @@ class SqliteStore::Impl {
     if (w.op == WriteRequest::Op::kPut) {
       const int64_t create_rev = cur ? cur->create_revision : new_rev;
       auto value = std::make_shared<const std::string>(w.make_value(new_rev, create_rev));
-      KLUTCH_RETURN_IF_ERROR(c.put_kv.Reset()
-                                 .BindStatic(1, w.key)
-                                 .BindBlob(2, *value)
-                                 .Bind(3, create_rev)
-                                 .Bind(4, new_rev)
-                                 .Run());
+      KLUTCH_RETURN_IF_ERROR(
+          c.put_kv.Reset().BindStatic(1, w.key).Bind(2, create_rev).Bind(3, new_rev).Run());
       KLUTCH_RETURN_IF_ERROR(c.put_log.Reset()
                                  .Bind(1, new_rev)
                                  .BindStatic(2, w.key)
@@ -516,6 +561,8 @@ class SqliteStore::Impl {
         if (to > compacted) {
           failure = c.compact_log.Reset().Bind(1, to).Run();
           if (failure.ok()) failure = c.set_meta.Reset().BindStatic(1, "compacted").Bind(2, to).Run();
+          // The revision floor survives compaction even when the newest rows were removed.
+          if (failure.ok()) failure = c.set_meta.Reset().BindStatic(1, "revision").Bind(2, rev).Run();
           if (failure.ok()) compacted = to;
         }
         results.emplace_back(WriteResult{});
@@ -528,9 +575,6 @@ class SqliteStore::Impl {
       }
       results.push_back(std::move(r));
     }
-    if (failure.ok() && rev != revision_.load()) {
-      failure = c.set_meta.Reset().BindStatic(1, "revision").Bind(2, rev).Run();
-    }
     if (failure.ok()) failure = c.commit.Reset().Run();
     if (!failure.ok()) {
       (void)c.rollback.Reset().Run();
@@ -540,6 +584,7 @@ class SqliteStore::Impl {
       return;
     }
     ++commits_;
+    if (wal_frames_.load() > kCheckpointFrames) checkpoint_cv_.notify_one();
     revision_.store(rev);
     compacted_.store(compacted);
     for (size_t i = 0; i < batch.size(); ++i) batch[i]->promise.set_value(std::move(results[i]));
@@ -561,6 +606,12 @@ class SqliteStore::Impl {
   std::deque<std::unique_ptr<Job>> queue_ GUARDED_BY(queue_mu_);
   bool stopping_ GUARDED_BY(queue_mu_) = false;
   std::thread writer_thread_;
+
+  static constexpr int kCheckpointFrames = 2000;
+  std::unique_ptr<Conn> checkpointer_;  // used only by the checkpoint thread
+  std::atomic<int> wal_frames_{0};
+  std::condition_variable checkpoint_cv_;
+  std::thread checkpoint_thread_;
 };
 
 core::Result<std::unique_ptr<SqliteStore>> SqliteStore::Open(const SqliteOptions& options) {

@@ -50,6 +50,23 @@ TEST_F(SqliteStoreTest, ReopenKeepsDataRevisionAndHistory) {
   EXPECT_EQ(at5->items.size(), 5u);
 }
 
+TEST_F(SqliteStoreTest, RevisionSurvivesReopenWhenTheLastWritesWereCompactedDeletes) {
+  {
+    auto s = SqliteStore::Open(Options());
+    ASSERT_TRUE(s.ok());
+    ASSERT_TRUE((*s)->Write(Put("/k/a", "v")).ok());  // 1
+    WriteRequest del;
+    del.op = WriteRequest::Op::kDelete;
+    del.key = "/k/a";
+    ASSERT_TRUE((*s)->Write(std::move(del))->succeeded);  // 2
+    ASSERT_TRUE((*s)->Compact(2).ok());  // removes both rows
+  }
+  auto s = SqliteStore::Open(Options());
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ((*s)->Revision(), 2);
+  EXPECT_EQ((*s)->Write(Put("/k/b", "v"))->revision, 3);
+}
+
 TEST_F(SqliteStoreTest, ConcurrentWritersShareCommits) {
   auto s = SqliteStore::Open(Options());
   ASSERT_TRUE(s.ok());
