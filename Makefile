@@ -28,9 +28,11 @@ up: build
 bench: build
 	./build/bin/klutch-bench-apiserver
 
+FUZZ_SECONDS ?= 30
+
 fuzz: deps
-	cmake --preset fuzz && cmake --build --preset fuzz
-	./scripts/run-fuzzers.sh build-fuzz/fuzz 30
+	cmake --preset fuzz && cmake --build --preset fuzz --target fuzzers
+	./scripts/run-fuzzers.sh build-fuzz/fuzz $(FUZZ_SECONDS)
 
 format:
 	git ls-files '*.h' '*.cc' | xargs clang-format -i

@@ -50,7 +50,16 @@ function(klutch_test name)
                        DISCOVERY_TIMEOUT 60)
 endfunction()
 
-# klutch_fuzzer(<name> SOURCES ... DEPS ...): a libFuzzer target, built only with KLUTCH_FUZZ.
+# With KLUTCH_FUZZ every target is compiled with coverage instrumentation and sanitizers, so
+# the fuzzers get feedback from the libraries they exercise, not just from the harness.
+if(KLUTCH_FUZZ)
+  add_compile_options(-fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=address,undefined)
+  add_custom_target(fuzzers)
+endif()
+
+# klutch_fuzzer(<name> SOURCES ... DEPS ...): a libFuzzer target, built only with KLUTCH_FUZZ
+# (`cmake --build --preset fuzz --target fuzzers`).
 function(klutch_fuzzer name)
   cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
   if(NOT KLUTCH_FUZZ)
@@ -59,7 +68,7 @@ function(klutch_fuzzer name)
   add_executable(${name} ${ARG_SOURCES})
   klutch_apply_common(${name})
   set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/fuzz)
-  target_compile_options(${name} PRIVATE -fsanitize=fuzzer,address,undefined)
-  target_link_options(${name} PRIVATE -fsanitize=fuzzer,address,undefined)
+  target_link_options(${name} PRIVATE -fsanitize=fuzzer)
   target_link_libraries(${name} PRIVATE ${ARG_DEPS})
+  add_dependencies(fuzzers ${name})
 endfunction()
