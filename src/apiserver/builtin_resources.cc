@@ -29,15 +29,21 @@ std::shared_ptr<const Json> Schemas() {
 }
 
 Column NameColumn() {
-  return {"Name", "string", "name", "Name must be unique within a namespace.", 0, "",
+  return {"Name",
+          "string",
+          "name",
+          "Name must be unique within a namespace.",
+          0,
+          "",
           [](const Json& o) { return Json(machinery::Name(o)); }};
 }
 Column AgeColumn() {
   return {"Age", "string", "", "Time since the object was created.", 0, "", nullptr};
 }
 Column CreatedAtColumn() {
-  return {"Created At", "date", "", "When the object was created.", 0, "",
-          [](const Json& o) { return Json(GetString(o, {"metadata", "creationTimestamp"})); }};
+  return {"Created At", "date", "", "When the object was created.", 0, "", [](const Json& o) {
+            return Json(GetString(o, {"metadata", "creationTimestamp"}));
+          }};
 }
 
 size_t CountOf(const Json& o, std::initializer_list<std::string_view> path) {
@@ -56,7 +62,8 @@ std::string QuotaSummary(const Json& o, bool limits) {
   const Json* used = Find(o, {"status", "used"});
   for (const auto& [k, v] : hard->items()) {
     if (k.starts_with("limits.") != limits) continue;
-    std::string u = used && used->contains(k) && (*used)[k].is_string() ? (*used)[k].get<std::string>() : "0";
+    std::string u =
+        used && used->contains(k) && (*used)[k].is_string() ? (*used)[k].get<std::string>() : "0";
     parts.push_back(k + ": " + u + "/" + (v.is_string() ? v.get<std::string>() : v.dump()));
   }
   return core::Join(parts, ", ");
@@ -123,8 +130,8 @@ void ValidateDataKeys(const Json& obj, const char* field, std::set<std::string>&
                                                "duplicate of key present in data"));
     }
     if (!v.is_string()) {
-      causes.push_back(machinery::FieldInvalid(fmt::format("{}[{}]", field, k), v,
-                                               "must be a string"));
+      causes.push_back(
+          machinery::FieldInvalid(fmt::format("{}[{}]", field, k), v, "must be a string"));
     }
   }
 }
@@ -137,7 +144,8 @@ bool IsImmutable(const Json& o) {
 void CheckImmutableData(const Json& obj, const Json& old, std::vector<core::Cause>& causes) {
   if (!IsImmutable(old)) return;
   if (!IsImmutable(obj)) {
-    causes.push_back(machinery::FieldForbidden("immutable", "field is immutable when `immutable` is set"));
+    causes.push_back(
+        machinery::FieldForbidden("immutable", "field is immutable when `immutable` is set"));
   }
   for (const char* f : {"data", "binaryData", "stringData"}) {
     Json a = obj.contains(f) ? obj[f] : Json();
@@ -186,7 +194,8 @@ void PrepareSecret(Json& o, std::vector<core::Cause>& causes) {
   if (const Json* sd = Find(o, {"stringData"}); sd && sd->is_object()) {
     for (const auto& [k, v] : sd->items()) {
       if (!v.is_string()) {
-        causes.push_back(machinery::FieldInvalid(fmt::format("stringData[{}]", k), v, "must be a string"));
+        causes.push_back(
+            machinery::FieldInvalid(fmt::format("stringData[{}]", k), v, "must be a string"));
         continue;
       }
       o["data"][k] = core::Base64Encode(v.get<std::string>());
@@ -204,8 +213,8 @@ void PrepareSecret(Json& o, std::vector<core::Cause>& causes) {
   };
   if (type == "kubernetes.io/service-account-token") {
     if (GetString(o, {"metadata", "annotations", "kubernetes.io/service-account.name"}).empty()) {
-      causes.push_back(machinery::FieldRequired(
-          "metadata.annotations[kubernetes.io/service-account.name]"));
+      causes.push_back(
+          machinery::FieldRequired("metadata.annotations[kubernetes.io/service-account.name]"));
     }
   } else if (type == "kubernetes.io/dockerconfigjson") {
     require_key(".dockerconfigjson");
@@ -230,7 +239,8 @@ ResourcePtr Secrets() {
   b.r.strategy.prepare_update = [](Json& o, const Json& old, std::vector<core::Cause>& causes) {
     PrepareSecret(o, causes);
     if (GetString(o, {"type"}) != GetString(old, {"type"})) {
-      causes.push_back(machinery::FieldInvalid("type", GetString(o, {"type"}), "field is immutable"));
+      causes.push_back(
+          machinery::FieldInvalid("type", GetString(o, {"type"}), "field is immutable"));
     }
     CheckImmutableData(o, old, causes);
   };
@@ -253,7 +263,9 @@ ResourcePtr Namespaces() {
   b.r.name_rule = machinery::NameRule::kDns1123Label;
   b.Sub({"finalize", {"", "v1", "Namespace"}, {"update"}});
   b.Columns({{"Status", "string", "", "The lifecycle phase of the namespace.", 0, "",
-              [](const Json& o) { return Json(GetString(o, {"status", "phase"})); }},
+              [](const Json& o) {
+                return Json(GetString(o, {"status", "phase"}));
+              }},
              AgeColumn()});
   b.r.strategy.prepare_create = [](Json& o, std::vector<core::Cause>&) {
     PrepareNamespace(o);
@@ -363,15 +375,18 @@ ResourcePtr ResourceQuotas() {
 ResourcePtr LimitRanges() {
   Builder b("", "v1", "LimitRange", "limitranges", true);
   b.Short({"limits"});
-  b.Columns({{"Created At", "date", "", "When the object was created.", 0, "",
-              [](const Json& o) { return Json(GetString(o, {"metadata", "creationTimestamp"})); }}});
+  b.Columns({{"Created At", "date", "", "When the object was created.", 0, "", [](const Json& o) {
+                return Json(GetString(o, {"metadata", "creationTimestamp"}));
+              }}});
   return b.Done();
 }
 
 ResourcePtr Leases() {
   Builder b("coordination.k8s.io", "v1", "Lease", "leases", true);
   b.Columns({{"Holder", "string", "", "The current holder of the lease.", 0, "",
-              [](const Json& o) { return Json(GetString(o, {"spec", "holderIdentity"})); }},
+              [](const Json& o) {
+                return Json(GetString(o, {"spec", "holderIdentity"}));
+              }},
              AgeColumn()});
   return b.Done();
 }
@@ -396,9 +411,9 @@ void ValidateRules(const Json& o, std::vector<core::Cause>& causes) {
                                                "and non-resource URLs"));
     }
     if (!has_urls && !has_resources && o.value("kind", "") == "Role") {
-      causes.push_back(machinery::FieldRequired(
-          fmt::format("rules[{}].resources", i),
-          "resource rules must supply at least one resource"));
+      causes.push_back(
+          machinery::FieldRequired(fmt::format("rules[{}].resources", i),
+                                   "resource rules must supply at least one resource"));
     }
   }
 }
@@ -408,7 +423,9 @@ ResourcePtr Roles(bool cluster) {
             cluster ? "clusterroles" : "roles", !cluster);
   b.r.name_rule = machinery::NameRule::kPathSegment;
   b.Columns({CreatedAtColumn()});
-  b.r.strategy.prepare_create = [](Json& o, std::vector<core::Cause>& causes) { ValidateRules(o, causes); };
+  b.r.strategy.prepare_create = [](Json& o, std::vector<core::Cause>& causes) {
+    ValidateRules(o, causes);
+  };
   b.r.strategy.prepare_update = [](Json& o, const Json&, std::vector<core::Cause>& causes) {
     ValidateRules(o, causes);
   };
@@ -430,7 +447,8 @@ std::string Subjects(const Json& o, const char* kind) {
 }
 
 void ValidateBinding(const Json& o, std::vector<core::Cause>& causes) {
-  if (GetString(o, {"roleRef", "name"}).empty()) causes.push_back(machinery::FieldRequired("roleRef.name"));
+  if (GetString(o, {"roleRef", "name"}).empty())
+    causes.push_back(machinery::FieldRequired("roleRef.name"));
   std::string kind = GetString(o, {"roleRef", "kind"});
   bool cluster = o.value("kind", "") == "ClusterRoleBinding";
   if (kind != "ClusterRole" && (cluster || kind != "Role")) {
@@ -440,8 +458,8 @@ void ValidateBinding(const Json& o, std::vector<core::Cause>& causes) {
   }
   std::string group = GetString(o, {"roleRef", "apiGroup"});
   if (group != "rbac.authorization.k8s.io") {
-    causes.push_back(machinery::FieldNotSupported("roleRef.apiGroup", group,
-                                                  {"rbac.authorization.k8s.io"}));
+    causes.push_back(
+        machinery::FieldNotSupported("roleRef.apiGroup", group, {"rbac.authorization.k8s.io"}));
   }
   const Json* subjects = Find(o, {"subjects"});
   if (subjects && subjects->is_array()) {
@@ -466,19 +484,21 @@ ResourcePtr Bindings(bool cluster) {
   Builder b("rbac.authorization.k8s.io", "v1", cluster ? "ClusterRoleBinding" : "RoleBinding",
             cluster ? "clusterrolebindings" : "rolebindings", !cluster);
   b.r.name_rule = machinery::NameRule::kPathSegment;
-  b.Columns({{"Role", "string", "", "The role the binding grants.", 0, "",
-              [](const Json& o) {
-                return Json(GetString(o, {"roleRef", "kind"}) + "/" +
-                            GetString(o, {"roleRef", "name"}));
-              }},
-             AgeColumn(),
-             {"Users", "string", "", "Users the binding applies to.", 1, "",
-              [](const Json& o) { return Json(Subjects(o, "User")); }},
-             {"Groups", "string", "", "Groups the binding applies to.", 1, "",
-              [](const Json& o) { return Json(Subjects(o, "Group")); }},
-             {"ServiceAccounts", "string", "", "Service accounts the binding applies to.", 1, "",
-              [](const Json& o) { return Json(Subjects(o, "ServiceAccount")); }}});
-  b.r.strategy.prepare_create = [](Json& o, std::vector<core::Cause>& causes) { ValidateBinding(o, causes); };
+  b.Columns(
+      {{"Role", "string", "", "The role the binding grants.", 0, "",
+        [](const Json& o) {
+          return Json(GetString(o, {"roleRef", "kind"}) + "/" + GetString(o, {"roleRef", "name"}));
+        }},
+       AgeColumn(),
+       {"Users", "string", "", "Users the binding applies to.", 1, "",
+        [](const Json& o) { return Json(Subjects(o, "User")); }},
+       {"Groups", "string", "", "Groups the binding applies to.", 1, "",
+        [](const Json& o) { return Json(Subjects(o, "Group")); }},
+       {"ServiceAccounts", "string", "", "Service accounts the binding applies to.", 1, "",
+        [](const Json& o) { return Json(Subjects(o, "ServiceAccount")); }}});
+  b.r.strategy.prepare_create = [](Json& o, std::vector<core::Cause>& causes) {
+    ValidateBinding(o, causes);
+  };
   b.r.strategy.prepare_update = [](Json& o, const Json& old, std::vector<core::Cause>& causes) {
     ValidateBinding(o, causes);
     if (o.value("roleRef", Json()) != old.value("roleRef", Json())) {
@@ -516,9 +536,13 @@ ResourcePtr Services() {
   Builder b("", "v1", "Service", "services", true);
   b.Short({"svc"}).Categories({"all"}).Status();
   b.Columns({{"Type", "string", "", "How the service is exposed.", 0, "",
-              [](const Json& o) { return Json(GetString(o, {"spec", "type"})); }},
+              [](const Json& o) {
+                return Json(GetString(o, {"spec", "type"}));
+              }},
              {"Cluster-IP", "string", "", "The virtual address inside the cluster.", 0, "",
-              [](const Json& o) { return Json(OrNone(GetString(o, {"spec", "clusterIP"}))); }},
+              [](const Json& o) {
+                return Json(OrNone(GetString(o, {"spec", "clusterIP"})));
+              }},
              {"External-IP", "string", "", "Addresses reachable from outside.", 0, "",
               [](const Json& o) {
                 const Json* ips = Find(o, {"spec", "externalIPs"});
@@ -537,7 +561,9 @@ ResourcePtr Services() {
               [](const Json& o) { return Json(ServicePorts(o)); }},
              AgeColumn(),
              {"Selector", "string", "", "Labels of the pods behind the service.", 1, "",
-              [](const Json& o) { return Json(SelectorString(Find(o, {"spec", "selector"}))); }}});
+              [](const Json& o) {
+                return Json(SelectorString(Find(o, {"spec", "selector"})));
+              }}});
   b.r.strategy.prepare_create = [](Json& o, std::vector<core::Cause>& causes) {
     // Nothing routes traffic here, but clients expect an allocated address.
     std::string type = GetString(o, {"spec", "type"});
@@ -568,11 +594,14 @@ ResourcePtr Deployments() {
   };
   b.Columns({{"Ready", "string", "", "Ready replicas out of desired.", 0, "",
               [](const Json& o) {
-                return Json(fmt::format("{}/{}", o.value("status", Json::object()).value("readyReplicas", 0),
+                return Json(fmt::format("{}/{}",
+                                        o.value("status", Json::object()).value("readyReplicas", 0),
                                         o.value("spec", Json::object()).value("replicas", 1)));
               }},
              {"Up-to-date", "integer", "", "Replicas running the latest template.", 0, "",
-              [](const Json& o) { return Json(o.value("status", Json::object()).value("updatedReplicas", 0)); }},
+              [](const Json& o) {
+                return Json(o.value("status", Json::object()).value("updatedReplicas", 0));
+              }},
              {"Available", "integer", "", "Replicas available to users.", 0, "",
               [](const Json& o) {
                 return Json(o.value("status", Json::object()).value("availableReplicas", 0));
@@ -600,13 +629,14 @@ ResourcePtr Deployments() {
     o.erase("status");
     validate(o, causes);
   };
-  b.r.strategy.prepare_update = [validate](Json& o, const Json& old, std::vector<core::Cause>& causes) {
+  b.r.strategy.prepare_update = [validate](Json& o, const Json& old,
+                                           std::vector<core::Cause>& causes) {
     validate(o, causes);
     if (o.value("spec", Json::object()).value("selector", Json()) !=
         old.value("spec", Json::object()).value("selector", Json())) {
-      causes.push_back(machinery::FieldInvalid("spec.selector",
-                                               o.value("spec", Json::object()).value("selector", Json()),
-                                               "field is immutable"));
+      causes.push_back(machinery::FieldInvalid(
+          "spec.selector", o.value("spec", Json::object()).value("selector", Json()),
+          "field is immutable"));
     }
   };
   return b.Done();
@@ -637,11 +667,12 @@ ResourcePtr CustomResourceDefinitions() {
 }  // namespace
 
 std::vector<ResourcePtr> BuiltinResources() {
-  return {Namespaces(),        ConfigMaps(),      Secrets(),        ServiceAccounts(),
-          CoreEvents(),        Services(),        ResourceQuotas(), LimitRanges(),
-          Events(),            Leases(),
-          Roles(false),        Roles(true),       Bindings(false),  Bindings(true),
-          CustomResourceDefinitions(),            Deployments()};
+  return {Namespaces(),      ConfigMaps(),   Secrets(),
+          ServiceAccounts(), CoreEvents(),   Services(),
+          ResourceQuotas(),  LimitRanges(),  Events(),
+          Leases(),          Roles(false),   Roles(true),
+          Bindings(false),   Bindings(true), CustomResourceDefinitions(),
+          Deployments()};
 }
 
 }  // namespace klutch::apiserver

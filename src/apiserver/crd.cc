@@ -38,7 +38,8 @@ void ValidateCrdSpec(const Json& crd, const Json* old, std::vector<core::Cause>&
       causes.push_back(machinery::FieldInvalid("spec.group", group, e));
     }
     if (group.find('.') == std::string::npos) {
-      causes.push_back(machinery::FieldInvalid("spec.group", group, "should be a domain with at least one dot"));
+      causes.push_back(
+          machinery::FieldInvalid("spec.group", group, "should be a domain with at least one dot"));
     }
   }
   if (plural.empty()) {
@@ -59,13 +60,14 @@ void ValidateCrdSpec(const Json& crd, const Json* old, std::vector<core::Cause>&
     if (scope.empty()) {
       causes.push_back(machinery::FieldRequired("spec.scope"));
     } else {
-      causes.push_back(machinery::FieldNotSupported("spec.scope", scope, {"Cluster", "Namespaced"}));
+      causes.push_back(
+          machinery::FieldNotSupported("spec.scope", scope, {"Cluster", "Namespaced"}));
     }
   }
   const Json* versions = Find(crd, {"spec", "versions"});
   if (!versions || !versions->is_array() || versions->empty()) {
-    causes.push_back(machinery::FieldInvalid("spec.versions", Json::array(),
-                                             "must have exactly one version marked as storage version"));
+    causes.push_back(machinery::FieldInvalid(
+        "spec.versions", Json::array(), "must have exactly one version marked as storage version"));
     return;
   }
   int storage = 0;
@@ -77,12 +79,13 @@ void ValidateCrdSpec(const Json& crd, const Json* old, std::vector<core::Cause>&
     for (const auto& e : machinery::IsDns1123Label(name)) {
       causes.push_back(machinery::FieldInvalid(base + ".name", name, e));
     }
-    if (!seen.insert(name).second) causes.push_back(machinery::FieldDuplicate(base + ".name", name));
+    if (!seen.insert(name).second)
+      causes.push_back(machinery::FieldDuplicate(base + ".name", name));
     if (v.value("storage", false)) ++storage;
     const Json* schema = Find(v, {"schema", "openAPIV3Schema"});
     if (schema == nullptr || !schema->is_object()) {
-      causes.push_back(machinery::FieldRequired(base + ".schema.openAPIV3Schema",
-                                                "schemas are required"));
+      causes.push_back(
+          machinery::FieldRequired(base + ".schema.openAPIV3Schema", "schemas are required"));
     } else if (GetString(*schema, {"type"}) != "object") {
       causes.push_back(machinery::FieldInvalid(base + ".schema.openAPIV3Schema.type",
                                                GetString(*schema, {"type"}),
@@ -99,8 +102,8 @@ void ValidateCrdSpec(const Json& crd, const Json* old, std::vector<core::Cause>&
     }
   }
   if (storage != 1) {
-    causes.push_back(machinery::FieldInvalid("spec.versions", *versions,
-                                             "must have exactly one version marked as storage version"));
+    causes.push_back(machinery::FieldInvalid(
+        "spec.versions", *versions, "must have exactly one version marked as storage version"));
   }
   if (old != nullptr) {
     std::string old_scope = GetString(*old, {"spec", "scope"});
@@ -163,8 +166,8 @@ core::Result<std::vector<ResourcePtr>> ResourcesForCrd(const Json& crd) {
       r.schemas = std::move(schemas);
       r.schema_name = std::move(name);
     }
-    r.columns.push_back({"Name", "string", "name", "Name must be unique within a namespace.", 0,
-                         "", [](const Json& o) { return Json(machinery::Name(o)); }});
+    r.columns.push_back({"Name", "string", "name", "Name must be unique within a namespace.", 0, "",
+                         [](const Json& o) { return Json(machinery::Name(o)); }});
     bool has_age = false;
     if (const Json* cols = Find(v, {"additionalPrinterColumns"}); cols && cols->is_array()) {
       for (const auto& c : *cols) {

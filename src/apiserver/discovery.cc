@@ -58,7 +58,8 @@ Json AggregatedDiscovery(const Registry& registry, bool legacy, std::string_view
       for (const auto& r : all) {
         if (r->group == g.name && r->version == v) resources.push_back(ResourceEntry(*r));
       }
-      versions.push_back({{"version", v}, {"resources", std::move(resources)}, {"freshness", "Current"}});
+      versions.push_back(
+          {{"version", v}, {"resources", std::move(resources)}, {"freshness", "Current"}});
     }
     items.push_back({{"metadata", {{"name", g.name}, {"creationTimestamp", nullptr}}},
                      {"versions", std::move(versions)}});
@@ -73,7 +74,8 @@ Json LegacyApiVersions(std::string_view server_address) {
   return {{"kind", "APIVersions"},
           {"versions", Json::array({"v1"})},
           {"serverAddressByClientCIDRs",
-           Json::array({{{"clientCIDR", "0.0.0.0/0"}, {"serverAddress", std::string(server_address)}}})}};
+           Json::array(
+               {{{"clientCIDR", "0.0.0.0/0"}, {"serverAddress", std::string(server_address)}}})}};
 }
 
 namespace {
@@ -109,7 +111,8 @@ Json LegacyApiGroup(const Registry& registry, std::string_view group) {
   return nullptr;
 }
 
-Json LegacyResourceList(const Registry& registry, std::string_view group, std::string_view version) {
+Json LegacyResourceList(const Registry& registry, std::string_view group,
+                        std::string_view version) {
   if (!registry.HasGroupVersion(group, version)) return nullptr;
   Json resources = Json::array();
   for (const auto& r : registry.All()) {
@@ -135,7 +138,8 @@ Json LegacyResourceList(const Registry& registry, std::string_view group, std::s
       resources.push_back(std::move(se));
     }
   }
-  std::string gv = group.empty() ? std::string(version) : std::string(group) + "/" + std::string(version);
+  std::string gv =
+      group.empty() ? std::string(version) : std::string(group) + "/" + std::string(version);
   return {{"kind", "APIResourceList"},
           {"apiVersion", "v1"},
           {"groupVersion", gv},

@@ -138,7 +138,8 @@ core::Result<DeleteOptions> ParseDeleteOptions(const http::Request& req) {
     core::Result<Json> parsed = type == "application/vnd.kubernetes.protobuf"
                                     ? machinery::DecodeKubernetesProtobuf(req.body)
                                     : machinery::ParseJson(req.body);
-    if (!parsed.ok()) return core::BadRequest("invalid DeleteOptions: " + parsed.status().message());
+    if (!parsed.ok())
+      return core::BadRequest("invalid DeleteOptions: " + parsed.status().message());
     body = std::move(parsed).value();
   }
   if (body.is_object()) {
@@ -151,9 +152,9 @@ core::Result<DeleteOptions> ParseDeleteOptions(const http::Request& req) {
     if (const Json* dry = Find(body, {"dryRun"}); dry && dry->is_array()) {
       for (const auto& d : *dry) {
         if (d != "All") {
-          return core::Status(core::Reason::kInvalid,
-                              fmt::format("dryRun: Unsupported value: {}: supported values: \"All\"",
-                                          d.dump()));
+          return core::Status(
+              core::Reason::kInvalid,
+              fmt::format("dryRun: Unsupported value: {}: supported values: \"All\"", d.dump()));
         }
         o.dry_run = true;
       }
@@ -163,8 +164,9 @@ core::Result<DeleteOptions> ParseDeleteOptions(const http::Request& req) {
   if (auto od = req.Query("orphanDependents")) o.orphan_dependents = *od == "true";
   if (auto dry = req.Query("dryRun")) {
     if (*dry != "All") {
-      return core::Status(core::Reason::kInvalid,
-                          fmt::format("dryRun: Unsupported value: \"{}\": supported values: \"All\"", *dry));
+      return core::Status(
+          core::Reason::kInvalid,
+          fmt::format("dryRun: Unsupported value: \"{}\": supported values: \"All\"", *dry));
     }
     o.dry_run = true;
   }
@@ -295,8 +297,8 @@ http::Response ApiHandler::Discovery(http::Request& req, const std::vector<std::
       r.headers.Set("Vary", "Accept");
       return r;
     }
-    http::Response r = JsonResponse(200, legacy ? LegacyApiVersions(options_.server_address)
-                                                : LegacyApiGroupList(registry_));
+    http::Response r = JsonResponse(
+        200, legacy ? LegacyApiVersions(options_.server_address) : LegacyApiGroupList(registry_));
     r.headers.Set("Vary", "Accept");
     return r;
   }
@@ -346,8 +348,9 @@ http::Response ApiHandler::HandleScale(http::Request& req, const ResourceInfo& r
       out = UpdateScale(storage_, r, ns, name, nullptr, &patch, *opts);
     }
   } else {
-    return StatusResponse(core::Status(core::Reason::kMethodNotAllowed,
-                                       "the server does not allow this method on the requested resource"));
+    return StatusResponse(
+        core::Status(core::Reason::kMethodNotAllowed,
+                     "the server does not allow this method on the requested resource"));
   }
   if (!out.ok()) return StatusResponse(out.status());
   return JsonResponse(200, *out);
@@ -418,9 +421,9 @@ http::Response ApiHandler::HandleResource(http::Request& req, const std::vector<
   if (!sub.empty() && !r.HasSubresource(sub)) return StatusResponse(PathNotFound());
   if (sub == "scale") return HandleScale(req, r, ns, name);
   if (!sub.empty() && sub != "status" && sub != "finalize") {
-    return StatusResponse(core::Status(core::Reason::kMethodNotAllowed,
-                                       fmt::format("the {} subresource of {} is not served yet",
-                                                   sub, r.GroupResource())));
+    return StatusResponse(core::Status(
+        core::Reason::kMethodNotAllowed,
+        fmt::format("the {} subresource of {} is not served yet", sub, r.GroupResource())));
   }
   if (r.namespaced && ns.empty() && !name.empty()) return StatusResponse(PathNotFound());
 
@@ -509,8 +512,9 @@ http::Response ApiHandler::HandleResource(http::Request& req, const std::vector<
 
   if (method == "POST") {
     if (!name.empty()) {
-      return StatusResponse(core::Status(core::Reason::kMethodNotAllowed,
-                                         "the server does not allow this method on the requested resource"));
+      return StatusResponse(
+          core::Status(core::Reason::kMethodNotAllowed,
+                       "the server does not allow this method on the requested resource"));
     }
     auto opts = ParseWriteOptions(req, false);
     if (!opts.ok()) return StatusResponse(opts.status());
@@ -523,8 +527,9 @@ http::Response ApiHandler::HandleResource(http::Request& req, const std::vector<
 
   if (method == "PUT") {
     if (name.empty()) {
-      return StatusResponse(core::Status(core::Reason::kMethodNotAllowed,
-                                         "the server does not allow this method on the requested resource"));
+      return StatusResponse(
+          core::Status(core::Reason::kMethodNotAllowed,
+                       "the server does not allow this method on the requested resource"));
     }
     auto opts = ParseWriteOptions(req, false);
     if (!opts.ok()) return StatusResponse(opts.status());
@@ -538,8 +543,9 @@ http::Response ApiHandler::HandleResource(http::Request& req, const std::vector<
 
   if (method == "PATCH") {
     if (name.empty()) {
-      return StatusResponse(core::Status(core::Reason::kMethodNotAllowed,
-                                         "the server does not allow this method on the requested resource"));
+      return StatusResponse(
+          core::Status(core::Reason::kMethodNotAllowed,
+                       "the server does not allow this method on the requested resource"));
     }
     const std::string type = MediaType(req.headers.Get("Content-Type"));
     PatchRequest patch;
@@ -580,8 +586,9 @@ http::Response ApiHandler::HandleResource(http::Request& req, const std::vector<
     if (!dopts.ok()) return StatusResponse(dopts.status());
     if (name.empty()) {
       if (std::find(r.verbs.begin(), r.verbs.end(), "deletecollection") == r.verbs.end()) {
-        return StatusResponse(core::Status(core::Reason::kMethodNotAllowed,
-                                           "the server does not allow this method on the requested resource"));
+        return StatusResponse(
+            core::Status(core::Reason::kMethodNotAllowed,
+                         "the server does not allow this method on the requested resource"));
       }
       auto lo = ParseListOptions(req);
       if (!lo.ok()) return StatusResponse(lo.status());
@@ -610,8 +617,9 @@ http::Response ApiHandler::HandleResource(http::Request& req, const std::vector<
     return JsonResponse(200, out->object);
   }
 
-  return StatusResponse(core::Status(core::Reason::kMethodNotAllowed,
-                                     "the server does not allow this method on the requested resource"));
+  return StatusResponse(
+      core::Status(core::Reason::kMethodNotAllowed,
+                   "the server does not allow this method on the requested resource"));
 }
 
 }  // namespace klutch::apiserver

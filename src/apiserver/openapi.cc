@@ -113,12 +113,13 @@ void AddPaths(const ResourceInfo& r, const std::string& schema_name, Json& paths
   const std::string item = collection + "/{name}";
   Json ns_param = Param("namespace", "path", "string", true);
   Json name_param = Param("name", "path", "string", true);
-  Json write_params = Json::array({Param("dryRun", "query", "string"),
-                                   Param("fieldManager", "query", "string"),
-                                   Param("fieldValidation", "query", "string")});
+  Json write_params =
+      Json::array({Param("dryRun", "query", "string"), Param("fieldManager", "query", "string"),
+                   Param("fieldValidation", "query", "string")});
   Json body = {{"required", true},
-               {"content", {{"application/json", {{"schema", Ref(schema_name)}}},
-                            {"application/yaml", {{"schema", Ref(schema_name)}}}}}};
+               {"content",
+                {{"application/json", {{"schema", Ref(schema_name)}}},
+                 {"application/yaml", {{"schema", Ref(schema_name)}}}}}};
   Json patch_schema = Ref("io.k8s.apimachinery.pkg.apis.meta.v1.Patch");
   Json patch_content = {{"application/apply-patch+yaml", {{"schema", patch_schema}}},
                         {"application/json-patch+json", {{"schema", patch_schema}}},
@@ -127,35 +128,36 @@ void AddPaths(const ResourceInfo& r, const std::string& schema_name, Json& paths
     patch_content["application/strategic-merge-patch+json"] = {{"schema", patch_schema}};
   }
   Json patch_body = {{"required", true}, {"content", patch_content}};
-  std::vector<Json> patch_params = {Param("dryRun", "query", "string"),
-                                    Param("fieldManager", "query", "string"),
-                                    Param("fieldValidation", "query", "string"),
-                                    Param("force", "query", "boolean")};
+  std::vector<Json> patch_params = {
+      Param("dryRun", "query", "string"), Param("fieldManager", "query", "string"),
+      Param("fieldValidation", "query", "string"), Param("force", "query", "boolean")};
   std::vector<Json> list_params = {
-      Param("labelSelector", "query", "string"), Param("fieldSelector", "query", "string"),
-      Param("limit", "query", "integer"),        Param("continue", "query", "string"),
+      Param("labelSelector", "query", "string"),   Param("fieldSelector", "query", "string"),
+      Param("limit", "query", "integer"),          Param("continue", "query", "string"),
       Param("resourceVersion", "query", "string"), Param("watch", "query", "boolean")};
 
   Json coll = Json::object();
   coll["parameters"] = r.namespaced ? Json::array({ns_param}) : Json::array();
-  coll["get"] = Operation(r, "list", OpId("list", r, r.namespaced, ""), list_name, list_params, nullptr);
-  coll["post"] = Operation(r, "post", OpId("create", r, r.namespaced, ""), schema_name,
-                           write_params, body);
+  coll["get"] =
+      Operation(r, "list", OpId("list", r, r.namespaced, ""), list_name, list_params, nullptr);
+  coll["post"] =
+      Operation(r, "post", OpId("create", r, r.namespaced, ""), schema_name, write_params, body);
   coll["delete"] = Operation(r, "deletecollection", OpId("deleteCollection", r, r.namespaced, ""),
                              "io.k8s.apimachinery.pkg.apis.meta.v1.Status", list_params, nullptr);
   paths[collection] = std::move(coll);
 
   Json one = Json::object();
-  one["parameters"] = r.namespaced ? Json::array({ns_param, name_param}) : Json::array({name_param});
+  one["parameters"] =
+      r.namespaced ? Json::array({ns_param, name_param}) : Json::array({name_param});
   one["get"] = Operation(r, "get", OpId("read", r, r.namespaced, ""), schema_name, {}, nullptr);
-  one["put"] = Operation(r, "put", OpId("replace", r, r.namespaced, ""), schema_name, write_params, body);
+  one["put"] =
+      Operation(r, "put", OpId("replace", r, r.namespaced, ""), schema_name, write_params, body);
   one["patch"] = Operation(r, "patch", OpId("patch", r, r.namespaced, ""), schema_name,
                            patch_params, patch_body);
-  one["delete"] = Operation(r, "delete", OpId("delete", r, r.namespaced, ""),
-                            "io.k8s.apimachinery.pkg.apis.meta.v1.Status",
-                            {Param("dryRun", "query", "string"),
-                             Param("propagationPolicy", "query", "string")},
-                            nullptr);
+  one["delete"] = Operation(
+      r, "delete", OpId("delete", r, r.namespaced, ""),
+      "io.k8s.apimachinery.pkg.apis.meta.v1.Status",
+      {Param("dryRun", "query", "string"), Param("propagationPolicy", "query", "string")}, nullptr);
   paths[item] = std::move(one);
 
   if (r.namespaced) {
@@ -167,7 +169,8 @@ void AddPaths(const ResourceInfo& r, const std::string& schema_name, Json& paths
   if (r.has_status) {
     Json status = Json::object();
     status["parameters"] = one["parameters"];
-    status["get"] = Operation(r, "get", OpId("read", r, r.namespaced, "Status"), schema_name, {}, nullptr);
+    status["get"] =
+        Operation(r, "get", OpId("read", r, r.namespaced, "Status"), schema_name, {}, nullptr);
     status["put"] = Operation(r, "put", OpId("replace", r, r.namespaced, "Status"), schema_name,
                               write_params, body);
     status["patch"] = Operation(r, "patch", OpId("patch", r, r.namespaced, "Status"), schema_name,
@@ -182,9 +185,11 @@ Json CustomSchema(const ResourceInfo& r) {
   if (!schema.contains("type")) schema["type"] = "object";
   Json& props = schema["properties"];
   if (!props.is_object()) props = Json::object();
-  props["apiVersion"] = {{"type", "string"},
-                         {"description", "The versioned schema of this representation of an object."}};
-  props["kind"] = {{"type", "string"}, {"description", "The REST resource this object represents."}};
+  props["apiVersion"] = {
+      {"type", "string"},
+      {"description", "The versioned schema of this representation of an object."}};
+  props["kind"] = {{"type", "string"},
+                   {"description", "The REST resource this object represents."}};
   props["metadata"] = {{"allOf", Json::array({Ref(kObjectMeta)})},
                        {"description", "Standard object metadata."}};
   schema["x-kubernetes-group-version-kind"] = Json::array({GvkObject(r)});
@@ -207,8 +212,8 @@ Json ToV2Schema(const Json& node) {
       std::string ref = v.get<std::string>();
       if (ref.starts_with(kRefPrefix)) ref = "#/definitions/" + ref.substr(std::strlen(kRefPrefix));
       out[k] = ref;
-    } else if (k == "properties" || k == "x-kubernetes-validations" || k == "example" || k == "enum" ||
-               k == "default") {
+    } else if (k == "properties" || k == "x-kubernetes-validations" || k == "example" ||
+               k == "enum" || k == "default") {
       if (k == "properties" && v.is_object()) {
         Json props = Json::object();
         for (const auto& [pk, pv] : v.items()) props[pk] = ToV2Schema(pv);
@@ -254,7 +259,9 @@ Json ToV2Operation(const Json& op) {
         if (schema.is_null() && media.contains("schema")) schema = ToV2Schema(media["schema"]);
       }
       out["consumes"] = std::move(consumes);
-      Json body = {{"name", "body"}, {"in", "body"}, {"required", true},
+      Json body = {{"name", "body"},
+                   {"in", "body"},
+                   {"required", true},
                    {"schema", schema.is_null() ? Json{{"type", "object"}} : schema}};
       if (!out.contains("parameters")) out["parameters"] = Json::array();
       out["parameters"].push_back(std::move(body));
@@ -289,7 +296,8 @@ std::shared_ptr<const OpenApi::Snapshot> OpenApi::Current() {
   const Json& builtin = apis::BuiltinSchemas();
   std::map<std::string, Json> docs;  // path -> document
   for (const auto& r : registry_.All()) {
-    std::string path = r->group.empty() ? "api/" + r->version : "apis/" + r->group + "/" + r->version;
+    std::string path =
+        r->group.empty() ? "api/" + r->version : "apis/" + r->group + "/" + r->version;
     Json& doc = docs[path];
     if (doc.is_null()) {
       doc = {{"openapi", "3.0.0"},

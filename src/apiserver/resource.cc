@@ -165,9 +165,14 @@ std::vector<GroupEntry> Registry::Groups() const {
     is_custom[r->group] = r->custom;
   }
   // Built-in groups in the order kube-apiserver lists them, then the rest by name.
-  static const std::vector<std::string> kOrder = {
-      "", "apps", "events.k8s.io", "authentication.k8s.io", "authorization.k8s.io",
-      "rbac.authorization.k8s.io", "apiextensions.k8s.io", "coordination.k8s.io"};
+  static const std::vector<std::string> kOrder = {"",
+                                                  "apps",
+                                                  "events.k8s.io",
+                                                  "authentication.k8s.io",
+                                                  "authorization.k8s.io",
+                                                  "rbac.authorization.k8s.io",
+                                                  "apiextensions.k8s.io",
+                                                  "coordination.k8s.io"};
   std::vector<GroupEntry> out;
   for (const auto& g : kOrder) {
     auto it = versions.find(g);

@@ -72,8 +72,8 @@ struct ResourceInfo {
   std::vector<SubresourceInfo> subresources;
   std::vector<Column> columns;
   // Behaviour switches.
-  bool custom = false;          // a custom resource (JSON only, no SMP, CRD schema)
-  bool has_status = false;      // status subresource: main writes keep status, /status keeps rest
+  bool custom = false;      // a custom resource (JSON only, no SMP, CRD schema)
+  bool has_status = false;  // status subresource: main writes keep status, /status keeps rest
   bool tracks_generation = false;
   bool strategic_merge = false;  // built-ins accept strategic merge patches
   machinery::NameRule name_rule = machinery::NameRule::kDns1123Subdomain;
@@ -113,8 +113,7 @@ class Registry {
   void SetOwner(const std::string& owner, std::vector<ResourcePtr> resources);
   void RemoveOwner(const std::string& owner);
 
-  ResourcePtr Find(std::string_view group, std::string_view version,
-                   std::string_view plural) const;
+  ResourcePtr Find(std::string_view group, std::string_view version, std::string_view plural) const;
   ResourcePtr FindKind(std::string_view group, std::string_view version,
                        std::string_view kind) const;
   // The storage-version resource of a group and plural, whatever version the caller has.

@@ -191,7 +191,8 @@ core::Result<Filter> Filter::Make(const ResourceInfo& r, const std::string& labe
   impl->fields = std::move(fs).value();
   for (const auto& req : impl->fields.requirements()) {
     bool known = req.field == "metadata.name" || req.field == "metadata.namespace";
-    if (!known && r.strategy.fields) known = r.strategy.fields(Json::object(), req.field).has_value();
+    if (!known && r.strategy.fields)
+      known = r.strategy.fields(Json::object(), req.field).has_value();
     if (!known) {
       return BadRequest(fmt::format("field label not supported: {}", req.field));
     }
@@ -257,8 +258,7 @@ const Json& ListItem::Object() {
 // ----------------------------------------------------------------------------------------
 // Reads
 
-RestStorage::RestStorage(storage::Store& store, const Registry& registry,
-                         const core::Clock& clock)
+RestStorage::RestStorage(storage::Store& store, const Registry& registry, const core::Clock& clock)
     : store_(store), registry_(registry), clock_(clock) {}
 
 core::Result<Json> RestStorage::Get(const ResourceInfo& r, std::string_view ns,
@@ -309,8 +309,8 @@ core::Result<ContinueToken> DecodeContinue(std::string_view token) {
   if (!j.ok() || !j->is_object()) return BadRequest("continue key is not valid: not JSON");
   const Json* rv = Find(*j, {"rv"});
   const Json* start = Find(*j, {"start"});
-  if (GetString(*j, {"v"}) != "meta.k8s.io/v1" || !rv || !rv->is_number_integer() ||
-      !start || !start->is_string()) {
+  if (GetString(*j, {"v"}) != "meta.k8s.io/v1" || !rv || !rv->is_number_integer() || !start ||
+      !start->is_string()) {
     return BadRequest("continue key is not valid: incorrect encoded start resourceVersion");
   }
   ContinueToken out{rv->get<int64_t>(), start->get<std::string>()};
@@ -342,20 +342,21 @@ core::Result<ListOutcome> RestStorage::List(const ResourceInfo& r, std::string_v
   const std::string& match = options.resource_version_match;
   if (!match.empty()) {
     if (match != "Exact" && match != "NotOlderThan") {
-      return InvalidListOption("resourceVersionMatch", match,
-                               "must be one of Exact, NotOlderThan");
+      return InvalidListOption("resourceVersionMatch", match, "must be one of Exact, NotOlderThan");
     }
     if (rv.empty()) {
-      return InvalidListOption("resourceVersionMatch", match,
-                               "resourceVersionMatch is forbidden unless resourceVersion is provided");
+      return InvalidListOption(
+          "resourceVersionMatch", match,
+          "resourceVersionMatch is forbidden unless resourceVersion is provided");
     }
     if (!options.continue_token.empty()) {
       return InvalidListOption("resourceVersionMatch", match,
                                "resourceVersionMatch is forbidden when continue is provided");
     }
     if (match == "Exact" && rv == "0") {
-      return InvalidListOption("resourceVersionMatch", match,
-                               "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"");
+      return InvalidListOption(
+          "resourceVersionMatch", match,
+          "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"");
     }
   }
   std::optional<int64_t> rv_number;
@@ -403,7 +404,8 @@ core::Result<ListOutcome> RestStorage::List(const ResourceInfo& r, std::string_v
     req.prefix = prefix;
     req.start_after = start_after;
     req.revision = snapshot;
-    req.limit = limit > 0 ? std::max<int64_t>(limit - static_cast<int64_t>(out.items.size()), 1) : 0;
+    req.limit =
+        limit > 0 ? std::max<int64_t>(limit - static_cast<int64_t>(out.items.size()), 1) : 0;
     if (limit > 0 && !filter.Empty()) req.limit = std::max<int64_t>(req.limit, 64);
     auto page = store_.List(req);
     if (!page.ok()) {
@@ -472,9 +474,9 @@ core::Status RestStorage::ValidateObject(const ResourceInfo& r, Json& object, co
       if (options.field_validation == FieldValidation::kStrict) {
         std::vector<std::string> parts;
         for (const auto& p : pruned) parts.push_back(fmt::format("unknown field \"{}\"", p));
-        return BadRequest(fmt::format(
-            "{} in version \"{}\" cannot be handled as a {}: strict decoding error: {}", r.kind,
-            r.ApiVersion(), r.kind, core::Join(parts, ", ")));
+        return BadRequest(
+            fmt::format("{} in version \"{}\" cannot be handled as a {}: strict decoding error: {}",
+                        r.kind, r.ApiVersion(), r.kind, core::Join(parts, ", ")));
       }
       if (options.field_validation == FieldValidation::kWarn) {
         for (const auto& p : pruned) warnings.push_back(fmt::format("unknown field \"{}\"", p));
@@ -513,7 +515,8 @@ core::Status RestStorage::ValidateObject(const ResourceInfo& r, Json& object, co
                       list)));
     }
   }
-  if (!causes.empty()) return machinery::InvalidObject(r.group, r.kind, machinery::Name(object), causes);
+  if (!causes.empty())
+    return machinery::InvalidObject(r.group, r.kind, machinery::Name(object), causes);
   return core::Status::Ok();
 }
 
@@ -559,15 +562,17 @@ core::Status CheckTypeMeta(const ResourceInfo& r, Json& object) {
     object["kind"] = r.kind;
     return core::Status::Ok();
   }
-  if (kind.empty()) return BadRequest("Object 'Kind' is missing in '" + machinery::Dump(object).substr(0, 200) + "'");
+  if (kind.empty())
+    return BadRequest("Object 'Kind' is missing in '" + machinery::Dump(object).substr(0, 200) +
+                      "'");
   if (kind != r.kind) {
     return BadRequest(fmt::format(
         "the kind of the object ({}) does not match the kind of the resource ({})", kind, r.kind));
   }
   if (api != r.ApiVersion()) {
-    return BadRequest(fmt::format(
-        "the API version in the data ({}) does not match the expected API version ({})", api,
-        r.ApiVersion()));
+    return BadRequest(
+        fmt::format("the API version in the data ({}) does not match the expected API version ({})",
+                    api, r.ApiVersion()));
   }
   return core::Status::Ok();
 }
@@ -611,8 +616,8 @@ core::Result<WriteOutcome> RestStorage::CreateParsed(const ResourceInfo& r, std:
   }
   m["uid"] = core::NewUuid();
   m["creationTimestamp"] = Now(clock_);
-  for (const char* k : {"resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds",
-                        "selfLink"}) {
+  for (const char* k :
+       {"resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"}) {
     m.erase(k);
   }
   if (r.tracks_generation) {
@@ -699,13 +704,9 @@ core::Result<WriteOutcome> RestStorage::WriteUpdate(const ResourceInfo& r, const
   return out;
 }
 
-core::Result<WriteOutcome> RestStorage::GuaranteedUpdate(const ResourceInfo& r,
-                                                         std::string_view ns,
-                                                         std::string_view name,
-                                                         const WriteOptions& options,
-                                                         const Transform& transform,
-                                                         bool allow_create,
-                                                         bool apply_manages_fields) {
+core::Result<WriteOutcome> RestStorage::GuaranteedUpdate(
+    const ResourceInfo& r, std::string_view ns, std::string_view name, const WriteOptions& options,
+    const Transform& transform, bool allow_create, bool apply_manages_fields) {
   const std::string key = r.Key(ns, name);
   for (int attempt = 0; attempt < kMaxUpdateAttempts; ++attempt) {
     KLUTCH_ASSIGN_OR_RETURN(auto kv, store_.Get(key));
@@ -726,9 +727,9 @@ core::Result<WriteOutcome> RestStorage::GuaranteedUpdate(const ResourceInfo& r,
     const std::string have_rv = machinery::ResourceVersion(current);
     if (!want_rv.empty() && want_rv != have_rv) return ConflictError(r, name, kModified);
     if (machinery::Name(updated) != name) {
-      return BadRequest(fmt::format(
-          "the name of the object ({}) does not match the name on the URL ({})",
-          machinery::Name(updated), name));
+      return BadRequest(
+          fmt::format("the name of the object ({}) does not match the name on the URL ({})",
+                      machinery::Name(updated), name));
     }
     Json& um = machinery::MutableMetadata(updated);
     if (r.namespaced) {
@@ -755,10 +756,12 @@ core::Result<WriteOutcome> RestStorage::GuaranteedUpdate(const ResourceInfo& r,
       } else {
         keep["status"] = std::move(status);
       }
-      if (!client_managed.is_null()) machinery::MutableMetadata(keep)["managedFields"] = client_managed;
+      if (!client_managed.is_null())
+        machinery::MutableMetadata(keep)["managedFields"] = client_managed;
       updated = std::move(keep);
     } else if (options.subresource == "finalize") {
-      Json spec_finalizers = Find(updated, {"spec", "finalizers"}) ? updated["spec"]["finalizers"] : Json();
+      Json spec_finalizers =
+          Find(updated, {"spec", "finalizers"}) ? updated["spec"]["finalizers"] : Json();
       Json keep = current;
       if (spec_finalizers.is_null()) {
         if (keep.contains("spec") && keep["spec"].is_object()) keep["spec"].erase("finalizers");
@@ -790,8 +793,8 @@ core::Result<WriteOutcome> RestStorage::GuaranteedUpdate(const ResourceInfo& r,
 
     // Field ownership for this write.
     const Json* current_mf = Find(current, {"metadata", "managedFields"});
-    bool client_reset_managed = !client_managed.is_null() &&
-                                (current_mf == nullptr || client_managed != *current_mf);
+    bool client_reset_managed =
+        !client_managed.is_null() && (current_mf == nullptr || client_managed != *current_mf);
     if (!apply_manages_fields) {
       Json base = current_mf ? *current_mf : Json::array();
       if (client_reset_managed) {
@@ -840,10 +843,9 @@ core::Result<WriteOutcome> RestStorage::Update(const ResourceInfo& r, std::strin
                                                const WriteOptions& options) {
   KLUTCH_RETURN_IF_ERROR(CheckTypeMeta(r, object));
   if (r.custom && options.subresource.empty() && machinery::ResourceVersion(object).empty()) {
-    return machinery::InvalidObject(
-        r.group, r.kind, name,
-        {machinery::FieldInvalid("metadata.resourceVersion", Json(0),
-                                 "must be specified for an update")});
+    return machinery::InvalidObject(r.group, r.kind, name,
+                                    {machinery::FieldInvalid("metadata.resourceVersion", Json(0),
+                                                             "must be specified for an update")});
   }
   return GuaranteedUpdate(
       r, ns, name, options, [&](const Json*) -> core::Result<Json> { return object; },
@@ -879,7 +881,8 @@ core::Result<WriteOutcome> RestStorage::Patch(const ResourceInfo& r, std::string
   }
   if (patch.type == PatchType::kApply) {
     if (options.field_manager.empty()) {
-      core::Status s(core::Reason::kInvalid, "fieldManager: Required value: is required for apply patch");
+      core::Status s(core::Reason::kInvalid,
+                     "fieldManager: Required value: is required for apply patch");
       s.mutable_details().causes.push_back(
           {"FieldValueRequired", "Required value: is required for apply patch", "fieldManager"});
       return s;
@@ -894,9 +897,9 @@ core::Result<WriteOutcome> RestStorage::Patch(const ResourceInfo& r, std::string
           r.kind));
     }
     if (machinery::Name(applied) != name) {
-      return BadRequest(fmt::format(
-          "the name of the object ({}) does not match the name on the URL ({})",
-          machinery::Name(applied), name));
+      return BadRequest(
+          fmt::format("the name of the object ({}) does not match the name on the URL ({})",
+                      machinery::Name(applied), name));
     }
     machinery::SchemaCursor schema = r.Schema();
     auto who = Who(r, options, clock_, "Apply");
@@ -908,12 +911,13 @@ core::Result<WriteOutcome> RestStorage::Patch(const ResourceInfo& r, std::string
                              ? (*current)["metadata"]["managedFields"]
                              : Json::array();
           if (current) machinery::MutableMetadata(live).erase("managedFields");
-          KLUTCH_ASSIGN_OR_RETURN(machinery::ApplyResult res,
-                                  machinery::ServerSideApply(live, applied, managed, who,
-                                                             patch.force, schema));
+          KLUTCH_ASSIGN_OR_RETURN(
+              machinery::ApplyResult res,
+              machinery::ServerSideApply(live, applied, managed, who, patch.force, schema));
           Json out = std::move(res.object);
           if (current) {
-            machinery::MutableMetadata(out)["resourceVersion"] = machinery::ResourceVersion(*current);
+            machinery::MutableMetadata(out)["resourceVersion"] =
+                machinery::ResourceVersion(*current);
           }
           if (res.managed_fields.is_array() && !res.managed_fields.empty()) {
             machinery::MutableMetadata(out)["managedFields"] = std::move(res.managed_fields);
@@ -1033,7 +1037,8 @@ core::Result<DeleteOutcome> RestStorage::Delete(const ResourceInfo& r, std::stri
     }
     for (const auto& f : add) {
       if (!machinery::HasFinalizer(updated, f)) {
-        if (!m.contains("finalizers") || !m["finalizers"].is_array()) m["finalizers"] = Json::array();
+        if (!m.contains("finalizers") || !m["finalizers"].is_array())
+          m["finalizers"] = Json::array();
         m["finalizers"].push_back(f);
         changed = true;
       }

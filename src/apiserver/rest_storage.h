@@ -149,9 +149,8 @@ class RestStorage {
                                               std::string_view name, const WriteOptions& options,
                                               const Transform& transform, bool allow_create,
                                               bool apply_manages_fields);
-  core::Result<WriteOutcome> CreateParsed(const ResourceInfo& r, std::string_view ns,
-                                          Json object, const WriteOptions& options,
-                                          bool managed_fields_done);
+  core::Result<WriteOutcome> CreateParsed(const ResourceInfo& r, std::string_view ns, Json object,
+                                          const WriteOptions& options, bool managed_fields_done);
   core::Status CheckNamespaceForCreate(const ResourceInfo& r, std::string_view ns,
                                        std::string_view name);
   core::Status ValidateObject(const ResourceInfo& r, Json& object, const Json* old,

@@ -132,10 +132,10 @@ core::Result<Json> UpdateScale(RestStorage& storage, const ResourceInfo& r, std:
         }
         const Json* replicas = Find(wanted, {"spec", "replicas"});
         if (!replicas || !replicas->is_number_integer() || replicas->get<int64_t>() < 0) {
-          return machinery::InvalidObject("autoscaling", "Scale", name,
-                                          {machinery::FieldInvalid(
-                                              "spec.replicas", replicas ? *replicas : Json(nullptr),
-                                              "must be greater than or equal to 0")});
+          return machinery::InvalidObject(
+              "autoscaling", "Scale", name,
+              {machinery::FieldInvalid("spec.replicas", replicas ? *replicas : Json(nullptr),
+                                       "must be greater than or equal to 0")});
         }
         SetAt(obj, paths.spec_replicas, *replicas);
         return core::Status::Ok();

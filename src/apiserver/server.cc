@@ -68,8 +68,8 @@ core::Result<Pki> EnsurePki(const fs::path& dir, const std::string& host) {
   const auto owner_only = fs::perms::owner_read | fs::perms::owner_write;
   const auto readable = owner_only | fs::perms::group_read | fs::perms::others_read;
   if (!fs::exists(dir / "ca.key")) {
-    KLUTCH_ASSIGN_OR_RETURN(pki.ca, http::GenerateCertificateAuthority(
-                                        "klutch-ca", std::chrono::hours(24 * 365 * 10)));
+    KLUTCH_ASSIGN_OR_RETURN(
+        pki.ca, http::GenerateCertificateAuthority("klutch-ca", std::chrono::hours(24 * 365 * 10)));
     KLUTCH_RETURN_IF_ERROR(WriteFileAtomic(dir / "ca.key", pki.ca.private_key, owner_only));
     KLUTCH_RETURN_IF_ERROR(WriteFileAtomic(dir / "ca.crt", pki.ca.certificate, readable));
   } else {
@@ -164,15 +164,18 @@ class ApiServer::Impl {
       }
       port = static_cast<uint16_t>(*p);
     }
-    if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+    if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+      host = host.substr(1, host.size() - 2);
 
     if (options_.storage == "memory") {
       store_ = std::make_unique<storage::MemoryStore>();
     } else if (options_.storage == "sqlite") {
-      KLUTCH_ASSIGN_OR_RETURN(auto s, storage::SqliteStore::Open({.path = (dir / "state.db").string()}));
+      KLUTCH_ASSIGN_OR_RETURN(auto s,
+                              storage::SqliteStore::Open({.path = (dir / "state.db").string()}));
       store_ = std::move(s);
     } else {
-      return core::BadRequest(fmt::format("--storage {}: must be sqlite or memory", options_.storage));
+      return core::BadRequest(
+          fmt::format("--storage {}: must be sqlite or memory", options_.storage));
     }
     registry_.SetOwner("builtin", BuiltinResources());
     rest_ = std::make_unique<RestStorage>(*store_, registry_, core::RealClock::Get());
@@ -193,20 +196,19 @@ class ApiServer::Impl {
     so.threads = options_.threads;
     so.io_threads = options_.io_threads;
     so.run_inline = [](const http::Request& r) { return ApiHandler::IsQuick(r); };
-    so.tls = http::TlsOptions{
-        options_.tls_cert_file.empty() ? pki_.cert_file : options_.tls_cert_file,
-        options_.tls_key_file.empty() ? pki_.key_file : options_.tls_key_file,
-        options_.client_ca_file.empty() ? pki_.ca_file : options_.client_ca_file};
+    so.tls =
+        http::TlsOptions{options_.tls_cert_file.empty() ? pki_.cert_file : options_.tls_cert_file,
+                         options_.tls_key_file.empty() ? pki_.key_file : options_.tls_key_file,
+                         options_.client_ca_file.empty() ? pki_.ca_file : options_.client_ca_file};
     so.error_response = [](int code, std::string message) {
-      core::Reason reason = code == 413 ? core::Reason::kRequestEntityTooLarge
-                                       : core::Reason::kBadRequest;
+      core::Reason reason =
+          code == 413 ? core::Reason::kRequestEntityTooLarge : core::Reason::kBadRequest;
       core::Status s(reason, std::move(message));
       s.set_code(code);
       return ApiHandler::StatusResponse(s);
     };
-    KLUTCH_ASSIGN_OR_RETURN(server_, http::Server::Start(so, [this](http::Request& req) {
-                              return Serve(req);
-                            }));
+    KLUTCH_ASSIGN_OR_RETURN(
+        server_, http::Server::Start(so, [this](http::Request& req) { return Serve(req); }));
     std::string url_host = so.address == "0.0.0.0" ? "127.0.0.1" : so.address;
     if (url_host.find(':') != std::string::npos) url_host = "[" + url_host + "]";
     url_ = fmt::format("https://{}:{}", url_host, server_->port());
@@ -261,8 +263,8 @@ class ApiServer::Impl {
   void CompactLoop() {
     // Remember (time, revision) samples; compact to the newest one older than `history`.
     std::deque<std::pair<std::chrono::steady_clock::time_point, int64_t>> samples;
-    const auto period = std::clamp<std::chrono::seconds>(options_.history / 2, std::chrono::seconds(1),
-                                                         std::chrono::seconds(10));
+    const auto period = std::clamp<std::chrono::seconds>(
+        options_.history / 2, std::chrono::seconds(1), std::chrono::seconds(10));
     std::unique_lock<std::mutex> lock(mu_);
     while (!stopping_) {
       cv_.wait_for(lock, period);

@@ -15,14 +15,14 @@
 namespace klutch::apiserver {
 
 struct ApiServerOptions {
-  std::string data_dir;                     // state, PKI and admin.kubeconfig live here
-  std::string listen = "127.0.0.1:6443";    // host:port; port 0 picks a free one
-  std::string storage = "sqlite";           // sqlite | memory
-  std::string tls_cert_file;                // serving certificate (default: generated)
+  std::string data_dir;                   // state, PKI and admin.kubeconfig live here
+  std::string listen = "127.0.0.1:6443";  // host:port; port 0 picks a free one
+  std::string storage = "sqlite";         // sqlite | memory
+  std::string tls_cert_file;              // serving certificate (default: generated)
   std::string tls_key_file;
-  std::string client_ca_file;               // CA for client certificates (default: generated)
-  int threads = 32;     // request workers (handlers may block on storage)
-  int io_threads = 2;   // connection I/O threads
+  std::string client_ca_file;  // CA for client certificates (default: generated)
+  int threads = 32;            // request workers (handlers may block on storage)
+  int io_threads = 2;          // connection I/O threads
   // History kept for watches and continue tokens before compaction.
   std::chrono::seconds history = std::chrono::minutes(5);
   std::chrono::seconds bookmark_interval = std::chrono::seconds(60);

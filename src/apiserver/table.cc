@@ -78,7 +78,8 @@ Json PartialMetadata(const Json& obj, std::string_view api_version) {
 Json ToTable(const ResourceInfo& r, const std::vector<const Json*>& objects, IncludeObject include,
              const Json& list_meta, bool column_definitions, core::SystemTime now,
              std::string_view api_version) {
-  Json table = {{"kind", "Table"}, {"apiVersion", std::string(api_version)}, {"metadata", list_meta}};
+  Json table = {
+      {"kind", "Table"}, {"apiVersion", std::string(api_version)}, {"metadata", list_meta}};
   if (column_definitions) {
     Json defs = Json::array();
     for (const auto& c : r.columns) {

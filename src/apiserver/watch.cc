@@ -118,7 +118,8 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
   }
 
   // For watches that fail before attaching (too old resourceVersion): one ERROR, then end.
-  void SendErrorTo(const std::shared_ptr<http::ResponseStream>& stream, const core::Status& status) {
+  void SendErrorTo(const std::shared_ptr<http::ResponseStream>& stream,
+                   const core::Status& status) {
     stream->Write(Frame("ERROR", machinery::StatusToJson(status).dump()));
     stream->Close();
   }
@@ -193,7 +194,8 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
       last_revision_ = e->revision;
       const bool is_delete = e->type == storage::Event::Type::kDelete;
       if (!filtered) {
-        SendObject(is_delete ? "DELETED" : (e->IsCreate() ? "ADDED" : "MODIFIED"), e->value, nullptr);
+        SendObject(is_delete ? "DELETED" : (e->IsCreate() ? "ADDED" : "MODIFIED"), e->value,
+                   nullptr);
         continue;
       }
       auto cur = machinery::ParseJson(*e->value);
@@ -222,7 +224,8 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
         // Stopped matching: DELETED with the previous content at this event's revision.
         machinery::MutableMetadata(*prev)["resourceVersion"] = std::to_string(e->revision);
         auto shared = std::make_shared<const Json>(std::move(*prev));
-        SendObject("DELETED", std::make_shared<const std::string>(machinery::Dump(*shared)), shared);
+        SendObject("DELETED", std::make_shared<const std::string>(machinery::Dump(*shared)),
+                   shared);
       }
     }
   }

@@ -42,7 +42,8 @@ int RunApiServer(const apiserver::ApiServerOptions& options, bool sandbox_banner
   }
   auto controllers = controllers::StartBuiltinControllers(**server);
   if (!controllers.ok()) {
-    std::cerr << "klutch apiserver: starting controllers: " << controllers.status().message() << "\n";
+    std::cerr << "klutch apiserver: starting controllers: " << controllers.status().message()
+              << "\n";
     return 1;
   }
   if (sandbox_banner) {
@@ -64,19 +65,20 @@ int RunApiServer(const apiserver::ApiServerOptions& options, bool sandbox_banner
 }
 
 void AddApiServerFlags(CLI::App* cmd, apiserver::ApiServerOptions& o) {
-  cmd->add_option("--data-dir", o.data_dir, "Directory for state, PKI and admin.kubeconfig")->required();
+  cmd->add_option("--data-dir", o.data_dir, "Directory for state, PKI and admin.kubeconfig")
+      ->required();
   cmd->add_option("--listen", o.listen, "Address to serve HTTPS on (host:port, port 0 = any)")
       ->capture_default_str();
   cmd->add_option("--storage", o.storage, "Storage backend")
       ->check(CLI::IsMember({"sqlite", "memory"}))
       ->capture_default_str();
-  cmd->add_option("--tls-cert-file", o.tls_cert_file, "Serving certificate (PEM); generated if unset");
+  cmd->add_option("--tls-cert-file", o.tls_cert_file,
+                  "Serving certificate (PEM); generated if unset");
   cmd->add_option("--tls-private-key-file", o.tls_key_file, "Serving key (PEM)");
   cmd->add_option("--client-ca-file", o.client_ca_file, "CA for client certificates (PEM)");
   cmd->add_option("--threads", o.threads, "Request threads")->capture_default_str();
   cmd->add_option_function<int>(
-         "--compaction-interval",
-         [&o](int seconds) { o.history = std::chrono::seconds(seconds); },
+         "--compaction-interval", [&o](int seconds) { o.history = std::chrono::seconds(seconds); },
          "Seconds of change history kept for watches and continue tokens (default 300)")
       ->check(CLI::Range(1, 86400));
   cmd->add_option("--report-minor-version", o.version_minor,
@@ -96,7 +98,8 @@ int Main(int argc, char** argv) {
   apiserver::ApiServerOptions up;
   up.data_dir = ".data";
   auto* up_cmd = app.add_subcommand("up", "Run the local sandbox (for now: the API server)");
-  up_cmd->add_option("--data-dir", up.data_dir, "Directory for all sandbox state")->capture_default_str();
+  up_cmd->add_option("--data-dir", up.data_dir, "Directory for all sandbox state")
+      ->capture_default_str();
   up_cmd->add_option("--listen", up.listen, "API server address")->capture_default_str();
 
   CLI11_PARSE(app, argc, argv);

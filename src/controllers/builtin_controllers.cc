@@ -71,7 +71,8 @@ class NamespaceController final : public StoreController, public BuiltinControll
         ++remaining;
         const Json& obj = item.Object();
         if (machinery::IsBeingDeleted(obj)) continue;
-        auto del = storage_.Delete(*r, name, machinery::Name(obj), {.propagation_policy = "Background"});
+        auto del =
+            storage_.Delete(*r, name, machinery::Name(obj), {.propagation_policy = "Background"});
         if (!del.ok() && !core::IsNotFound(del.status())) return del.status();
       }
     }
@@ -136,7 +137,8 @@ class NamespaceDefaultsController final : public StoreController, public Builtin
     const auto& registry = storage_.registry();
     std::string ns = key.substr(std::strlen(kNamespacePrefix));
     auto ns_obj = storage_.Get(*registry.Find("", "v1", "namespaces"), "", ns);
-    if (!ns_obj.ok()) return core::IsNotFound(ns_obj.status()) ? core::Status::Ok() : ns_obj.status();
+    if (!ns_obj.ok())
+      return core::IsNotFound(ns_obj.status()) ? core::Status::Ok() : ns_obj.status();
     if (machinery::IsBeingDeleted(*ns_obj)) return core::Status::Ok();
     auto tolerate = [](const core::Status& st) {
       // A namespace that started terminating meanwhile refuses new content: fine.
@@ -237,10 +239,11 @@ class CrdController final : public StoreController, public BuiltinControllers {
           SetCondition(status, "NamesAccepted", accepted ? "True" : "False",
                        accepted ? "NoConflicts" : "InvalidNames",
                        accepted ? "no conflicts found" : st.message(), now);
-          SetCondition(status, "Established", accepted ? "True" : "False",
-                       accepted ? "InitialNamesAccepted" : "NotAccepted",
-                       accepted ? "the initial names have been accepted" : "not all names are accepted",
-                       now);
+          SetCondition(
+              status, "Established", accepted ? "True" : "False",
+              accepted ? "InitialNamesAccepted" : "NotAccepted",
+              accepted ? "the initial names have been accepted" : "not all names are accepted",
+              now);
           return core::Status::Ok();
         },
         opts);
@@ -378,8 +381,8 @@ class GarbageCollector final : public StoreController, public BuiltinControllers
       owners_of_[key] = owners;
       out.push_back(key);
     }
-    if (machinery::IsBeingDeleted(*now) &&
-        (machinery::HasFinalizer(*now, "foregroundDeletion") || machinery::HasFinalizer(*now, "orphan"))) {
+    if (machinery::IsBeingDeleted(*now) && (machinery::HasFinalizer(*now, "foregroundDeletion") ||
+                                            machinery::HasFinalizer(*now, "orphan"))) {
       out.push_back(key);
     }
     return out;
@@ -430,7 +433,8 @@ class GarbageCollector final : public StoreController, public BuiltinControllers
       auto dr = storage_.registry().FindStored(k->group, k->plural);
       if (!dr) continue;
       if (orphan) {
-        auto res = storage_.Mutate(*dr, k->ns, k->name, [&](Json& d) { return DropOwner(d, uid); }, As(name()));
+        auto res = storage_.Mutate(
+            *dr, k->ns, k->name, [&](Json& d) { return DropOwner(d, uid); }, As(name()));
         if (!res.ok() && !core::IsNotFound(res.status())) return res.status();
       } else {
         auto res = storage_.Delete(*dr, k->ns, k->name, {.propagation_policy = "Foreground"});
@@ -492,9 +496,9 @@ class GarbageCollector final : public StoreController, public BuiltinControllers
       return core::Status::Ok();
     }
     if (machinery::IsBeingDeleted(obj)) return core::Status::Ok();
-    auto res = storage_.Delete(r, machinery::Namespace(obj), machinery::Name(obj),
-                               {.propagation_policy = "Background",
-                                .precondition_uid = machinery::Uid(obj)});
+    auto res = storage_.Delete(
+        r, machinery::Namespace(obj), machinery::Name(obj),
+        {.propagation_policy = "Background", .precondition_uid = machinery::Uid(obj)});
     if (!res.ok() && !core::IsNotFound(res.status()) && !core::IsConflict(res.status())) {
       return res.status();
     }

@@ -40,12 +40,12 @@ core::Status StoreController::Start() {
     KLUTCH_ASSIGN_OR_RETURN(storage::ListResult list, storage_.store().List(req));
     for (const auto& kv : list.items) Observe(kv);
     KLUTCH_ASSIGN_OR_RETURN(
-        auto handle,
-        storage_.store().Watch(prefix, list.revision, [this](const std::vector<storage::EventPtr>& events) {
-          for (const auto& e : events) {
-            for (const auto& key : Map(*e)) Enqueue(key);
-          }
-        }));
+        auto handle, storage_.store().Watch(prefix, list.revision,
+                                            [this](const std::vector<storage::EventPtr>& events) {
+                                              for (const auto& e : events) {
+                                                for (const auto& key : Map(*e)) Enqueue(key);
+                                              }
+                                            }));
     watches_.push_back(std::move(handle));
   }
   worker_ = std::thread([this] { Run(); });

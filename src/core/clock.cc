@@ -49,11 +49,11 @@ std::string FormatTime(SystemTime t) {
 
 std::string FormatMicroTime(SystemTime t) {
   std::tm tm = ToTm(t);
-  auto us = std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count() %
-            1000000;
+  auto us =
+      std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count() % 1000000;
   if (us < 0) us += 1000000;
-  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}Z", tm.tm_year + 1900,
-                     tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, us);
+  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}Z", tm.tm_year + 1900, tm.tm_mon + 1,
+                     tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, us);
 }
 
 std::optional<SystemTime> ParseTime(std::string_view s) {

@@ -31,8 +31,8 @@ class FakeClock final : public Clock {
  public:
   explicit FakeClock(SystemTime start) : now_ns_(ToNanos(start)) {}
   SystemTime Now() const override {
-    return SystemTime(std::chrono::duration_cast<SystemTime::duration>(
-        std::chrono::nanoseconds(now_ns_.load())));
+    return SystemTime(
+        std::chrono::duration_cast<SystemTime::duration>(std::chrono::nanoseconds(now_ns_.load())));
   }
   void Advance(std::chrono::nanoseconds d) { now_ns_ += d.count(); }
 

@@ -43,10 +43,18 @@ bool LogEnabled(LogLevel level) { return level >= Level().load(std::memory_order
 void LogLine(LogLevel level, std::string_view component, std::string_view message) {
   spdlog::level::level_enum l = spdlog::level::info;
   switch (level) {
-    case LogLevel::kDebug: l = spdlog::level::debug; break;
-    case LogLevel::kInfo: l = spdlog::level::info; break;
-    case LogLevel::kWarn: l = spdlog::level::warn; break;
-    case LogLevel::kError: l = spdlog::level::err; break;
+    case LogLevel::kDebug:
+      l = spdlog::level::debug;
+      break;
+    case LogLevel::kInfo:
+      l = spdlog::level::info;
+      break;
+    case LogLevel::kWarn:
+      l = spdlog::level::warn;
+      break;
+    case LogLevel::kError:
+      l = spdlog::level::err;
+      break;
   }
   Logger().log(l, "{}: {}", component, message);
 }

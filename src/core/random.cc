@@ -29,10 +29,11 @@ std::string NewUuid() {
   b[8] = static_cast<char>((b[8] & 0x3F) | 0x80);
   auto u = [&](int i) { return static_cast<unsigned>(static_cast<unsigned char>(b[i])); };
   return fmt::format(
-      "{:02x}{:02x}{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}{:02x}{:02x}{:02x}"
+      "{:02x}{:02x}{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}{:02x}{:02x}{:"
+      "02x}"
       "{:02x}",
-      u(0), u(1), u(2), u(3), u(4), u(5), u(6), u(7), u(8), u(9), u(10), u(11), u(12), u(13),
-      u(14), u(15));
+      u(0), u(1), u(2), u(3), u(4), u(5), u(6), u(7), u(8), u(9), u(10), u(11), u(12), u(13), u(14),
+      u(15));
 }
 
 std::string RandomSuffix(size_t n) {

@@ -133,7 +133,7 @@ inline bool IsInvalid(const Status& s) { return s.reason() == Reason::kInvalid; 
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(T value) : v_(std::move(value)) {}         // NOLINT(google-explicit-constructor)
   Result(Status status) : v_(std::move(status)) {}  // NOLINT(google-explicit-constructor)
 
   bool ok() const { return std::holds_alternative<T>(v_); }
@@ -159,23 +159,23 @@ class [[nodiscard]] Result {
 #define KLUTCH_STATUS_CONCAT(a, b) KLUTCH_STATUS_CONCAT_INNER(a, b)
 
 // Returns the Status of `expr` from the enclosing function when it is not OK.
-#define KLUTCH_RETURN_IF_ERROR(expr)                      \
-  do {                                                    \
-    ::klutch::core::Status klutch_status_ = (expr);       \
-    if (!klutch_status_.ok()) return klutch_status_;      \
+#define KLUTCH_RETURN_IF_ERROR(expr)                 \
+  do {                                               \
+    ::klutch::core::Status klutch_status_ = (expr);  \
+    if (!klutch_status_.ok()) return klutch_status_; \
   } while (false)
 
 // `lhs = value of expr`, or returns its Status when `expr` (a Result) failed.
-#define KLUTCH_ASSIGN_OR_RETURN(lhs, expr)                                        \
-  auto KLUTCH_STATUS_CONCAT(klutch_result_, __LINE__) = (expr);                  \
-  if (!KLUTCH_STATUS_CONCAT(klutch_result_, __LINE__).ok())                      \
-    return KLUTCH_STATUS_CONCAT(klutch_result_, __LINE__).status();              \
+#define KLUTCH_ASSIGN_OR_RETURN(lhs, expr)                          \
+  auto KLUTCH_STATUS_CONCAT(klutch_result_, __LINE__) = (expr);     \
+  if (!KLUTCH_STATUS_CONCAT(klutch_result_, __LINE__).ok())         \
+    return KLUTCH_STATUS_CONCAT(klutch_result_, __LINE__).status(); \
   lhs = std::move(KLUTCH_STATUS_CONCAT(klutch_result_, __LINE__)).value()
 
 // Aborts with a message on a broken invariant. Only for programmer errors, never for input.
-#define KLUTCH_CHECK(cond)                                                  \
-  do {                                                                      \
-    if (!(cond)) ::klutch::core::CheckFailed(#cond, __FILE__, __LINE__);    \
+#define KLUTCH_CHECK(cond)                                               \
+  do {                                                                   \
+    if (!(cond)) ::klutch::core::CheckFailed(#cond, __FILE__, __LINE__); \
   } while (false)
 
 #ifdef NDEBUG

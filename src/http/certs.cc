@@ -84,11 +84,13 @@ core::Result<Pem> GenerateCertificateAuthority(const std::string& common_name,
   CertPtr cert = NewCert(common_name, {}, validity, key.get());
   X509_set_issuer_name(cert.get(), X509_get_subject_name(cert.get()));
   if (!AddExt(cert.get(), cert.get(), NID_basic_constraints, "critical,CA:TRUE") ||
-      !AddExt(cert.get(), cert.get(), NID_key_usage, "critical,keyCertSign,cRLSign,digitalSignature") ||
+      !AddExt(cert.get(), cert.get(), NID_key_usage,
+              "critical,keyCertSign,cRLSign,digitalSignature") ||
       !AddExt(cert.get(), cert.get(), NID_subject_key_identifier, "hash")) {
     return core::Internal("building CA extensions failed");
   }
-  if (X509_sign(cert.get(), key.get(), EVP_sha256()) == 0) return core::Internal("signing CA failed");
+  if (X509_sign(cert.get(), key.get(), EVP_sha256()) == 0)
+    return core::Internal("signing CA failed");
   return Pem{ToPem(cert.get()), ToPem(key.get())};
 }
 
@@ -110,7 +112,8 @@ core::Result<Pem> IssueCertificate(const Pem& ca, const CertificateRequest& requ
   for (const auto& d : request.dns_names) sans.push_back("DNS:" + d);
   for (const auto& ip : request.ip_addresses) sans.push_back("IP:" + ip);
   bool ok = AddExt(cert.get(), ca_cert.get(), NID_basic_constraints, "critical,CA:FALSE") &&
-            AddExt(cert.get(), ca_cert.get(), NID_key_usage, "critical,digitalSignature,keyEncipherment") &&
+            AddExt(cert.get(), ca_cert.get(), NID_key_usage,
+                   "critical,digitalSignature,keyEncipherment") &&
             AddExt(cert.get(), ca_cert.get(), NID_authority_key_identifier, "keyid:always");
   if (ok && !usages.empty()) {
     ok = AddExt(cert.get(), ca_cert.get(), NID_ext_key_usage, core::Join(usages, ","));

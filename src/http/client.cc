@@ -139,7 +139,8 @@ class Client::Impl {
         auto msg = parser.release();
         ClientResponse out;
         out.status = static_cast<int>(msg.result_int());
-        for (const auto& f : msg) out.headers.Add(std::string(f.name_string()), std::string(f.value()));
+        for (const auto& f : msg)
+          out.headers.Add(std::string(f.name_string()), std::string(f.value()));
         out.body = std::move(msg.body());
         if (!msg.keep_alive()) Close();
         return out;

@@ -22,11 +22,11 @@ struct ClientOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 0;
   bool tls = false;
-  std::string ca_pem;           // trusted CA (PEM data); empty = system default paths
-  std::string cert_pem;         // client certificate (PEM data), optional
-  std::string key_pem;          // its key (PEM data)
+  std::string ca_pem;    // trusted CA (PEM data); empty = system default paths
+  std::string cert_pem;  // client certificate (PEM data), optional
+  std::string key_pem;   // its key (PEM data)
   bool insecure_skip_verify = false;
-  std::string server_name;      // name to verify (default: host)
+  std::string server_name;  // name to verify (default: host)
   std::chrono::milliseconds timeout{30000};
 };
 

@@ -39,8 +39,8 @@ struct ClientCertificate {
 
 struct Request {
   std::string method;
-  std::string target;  // as received: path plus query
-  std::string path;    // percent-decoded path
+  std::string target;                                      // as received: path plus query
+  std::string path;                                        // percent-decoded path
   std::vector<std::pair<std::string, std::string>> query;  // decoded, in order
   Headers headers;
   std::string body;

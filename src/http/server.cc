@@ -199,14 +199,15 @@ class Server::Impl {
         }
       } catch (const boost::system::system_error& e) {
         return core::Internal(fmt::format("loading TLS material ({}, {}): {}",
-                                          options_.tls->certificate_file,
-                                          options_.tls->key_file, e.what()));
+                                          options_.tls->certificate_file, options_.tls->key_file,
+                                          e.what()));
       }
     }
     boost::system::error_code ec;
     auto addr = asio::ip::make_address(options_.address, ec);
-    if (ec) return core::Internal(fmt::format("bad listen address {}: {}", options_.address,
-                                              ec.message()));
+    if (ec)
+      return core::Internal(
+          fmt::format("bad listen address {}: {}", options_.address, ec.message()));
     tcp::endpoint ep(addr, options_.port);
     acceptor_.open(ep.protocol(), ec);
     if (!ec) acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
@@ -255,9 +256,8 @@ class Server::Impl {
  private:
   asio::awaitable<void> Accept() {
     while (true) {
-      auto [ec, socket] =
-          co_await acceptor_.async_accept(*iocs_[next_context_++ % iocs_.size()],
-                                          asio::as_tuple(asio::use_awaitable));
+      auto [ec, socket] = co_await acceptor_.async_accept(*iocs_[next_context_++ % iocs_.size()],
+                                                          asio::as_tuple(asio::use_awaitable));
       if (ec) {
         if (ec == asio::error::operation_aborted || !acceptor_.is_open()) co_return;
         continue;
@@ -308,8 +308,8 @@ class Server::Impl {
       parser.body_limit(options_.max_body_bytes);
       parser.header_limit(1024 * 1024);
       beast::get_lowest_layer(stream).expires_after(kIdleTimeout);
-      auto [ec, n] = co_await bhttp::async_read(stream, buffer, parser,
-                                                asio::as_tuple(asio::use_awaitable));
+      auto [ec, n] =
+          co_await bhttp::async_read(stream, buffer, parser, asio::as_tuple(asio::use_awaitable));
       if (ec == bhttp::error::body_limit) {
         Response r = TransportError(
             413, fmt::format("Request entity too large: limit is {}", options_.max_body_bytes));
@@ -366,7 +366,8 @@ class Server::Impl {
       }
       auto msg = ToMessage(response, version, keep_alive);
       beast::get_lowest_layer(stream).expires_after(kWriteTimeout);
-      auto [wec, wn] = co_await bhttp::async_write(stream, msg, asio::as_tuple(asio::use_awaitable));
+      auto [wec, wn] =
+          co_await bhttp::async_write(stream, msg, asio::as_tuple(asio::use_awaitable));
       if (wec || !keep_alive) break;
     }
     boost::system::error_code ignored;
@@ -388,7 +389,8 @@ class Server::Impl {
     head.keep_alive(false);
     bhttp::response_serializer<bhttp::empty_body> sr{head};
     beast::get_lowest_layer(stream).expires_after(kWriteTimeout);
-    auto [hec, hn] = co_await bhttp::async_write_header(stream, sr, asio::as_tuple(asio::use_awaitable));
+    auto [hec, hn] =
+        co_await bhttp::async_write_header(stream, sr, asio::as_tuple(asio::use_awaitable));
     if (hec) co_return;
 
     // Notice the peer going away: a read completing (EOF or error) ends the stream. The read

@@ -29,9 +29,9 @@ struct TlsOptions {
 
 struct ServerOptions {
   std::string address = "127.0.0.1";
-  uint16_t port = 0;  // 0 = pick a free port
-  int threads = 32;     // worker threads for handlers that may block
-  int io_threads = 2;   // I/O threads (one io_context each)
+  uint16_t port = 0;   // 0 = pick a free port
+  int threads = 32;    // worker threads for handlers that may block
+  int io_threads = 2;  // I/O threads (one io_context each)
   // Requests for which the handler is quick and never blocks long (point reads): run on the
   // I/O thread. Unset: every request goes to the workers.
   std::function<bool(const Request&)> run_inline;

@@ -50,7 +50,8 @@ core::Result<Json> ParseJson(std::string_view text) {
                                         std::string_view(e.what()).substr(0, 200)));
   } catch (const Json::exception& e) {
     // Numbers out of range and similar: still the client's input, never a crash.
-    return core::BadRequest(fmt::format("invalid JSON: {}", std::string_view(e.what()).substr(0, 200)));
+    return core::BadRequest(
+        fmt::format("invalid JSON: {}", std::string_view(e.what()).substr(0, 200)));
   }
 }
 

@@ -29,11 +29,11 @@ TEST(ParseJson, RejectsHostileInputWithoutCrashing) {
 }
 
 TEST(ParseYaml, ResolvesPlainScalarsLikeKubernetes) {
-  auto r = ParseYaml(
-      "a: 1\nb: true\nc: \"1\"\nd: ~\ne: 1.5\nf: hello\ng: '007'\nh:\n  - x\n  - 2\n");
+  auto r =
+      ParseYaml("a: 1\nb: true\nc: \"1\"\nd: ~\ne: 1.5\nf: hello\ng: '007'\nh:\n  - x\n  - 2\n");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  Json want = Json::parse(
-      R"({"a":1,"b":true,"c":"1","d":null,"e":1.5,"f":"hello","g":"007","h":["x",2]})");
+  Json want =
+      Json::parse(R"({"a":1,"b":true,"c":"1","d":null,"e":1.5,"f":"hello","g":"007","h":["x",2]})");
   EXPECT_EQ(*r, want);
 }
 

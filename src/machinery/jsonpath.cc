@@ -10,8 +10,8 @@ namespace klutch::machinery {
 struct JsonPath::Step {
   enum class Kind { kField, kIndex, kWildcard, kRecursive, kFilter };
   Kind kind = Kind::kField;
-  std::string field;   // kField, kRecursive (field after ..)
-  int64_t index = 0;   // kIndex (negative counts from the end)
+  std::string field;  // kField, kRecursive (field after ..)
+  int64_t index = 0;  // kIndex (negative counts from the end)
   // kFilter: @.<path> <op> <literal>, or existence when op is empty.
   std::vector<std::string> filter_path;
   std::string op;
@@ -82,9 +82,8 @@ class Parser {
   }
   std::string Identifier() {
     size_t start = pos_;
-    while (pos_ < s_.size() &&
-           (std::isalnum(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '_' ||
-            s_[pos_] == '-' || s_[pos_] == '/')) {
+    while (pos_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[pos_])) ||
+                                s_[pos_] == '_' || s_[pos_] == '-' || s_[pos_] == '/')) {
       ++pos_;
     }
     return std::string(s_.substr(start, pos_ - start));

@@ -187,8 +187,8 @@ core::Cause FieldNotSupported(std::string field, const Json& value,
 }
 
 core::Cause FieldTooLong(std::string field, const Json& value, size_t max) {
-  return {"FieldValueTooLong",
-          fmt::format("Too long: may not be more than {} bytes", max), std::move(field)};
+  return {"FieldValueTooLong", fmt::format("Too long: may not be more than {} bytes", max),
+          std::move(field)};
 }
 
 core::Cause FieldDuplicate(std::string field, const Json& value) {

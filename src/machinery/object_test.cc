@@ -1,9 +1,10 @@
+#include "machinery/object.h"
+
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
 #include "machinery/jsonpath.h"
-#include "machinery/object.h"
 #include "machinery/validation.h"
 
 namespace klutch::machinery {

@@ -527,8 +527,7 @@ const std::vector<MessageSpec>& MessageSpecs() {
       {"ClusterRoleBinding",
        {Msg(1, "metadata", "ObjectMeta"), Msgs(2, "subjects", "Subject"),
         Msg(3, "roleRef", "RoleRef")}},
-      {"Subject",
-       {Str(1, "kind"), Str(2, "apiGroup", kPtr), Str(3, "name"), Str(4, "namespace")}},
+      {"Subject", {Str(1, "kind"), Str(2, "apiGroup", kPtr), Str(3, "name"), Str(4, "namespace")}},
       {"RoleRef", {Str(1, "apiGroup", kAlways), Str(2, "kind", kAlways), Str(3, "name", kAlways)}},
 
       // ---- authentication.k8s.io/v1 ----

@@ -87,9 +87,8 @@ std::vector<std::string> IsQualifiedName(std::string_view value) {
   auto slash = value.find('/');
   if (slash != std::string_view::npos) {
     if (value.find('/', slash + 1) != std::string_view::npos) {
-      errs.push_back(
-          std::string(kQualifiedMsg) +
-          " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')");
+      errs.push_back(std::string(kQualifiedMsg) +
+                     " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')");
       return errs;
     }
     std::string_view prefix = value.substr(0, slash);
@@ -141,8 +140,12 @@ void ValidateObjectMeta(const Json& metadata, bool namespaced, NameRule rule,
   } else {
     std::vector<std::string> errs;
     switch (rule) {
-      case NameRule::kDns1123Subdomain: errs = IsDns1123Subdomain(name); break;
-      case NameRule::kDns1123Label: errs = IsDns1123Label(name); break;
+      case NameRule::kDns1123Subdomain:
+        errs = IsDns1123Subdomain(name);
+        break;
+      case NameRule::kDns1123Label:
+        errs = IsDns1123Label(name);
+        break;
       case NameRule::kPathSegment:
         if (name == "." || name == "..") errs.push_back(fmt::format("may not be '{}'", name));
         if (name.find('/') != std::string::npos) errs.push_back("may not contain '/'");

@@ -135,8 +135,8 @@ class Validator {
     if (Bool(node, "x-kubernetes-int-or-string")) {
       if (!v.is_string() && TypeOf(v) != "integer") {
         causes_.push_back(machinery::FieldInvalid(
-            path, Json(TypeOf(v)), fmt::format("{} in body must be of type integer-or-string: {}", path,
-                                 Shown(v))));
+            path, Json(TypeOf(v)),
+            fmt::format("{} in body must be of type integer-or-string: {}", path, Shown(v))));
       }
       return;
     }
@@ -144,7 +144,8 @@ class Validator {
     std::string actual = TypeOf(v);
     if (!type.empty() && type != actual && !(type == "number" && actual == "integer")) {
       causes_.push_back(machinery::FieldInvalid(
-          path, Json(actual), fmt::format("{} in body must be of type {}: {}", path, type, Shown(v))));
+          path, Json(actual),
+          fmt::format("{} in body must be of type {}: {}", path, type, Shown(v))));
       return;
     }
     CheckEnum(v, node, path);
@@ -179,7 +180,8 @@ class Validator {
     }
     if (const Json* m = Get(node, "minLength"); m && m->is_number() && runes < m->get<size_t>()) {
       causes_.push_back(machinery::FieldInvalid(
-          path, s, fmt::format("{} in body should be at least {} chars long", path, m->get<size_t>())));
+          path, s,
+          fmt::format("{} in body should be at least {} chars long", path, m->get<size_t>())));
     }
     if (const Json* p = Get(node, "pattern"); p && p->is_string()) {
       try {
@@ -200,17 +202,19 @@ class Validator {
     if (const Json* m = Get(node, "maximum"); m && m->is_number()) {
       bool excl = Bool(node, "exclusiveMaximum");
       if (excl ? d >= num(*m) : d > num(*m)) {
-        causes_.push_back(machinery::FieldInvalid(
-            path, Json(d), fmt::format("{} in body should be less than {}{}", path,
-                                       excl ? "" : "or equal to ", show(*m))));
+        causes_.push_back(
+            machinery::FieldInvalid(path, Json(d),
+                                    fmt::format("{} in body should be less than {}{}", path,
+                                                excl ? "" : "or equal to ", show(*m))));
       }
     }
     if (const Json* m = Get(node, "minimum"); m && m->is_number()) {
       bool excl = Bool(node, "exclusiveMinimum");
       if (excl ? d <= num(*m) : d < num(*m)) {
-        causes_.push_back(machinery::FieldInvalid(
-            path, Json(d), fmt::format("{} in body should be greater than {}{}", path,
-                                       excl ? "" : "or equal to ", show(*m))));
+        causes_.push_back(
+            machinery::FieldInvalid(path, Json(d),
+                                    fmt::format("{} in body should be greater than {}{}", path,
+                                                excl ? "" : "or equal to ", show(*m))));
       }
     }
     if (const Json* m = Get(node, "multipleOf"); m && m->is_number() && num(*m) > 0) {
@@ -231,13 +235,15 @@ class Validator {
         }
       }
     }
-    if (const Json* m = Get(node, "maxProperties"); m && m->is_number() && v.size() > m->get<size_t>()) {
-      causes_.push_back({"FieldValueTooMany",
-                         fmt::format("Too many: {}: must have at most {} items", v.size(),
-                                     m->get<size_t>()),
-                         path});
+    if (const Json* m = Get(node, "maxProperties");
+        m && m->is_number() && v.size() > m->get<size_t>()) {
+      causes_.push_back(
+          {"FieldValueTooMany",
+           fmt::format("Too many: {}: must have at most {} items", v.size(), m->get<size_t>()),
+           path});
     }
-    if (const Json* m = Get(node, "minProperties"); m && m->is_number() && v.size() < m->get<size_t>()) {
+    if (const Json* m = Get(node, "minProperties");
+        m && m->is_number() && v.size() < m->get<size_t>()) {
       causes_.push_back(machinery::FieldInvalid(
           path, Json(v.size()),
           fmt::format("{} in body should have at least {} properties", path, m->get<size_t>())));
@@ -256,10 +262,10 @@ class Validator {
   void CheckArray(const Json& v, const SchemaCursor& schema, const Json* node,
                   const std::string& path, int depth) {
     if (const Json* m = Get(node, "maxItems"); m && m->is_number() && v.size() > m->get<size_t>()) {
-      causes_.push_back({"FieldValueTooMany",
-                         fmt::format("Too many: {}: must have at most {} items", v.size(),
-                                     m->get<size_t>()),
-                         path});
+      causes_.push_back(
+          {"FieldValueTooMany",
+           fmt::format("Too many: {}: must have at most {} items", v.size(), m->get<size_t>()),
+           path});
     }
     if (const Json* m = Get(node, "minItems"); m && m->is_number() && v.size() < m->get<size_t>()) {
       causes_.push_back(machinery::FieldInvalid(

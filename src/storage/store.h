@@ -45,8 +45,8 @@ struct Event {
 using EventPtr = std::shared_ptr<const Event>;
 
 // Expected mod_revision for conditional writes.
-inline constexpr int64_t kAnyRevision = -1;     // unconditional
-inline constexpr int64_t kMustNotExist = 0;     // create-only
+inline constexpr int64_t kAnyRevision = -1;  // unconditional
+inline constexpr int64_t kMustNotExist = 0;  // create-only
 
 struct WriteRequest {
   enum class Op { kPut, kDelete };

@@ -68,8 +68,7 @@ struct SqliteFactory : StoreFactory {
   std::filesystem::path dir;
   SqliteFactory() {
     dir = std::filesystem::temp_directory_path() /
-          ("klutch-store-test-" + std::to_string(::getpid()) + "-" +
-           std::to_string(counter_++));
+          ("klutch-store-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter_++));
     std::filesystem::create_directories(dir);
   }
   ~SqliteFactory() override { std::filesystem::remove_all(dir); }
@@ -250,7 +249,7 @@ TYPED_TEST(StoreConformance, WatchReplaysHistoryThenStreamsLiveInOrder) {
   Recorder rec;
   auto w = s.Watch("/w/", 1, rec.Callback());
   ASSERT_TRUE(w.ok());
-  ASSERT_TRUE(s.Write(Del("/w/a"))->succeeded);  // 4
+  ASSERT_TRUE(s.Write(Del("/w/a"))->succeeded);       // 4
   ASSERT_TRUE(s.Write(Put("/w/b", "1"))->succeeded);  // 5
   auto events = rec.WaitFor(3);
   ASSERT_EQ(events.size(), 3u);
@@ -318,8 +317,8 @@ TYPED_TEST(StoreConformance, ConcurrentWritersSeeEveryEventOnceInOrder) {
             ++conflicts;
           }
         } else {
-          ASSERT_TRUE(s.Write(Put("/c/k" + std::to_string(t) + "-" + std::to_string(i), "v"))
-                          ->succeeded);
+          ASSERT_TRUE(
+              s.Write(Put("/c/k" + std::to_string(t) + "-" + std::to_string(i), "v"))->succeeded);
         }
       }
     });
@@ -339,7 +338,8 @@ TYPED_TEST(StoreConformance, WatchStartedDuringWritesHasNoGap) {
   auto& s = *this->store_;
   std::atomic<bool> stop{false};
   std::thread writer([&] {
-    for (int i = 0; i < 400 && !stop; ++i) ASSERT_TRUE(s.Write(Put("/g/k", std::to_string(i))).ok());
+    for (int i = 0; i < 400 && !stop; ++i)
+      ASSERT_TRUE(s.Write(Put("/g/k", std::to_string(i))).ok());
   });
   while (s.Revision() < 50) std::this_thread::yield();
   Recorder rec;

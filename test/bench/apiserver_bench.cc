@@ -46,8 +46,10 @@ std::string ConfigMap(const std::string& name, int64_t t = 0) {
 double RawSqliteCommitsPerSecond(const std::filesystem::path& dir, double seconds) {
   sqlite3* db = nullptr;
   sqlite3_open((dir / "raw.db").c_str(), &db);
-  sqlite3_exec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"
-                   "CREATE TABLE t (k TEXT PRIMARY KEY, v BLOB)", nullptr, nullptr, nullptr);
+  sqlite3_exec(db,
+               "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"
+               "CREATE TABLE t (k TEXT PRIMARY KEY, v BLOB)",
+               nullptr, nullptr, nullptr);
   sqlite3_stmt* st = nullptr;
   sqlite3_prepare_v2(db, "INSERT INTO t VALUES (?1, ?2)", -1, &st, nullptr);
   int64_t n = 0;
@@ -186,7 +188,8 @@ int Run(bool quick) {
     if (r.ok()) listed = Json::parse(r->body)["items"].size();
   }
   std::printf("list of %zu objects: %.1f ms median (%.0f objects/s)\n", listed,
-              Percentile(list_ms, 0.5), static_cast<double>(listed) / Percentile(list_ms, 0.5) * 1000);
+              Percentile(list_ms, 0.5),
+              static_cast<double>(listed) / Percentile(list_ms, 0.5) * 1000);
 
   // Watch delivery: `watchers` streams; each event carries its send time.
   std::mutex mu;
@@ -210,7 +213,8 @@ int Run(bool quick) {
       (void)watch_clients[w]->Stream(
           "GET",
           "/api/v1/namespaces/default/configmaps?watch=true&fieldSelector=metadata.name%3Dwatched"
-          "&resourceVersion=" + rv,
+          "&resourceVersion=" +
+              rv,
           h, [&](std::string_view data) {
             buffer += data;
             size_t nl;
@@ -233,7 +237,8 @@ int Run(bool quick) {
   while (started < watchers) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // streams established
   auto writer = NewClient(creds);
-  (void)Call(*writer, "POST", "/api/v1/namespaces/default/configmaps", ConfigMap("watched", NowNs()));
+  (void)Call(*writer, "POST", "/api/v1/namespaces/default/configmaps",
+             ConfigMap("watched", NowNs()));
   for (int k = 1; k < watch_events; ++k) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
     Json patch = {{"data", {{"t", std::to_string(NowNs())}, {"k", std::to_string(k)}}}};
@@ -251,27 +256,29 @@ int Run(bool quick) {
   }
   for (auto& c : watch_clients) c->Disconnect();
   for (auto& t : watch_threads) t.join();
-  std::printf("watch delivery to %d watchers: %zu events, p50 %.2f ms, p99 %.2f ms (send -> receive)\n",
-              watchers, latencies_ms.size(), Percentile(latencies_ms, 0.5),
-              Percentile(latencies_ms, 0.99));
+  std::printf(
+      "watch delivery to %d watchers: %zu events, p50 %.2f ms, p99 %.2f ms (send -> receive)\n",
+      watchers, latencies_ms.size(), Percentile(latencies_ms, 0.5), Percentile(latencies_ms, 0.99));
 
-  double per_object = static_cast<double>(rss_full - rss_start) * 1024.0 /
-                      static_cast<double>(stored_for_rss);
-  std::printf("server RSS: %ld KiB at start, %ld KiB with %lld objects: %.0f bytes/object "
-              "(%.0f beyond the ~1 KiB object)\n",
-              rss_start, rss_full, static_cast<long long>(stored_for_rss), per_object,
-              per_object - 1024.0);
+  double per_object =
+      static_cast<double>(rss_full - rss_start) * 1024.0 / static_cast<double>(stored_for_rss);
+  std::printf(
+      "server RSS: %ld KiB at start, %ld KiB with %lld objects: %.0f bytes/object "
+      "(%.0f beyond the ~1 KiB object)\n",
+      rss_start, rss_full, static_cast<long long>(stored_for_rss), per_object, per_object - 1024.0);
 
   std::printf("\n| metric | value | target |\n|---|---|---|\n");
   std::printf("| raw SQLite durable commits/s (baseline) | %.0f | - |\n", raw);
-  std::printf("| creates/s, 1 client | %.0f (%.2fx raw) | - |\n", c1.per_second, c1.per_second / raw);
+  std::printf("| creates/s, 1 client | %.0f (%.2fx raw) | - |\n", c1.per_second,
+              c1.per_second / raw);
   std::printf("| creates/s, 32 clients | %.0f (%.2fx raw) | >= 1x raw and >= 5000 |\n",
               c32.per_second, c32.per_second / raw);
   std::printf("| gets/s, 8 clients | %.0f | >= 20000 |\n", gets.per_second);
   std::printf("| list %zu objects | %.1f ms | - |\n", listed, Percentile(list_ms, 0.5));
   std::printf("| watch p50 / p99, %d watchers | %.2f / %.2f ms | p99 < 5 ms |\n", watchers,
               Percentile(latencies_ms, 0.5), Percentile(latencies_ms, 0.99));
-  std::printf("| RSS per stored object beyond its 1 KiB | %.0f B | < 2048 B |\n", per_object - 1024.0);
+  std::printf("| RSS per stored object beyond its 1 KiB | %.0f B | < 2048 B |\n",
+              per_object - 1024.0);
   return (c1.errors + c32.errors + gets.errors) == 0 ? 0 : 2;
 }
 

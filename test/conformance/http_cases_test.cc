@@ -92,7 +92,9 @@ std::vector<HttpCase> Parse(const fs::path& file) {
       if (lines[i].starts_with("@bytes ")) {
         // A ConfigMap whose data is this many bytes: for the request size limit.
         size_t n = std::stoul(lines[i].substr(7));
-        body += Json{{"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"metadata", {{"name", "big"}}},
+        body += Json{{"apiVersion", "v1"},
+                     {"kind", "ConfigMap"},
+                     {"metadata", {{"name", "big"}}},
                      {"data", {{"blob", std::string(n, 'x')}}}}
                     .dump();
       } else if (lines[i].starts_with("@hex ")) {
@@ -156,7 +158,8 @@ TEST_P(HttpCases, RespondAsKubeApiserver) {
 
 std::vector<std::string> Files() {
   std::vector<std::string> out;
-  for (const auto& e : fs::directory_iterator(fs::path(KLUTCH_SOURCE_DIR) / "test/conformance/http")) {
+  for (const auto& e :
+       fs::directory_iterator(fs::path(KLUTCH_SOURCE_DIR) / "test/conformance/http")) {
     if (e.path().extension() == ".cases") out.push_back(e.path().stem().string());
   }
   std::sort(out.begin(), out.end());

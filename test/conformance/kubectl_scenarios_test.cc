@@ -162,7 +162,8 @@ bool Match(const std::vector<Expect>& want, size_t wi, const std::vector<std::st
 std::string Render(const std::vector<Expect>& want) {
   std::string out;
   for (const auto& e : want) {
-    out += e.kind == Expect::Kind::kAny ? "..." : (e.kind == Expect::Kind::kRegex ? "~ " : "") + e.text;
+    out += e.kind == Expect::Kind::kAny ? "..."
+                                        : (e.kind == Expect::Kind::kRegex ? "~ " : "") + e.text;
     out += "\n";
   }
   return out;
@@ -222,12 +223,12 @@ TEST_P(KubectlScenario, MatchesRealClusterOutput) {
       {"LC_ALL", "C"},
   };
   for (const Step& st : steps) {
-    if (!st.only.empty() &&
-        std::find(st.only.begin(), st.only.end(), c.version) == st.only.end()) {
+    if (!st.only.empty() && std::find(st.only.begin(), st.only.end(), c.version) == st.only.end()) {
       continue;
     }
     if (std::find(st.skip.begin(), st.skip.end(), c.version) != st.skip.end()) continue;
-    CommandResult r = RunShell(st.command, env, work.path(), std::chrono::seconds(st.timeout_seconds));
+    CommandResult r =
+        RunShell(st.command, env, work.path(), std::chrono::seconds(st.timeout_seconds));
     std::string where = file.filename().string() + ":" + std::to_string(st.line) + " (kubectl " +
                         c.version + ")\n$ " + st.command;
     EXPECT_FALSE(r.timed_out) << where << "\ntimed out";
@@ -238,7 +239,8 @@ TEST_P(KubectlScenario, MatchesRealClusterOutput) {
           std::string token = std::string("$") + var;
           for (size_t pos; (pos = e.text.find(token)) != std::string::npos;) {
             std::string value = env[var];
-            if (e.kind == Expect::Kind::kRegex) value = std::regex_replace(value, std::regex(R"([.^$|()\[\]{}*+?\\])"), R"(\$&)");
+            if (e.kind == Expect::Kind::kRegex)
+              value = std::regex_replace(value, std::regex(R"([.^$|()\[\]{}*+?\\])"), R"(\$&)");
             e.text.replace(pos, token.size(), value);
           }
         }
@@ -247,17 +249,20 @@ TEST_P(KubectlScenario, MatchesRealClusterOutput) {
     };
     const std::vector<Expect> want_out = expand(st.out), want_err = expand(st.err);
     if (!st.out.empty()) {
-      EXPECT_TRUE(Match(want_out, 0, Lines(r.out), 0))
-          << where << "\nwant stdout:\n" << Render(want_out) << "got stdout:\n" << r.out
-          << "stderr:\n" << r.err;
+      EXPECT_TRUE(Match(want_out, 0, Lines(r.out), 0)) << where << "\nwant stdout:\n"
+                                                       << Render(want_out) << "got stdout:\n"
+                                                       << r.out << "stderr:\n"
+                                                       << r.err;
     }
     if (!st.err.empty()) {
-      EXPECT_TRUE(Match(want_err, 0, Lines(r.err), 0))
-          << where << "\nwant stderr:\n" << Render(want_err) << "got stderr:\n" << r.err;
+      EXPECT_TRUE(Match(want_err, 0, Lines(r.err), 0)) << where << "\nwant stderr:\n"
+                                                       << Render(want_err) << "got stderr:\n"
+                                                       << r.err;
     }
     if (::testing::Test::HasFailure()) {
       ADD_FAILURE() << "server log tail:\n"
-                    << server->log().substr(server->log().size() > 4000 ? server->log().size() - 4000 : 0);
+                    << server->log().substr(
+                           server->log().size() > 4000 ? server->log().size() - 4000 : 0);
       break;  // later steps depend on this one
     }
   }

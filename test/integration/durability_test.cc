@@ -70,7 +70,8 @@ TEST_F(Durability, RestartKeepsObjectsAndContinuesResourceVersions) {
   std::set<std::string> names;
   for (const auto& i : items) names.insert(machinery::Name(i));
   for (int i = 0; i < 20; ++i) EXPECT_TRUE(names.count("cm-" + std::to_string(i))) << i;
-  auto created = Call(*client, "POST", "/api/v1/namespaces/default/configmaps", ConfigMap("after", "y"));
+  auto created =
+      Call(*client, "POST", "/api/v1/namespaces/default/configmaps", ConfigMap("after", "y"));
   ASSERT_TRUE(created.ok());
   ASSERT_EQ(created->status, 201);
   EXPECT_GT(Rv(Json::parse(created->body)), last_rv);
@@ -95,9 +96,10 @@ TEST_F(Durability, WatchResumesFromAResourceVersionSeenBeforeTheRestart) {
   auto r = Call(*client, "POST", "/api/v1/namespaces/default/configmaps", ConfigMap("c", "1"));
   ASSERT_TRUE(r.ok() && r->status == 201);
   std::string body;
-  auto watch = Call(*client, "GET",
-                    "/api/v1/namespaces/default/configmaps?watch=true&timeoutSeconds=1&resourceVersion=" +
-                        std::to_string(seen));
+  auto watch =
+      Call(*client, "GET",
+           "/api/v1/namespaces/default/configmaps?watch=true&timeoutSeconds=1&resourceVersion=" +
+               std::to_string(seen));
   ASSERT_TRUE(watch.ok()) << watch.status().ToString();
   std::vector<std::string> events;
   for (auto line : core::SplitNonEmpty(watch->body, '\n')) {
@@ -123,7 +125,8 @@ TEST_F(Durability, KillNineLosesNoAcknowledgedWrite) {
       for (int i = 0; !stop; ++i) {
         std::string name = "w" + std::to_string(t) + "-" + std::to_string(i);
         ++attempts;
-        auto r = Call(*client, "POST", "/api/v1/namespaces/default/configmaps", ConfigMap(name, "v"));
+        auto r =
+            Call(*client, "POST", "/api/v1/namespaces/default/configmaps", ConfigMap(name, "v"));
         if (!r.ok()) break;  // the server is gone
         if (r->status == 201) {
           std::lock_guard<std::mutex> lock(mu);

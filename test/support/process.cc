@@ -183,8 +183,12 @@ std::unique_ptr<ApiServerProcess> ApiServerProcess::Start(const fs::path& data_d
   auto p = std::unique_ptr<ApiServerProcess>(new ApiServerProcess());
   p->data_dir_ = data_dir;
   fs::create_directories(data_dir);
-  std::vector<std::string> argv = {std::string(KLUTCH_BIN_DIR) + "/klutch", "apiserver",
-                                   "--data-dir", data_dir.string(), "--listen", "127.0.0.1:0"};
+  std::vector<std::string> argv = {std::string(KLUTCH_BIN_DIR) + "/klutch",
+                                   "apiserver",
+                                   "--data-dir",
+                                   data_dir.string(),
+                                   "--listen",
+                                   "127.0.0.1:0"};
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
   fs::path log = data_dir / "apiserver.log";
   std::error_code ec;

@@ -92,8 +92,8 @@ core::Result<WriteResult> MemoryStore::Write(WriteRequest request) {
   } else {
     event->type = Event::Type::kDelete;
     event->create_revision = it->second.create_revision;
-    event->value = request.make_value ? std::make_shared<const std::string>(request.make_value(
-                                            rev, it->second.create_revision))
+    event->value = request.make_value ? std::make_shared<const std::string>(
+                                            request.make_value(rev, it->second.create_revision))
                                       : it->second.value;
     current_.erase(it);
   }

@@ -36,8 +36,7 @@ class Stmt {
 
   core::Status Prepare(sqlite3* db, const char* sql) {
     db_ = db;
-    if (sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT, &stmt_, nullptr) !=
-        SQLITE_OK) {
+    if (sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT, &stmt_, nullptr) != SQLITE_OK) {
       return SqliteError(db, fmt::format("prepare \"{}\"", sql));
     }
     return core::Status::Ok();
@@ -147,7 +146,7 @@ core::Result<std::unique_ptr<Conn>> OpenConn(const SqliteOptions& options, bool 
   if (writer) {
     KLUTCH_RETURN_IF_ERROR(Exec(conn->handle.db, "PRAGMA journal_mode=WAL"));
     KLUTCH_RETURN_IF_ERROR(Exec(conn->handle.db, options.durable ? "PRAGMA synchronous=FULL"
-                                                          : "PRAGMA synchronous=NORMAL"));
+                                                                 : "PRAGMA synchronous=NORMAL"));
     KLUTCH_RETURN_IF_ERROR(Exec(conn->handle.db, kSchema));
     // Checkpoints run on their own connection and thread, not inside commits.
     KLUTCH_RETURN_IF_ERROR(Exec(conn->handle.db, "PRAGMA wal_autocheckpoint=0"));
@@ -156,43 +155,50 @@ core::Result<std::unique_ptr<Conn>> OpenConn(const SqliteOptions& options, bool 
   Conn& c = *conn;
   sqlite3* db = c.handle.db;
   KLUTCH_RETURN_IF_ERROR(c.get.Prepare(
-      db, "SELECT l.value, kv.create_rev, kv.mod_rev FROM kv JOIN log l ON l.rev = kv.mod_rev "
-          "WHERE kv.key = ?1"));
+      db,
+      "SELECT l.value, kv.create_rev, kv.mod_rev FROM kv JOIN log l ON l.rev = kv.mod_rev "
+      "WHERE kv.key = ?1"));
   KLUTCH_RETURN_IF_ERROR(c.list.Prepare(
-      db, "SELECT kv.key, l.value, kv.create_rev, kv.mod_rev FROM kv "
-          "JOIN log l ON l.rev = kv.mod_rev "
-          "WHERE kv.key >= ?1 AND kv.key < ?2 AND kv.key > ?3 ORDER BY kv.key LIMIT ?4"));
-  KLUTCH_RETURN_IF_ERROR(c.meta.Prepare(
-      db, "SELECT max((SELECT value FROM meta WHERE name='revision'), "
-          "coalesce((SELECT max(rev) FROM log), 0)), "
-          "(SELECT value FROM meta WHERE name='compacted')"));
+      db,
+      "SELECT kv.key, l.value, kv.create_rev, kv.mod_rev FROM kv "
+      "JOIN log l ON l.rev = kv.mod_rev "
+      "WHERE kv.key >= ?1 AND kv.key < ?2 AND kv.key > ?3 ORDER BY kv.key LIMIT ?4"));
+  KLUTCH_RETURN_IF_ERROR(
+      c.meta.Prepare(db,
+                     "SELECT max((SELECT value FROM meta WHERE name='revision'), "
+                     "coalesce((SELECT max(rev) FROM log), 0)), "
+                     "(SELECT value FROM meta WHERE name='compacted')"));
   KLUTCH_RETURN_IF_ERROR(c.begin.Prepare(db, writer ? "BEGIN IMMEDIATE" : "BEGIN"));
   KLUTCH_RETURN_IF_ERROR(c.commit.Prepare(db, "COMMIT"));
   KLUTCH_RETURN_IF_ERROR(c.rollback.Prepare(db, "ROLLBACK"));
   KLUTCH_RETURN_IF_ERROR(c.history.Prepare(
-      db, "SELECT l.rev, l.key, l.value, l.create_rev, l.prev_rev, l.deleted, p.value "
-          "FROM log l LEFT JOIN log p ON p.key = l.key AND p.rev = l.prev_rev "
-          "WHERE l.rev > ?1 AND l.rev <= ?2 AND l.key >= ?3 AND l.key < ?4 ORDER BY l.rev"));
+      db,
+      "SELECT l.rev, l.key, l.value, l.create_rev, l.prev_rev, l.deleted, p.value "
+      "FROM log l LEFT JOIN log p ON p.key = l.key AND p.rev = l.prev_rev "
+      "WHERE l.rev > ?1 AND l.rev <= ?2 AND l.key >= ?3 AND l.key < ?4 ORDER BY l.rev"));
   KLUTCH_RETURN_IF_ERROR(c.changed_since.Prepare(
       db, "SELECT 1 FROM log WHERE rev > ?1 AND key >= ?2 AND key < ?3 LIMIT 1"));
   KLUTCH_RETURN_IF_ERROR(c.list_at.Prepare(
-      db, "SELECT l.key, l.value, l.create_rev, l.rev FROM log l "
-          "WHERE l.key >= ?1 AND l.key < ?2 AND l.key > ?3 AND l.rev <= ?4 AND l.deleted = 0 "
-          "AND l.rev = (SELECT MAX(m.rev) FROM log m WHERE m.key = l.key AND m.rev <= ?4) "
-          "ORDER BY l.key LIMIT ?5"));
+      db,
+      "SELECT l.key, l.value, l.create_rev, l.rev FROM log l "
+      "WHERE l.key >= ?1 AND l.key < ?2 AND l.key > ?3 AND l.rev <= ?4 AND l.deleted = 0 "
+      "AND l.rev = (SELECT MAX(m.rev) FROM log m WHERE m.key = l.key AND m.rev <= ?4) "
+      "ORDER BY l.key LIMIT ?5"));
   if (writer) {
     KLUTCH_RETURN_IF_ERROR(c.put_kv.Prepare(
         db, "INSERT OR REPLACE INTO kv (key, create_rev, mod_rev) VALUES (?1, ?2, ?3)"));
     KLUTCH_RETURN_IF_ERROR(c.del_kv.Prepare(db, "DELETE FROM kv WHERE key = ?1"));
-    KLUTCH_RETURN_IF_ERROR(c.put_log.Prepare(
-        db, "INSERT INTO log (rev, key, value, create_rev, prev_rev, deleted) "
-            "VALUES (?1, ?2, ?3, ?4, ?5, ?6)"));
+    KLUTCH_RETURN_IF_ERROR(
+        c.put_log.Prepare(db,
+                          "INSERT INTO log (rev, key, value, create_rev, prev_rev, deleted) "
+                          "VALUES (?1, ?2, ?3, ?4, ?5, ?6)"));
     KLUTCH_RETURN_IF_ERROR(c.set_meta.Prepare(db, "UPDATE meta SET value = ?2 WHERE name = ?1"));
     // Keeps, for each key, its newest change at or below the compaction point (unless that is
     // a deletion), so reads at any retained revision stay answerable.
     KLUTCH_RETURN_IF_ERROR(c.compact_log.Prepare(
-        db, "DELETE FROM log WHERE rev <= ?1 AND (deleted = 1 OR rev < "
-            "(SELECT MAX(m.rev) FROM log m WHERE m.key = log.key AND m.rev <= ?1))"));
+        db,
+        "DELETE FROM log WHERE rev <= ?1 AND (deleted = 1 OR rev < "
+        "(SELECT MAX(m.rev) FROM log m WHERE m.key = log.key AND m.rev <= ?1))"));
   }
   return conn;
 }
@@ -277,7 +283,8 @@ class SqliteStore::Impl {
       int rc = sqlite3_wal_checkpoint_v2(checkpointer_->handle.db, nullptr,
                                          SQLITE_CHECKPOINT_PASSIVE, &log, &done);
       if (rc != SQLITE_OK && rc != SQLITE_BUSY) {
-        KLUTCH_LOG(kWarn, "storage", "checkpoint failed: {}", sqlite3_errmsg(checkpointer_->handle.db));
+        KLUTCH_LOG(kWarn, "storage", "checkpoint failed: {}",
+                   sqlite3_errmsg(checkpointer_->handle.db));
       }
       lock.lock();
     }
@@ -489,9 +496,8 @@ class SqliteStore::Impl {
     if (exists) cur = KeyValue{w.key, g.Value(0), g.Int(1), g.Int(2)};
     g.Reset();
     const int64_t have = cur ? cur->mod_revision : 0;
-    bool ok = w.expected_mod_revision == kAnyRevision
-                  ? (w.op == WriteRequest::Op::kPut || exists)
-                  : w.expected_mod_revision == have;
+    bool ok = w.expected_mod_revision == kAnyRevision ? (w.op == WriteRequest::Op::kPut || exists)
+                                                      : w.expected_mod_revision == have;
     if (!ok) {
       result.revision = rev;
       result.current = std::move(cur);
@@ -523,9 +529,10 @@ class SqliteStore::Impl {
       e->create_revision = create_rev;
       result.current = KeyValue{w.key, value, create_rev, new_rev};
     } else {
-      auto tomb = w.make_value ? std::make_shared<const std::string>(
-                                     w.make_value(new_rev, cur->create_revision))
-                               : cur->value;
+      auto tomb =
+          w.make_value
+              ? std::make_shared<const std::string>(w.make_value(new_rev, cur->create_revision))
+              : cur->value;
       KLUTCH_RETURN_IF_ERROR(c.del_kv.Reset().BindStatic(1, w.key).Run());
       KLUTCH_RETURN_IF_ERROR(c.put_log.Reset()
                                  .Bind(1, new_rev)
@@ -560,9 +567,11 @@ class SqliteStore::Impl {
         int64_t to = std::min(job->compact_to, rev);
         if (to > compacted) {
           failure = c.compact_log.Reset().Bind(1, to).Run();
-          if (failure.ok()) failure = c.set_meta.Reset().BindStatic(1, "compacted").Bind(2, to).Run();
+          if (failure.ok())
+            failure = c.set_meta.Reset().BindStatic(1, "compacted").Bind(2, to).Run();
           // The revision floor survives compaction even when the newest rows were removed.
-          if (failure.ok()) failure = c.set_meta.Reset().BindStatic(1, "revision").Bind(2, rev).Run();
+          if (failure.ok())
+            failure = c.set_meta.Reset().BindStatic(1, "revision").Bind(2, rev).Run();
           if (failure.ok()) compacted = to;
         }
         results.emplace_back(WriteResult{});

@@ -16,9 +16,9 @@
 namespace klutch::storage {
 
 struct SqliteOptions {
-  std::string path;            // database file; created with its WAL beside it
-  bool durable = true;         // synchronous=FULL (fsync per commit) vs NORMAL
-  int max_batch = 1024;        // writes per group commit at most
+  std::string path;      // database file; created with its WAL beside it
+  bool durable = true;   // synchronous=FULL (fsync per commit) vs NORMAL
+  int max_batch = 1024;  // writes per group commit at most
 };
 
 class SqliteStore final : public Store {

@@ -59,7 +59,7 @@ TEST_F(SqliteStoreTest, RevisionSurvivesReopenWhenTheLastWritesWereCompactedDele
     del.op = WriteRequest::Op::kDelete;
     del.key = "/k/a";
     ASSERT_TRUE((*s)->Write(std::move(del))->succeeded);  // 2
-    ASSERT_TRUE((*s)->Compact(2).ok());  // removes both rows
+    ASSERT_TRUE((*s)->Compact(2).ok());                   // removes both rows
   }
   auto s = SqliteStore::Open(Options());
   ASSERT_TRUE(s.ok());
