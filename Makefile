@@ -38,7 +38,7 @@ format:
 	git ls-files '*.h' '*.cc' | xargs clang-format -i
 
 check-format:
-	git ls-files '*.h' '*.cc' | xargs clang-format --dry-run -Werror
+	./scripts/check-format.sh
 
 clean:
 	rm -rf build build-debug build-asan build-fuzz
