@@ -57,15 +57,16 @@ void AddWarnings(http::Response& resp, const std::vector<std::string>& warnings)
   }
 }
 
-// Decodes a create/update body by its Content-Type.
-core::Result<Json> DecodeBody(const ResourceInfo& r, const http::Request& req) {
+// Decodes a create/update body by its Content-Type; repeated JSON keys go to `duplicates`.
+core::Result<Json> DecodeBody(const ResourceInfo& r, const http::Request& req,
+                              std::vector<std::string>& duplicates) {
   const std::string type = MediaType(req.headers.Get("Content-Type"));
   auto wrap = [&](const core::Status& s) {
     return core::BadRequest(fmt::format("{} in version \"{}\" cannot be handled as a {}: {}",
                                         r.kind, r.version, r.kind, s.message()));
   };
   if (type.empty() || type == kJson) {
-    auto j = machinery::ParseJson(req.body);
+    auto j = machinery::ParseJsonReportingDuplicates(req.body, duplicates);
     if (!j.ok()) return wrap(j.status());
     return j;
   }
@@ -518,7 +519,7 @@ http::Response ApiHandler::HandleResource(http::Request& req, const std::vector<
     }
     auto opts = ParseWriteOptions(req, false);
     if (!opts.ok()) return StatusResponse(opts.status());
-    auto body = DecodeBody(r, req);
+    auto body = DecodeBody(r, req, opts->duplicate_fields);
     if (!body.ok()) return StatusResponse(body.status());
     auto out = storage_.Create(r, ns, std::move(body).value(), *opts);
     if (!out.ok()) return StatusResponse(out.status());
@@ -534,7 +535,7 @@ http::Response ApiHandler::HandleResource(http::Request& req, const std::vector<
     auto opts = ParseWriteOptions(req, false);
     if (!opts.ok()) return StatusResponse(opts.status());
     opts->subresource = sub;
-    auto body = DecodeBody(r, req);
+    auto body = DecodeBody(r, req, opts->duplicate_fields);
     if (!body.ok()) return StatusResponse(body.status());
     auto out = storage_.Update(r, ns, name, std::move(body).value(), *opts);
     if (!out.ok()) return StatusResponse(out.status());

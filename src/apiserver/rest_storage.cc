@@ -470,16 +470,19 @@ core::Status RestStorage::ValidateObject(const ResourceInfo& r, Json& object, co
     }();
     std::vector<std::string> pruned;
     schema::PruneUnknownFields(object, schema, kObjectMeta, pruned);
-    if (!pruned.empty()) {
+    std::vector<std::string> problems;
+    for (const auto& p : pruned) problems.push_back(fmt::format("unknown field \"{}\"", p));
+    for (const auto& d : options.duplicate_fields) {
+      problems.push_back(fmt::format("duplicate field \"{}\"", d));
+    }
+    if (!problems.empty()) {
       if (options.field_validation == FieldValidation::kStrict) {
-        std::vector<std::string> parts;
-        for (const auto& p : pruned) parts.push_back(fmt::format("unknown field \"{}\"", p));
         return BadRequest(
             fmt::format("{} in version \"{}\" cannot be handled as a {}: strict decoding error: {}",
-                        r.kind, r.ApiVersion(), r.kind, core::Join(parts, ", ")));
+                        r.kind, r.ApiVersion(), r.kind, core::Join(problems, ", ")));
       }
       if (options.field_validation == FieldValidation::kWarn) {
-        for (const auto& p : pruned) warnings.push_back(fmt::format("unknown field \"{}\"", p));
+        warnings.insert(warnings.end(), problems.begin(), problems.end());
       }
     }
   }

@@ -29,6 +29,9 @@ struct WriteOptions {
   bool dry_run = false;
   FieldValidation field_validation = FieldValidation::kWarn;
   std::string subresource;  // "" or "status" (or "finalize" for namespaces)
+  // Keys the request body repeated within one object ("metadata.name"), found by the
+  // decoder; reported like unknown fields under field validation.
+  std::vector<std::string> duplicate_fields;
 };
 
 struct WriteOutcome {

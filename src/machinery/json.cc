@@ -55,6 +55,61 @@ core::Result<Json> ParseJson(std::string_view text) {
   }
 }
 
+core::Result<Json> ParseJsonReportingDuplicates(std::string_view text,
+                                                std::vector<std::string>& duplicates) {
+  if (NestingDepth(text) > kMaxJsonDepth) return ParseJson(text);
+  // A parser callback sees every key; a stack of (path, keys seen) per open object finds
+  // repeats. Arrays push a frame too, so that depths line up.
+  struct Frame {
+    std::string path;
+    std::vector<std::string> keys;
+    bool object = false;
+  };
+  std::vector<Frame> stack;
+  std::string pending_key;
+  auto child_path = [&](const std::string& key) {
+    return stack.empty() || stack.back().path.empty() ? key : stack.back().path + "." + key;
+  };
+  Json::parser_callback_t cb = [&](int, Json::parse_event_t event, Json& parsed) {
+    switch (event) {
+      case Json::parse_event_t::object_start:
+      case Json::parse_event_t::array_start: {
+        Frame f;
+        f.object = event == Json::parse_event_t::object_start;
+        f.path = stack.empty()
+                     ? ""
+                     : (stack.back().object ? child_path(pending_key) : stack.back().path);
+        stack.push_back(std::move(f));
+        break;
+      }
+      case Json::parse_event_t::object_end:
+      case Json::parse_event_t::array_end:
+        if (!stack.empty()) stack.pop_back();
+        break;
+      case Json::parse_event_t::key: {
+        pending_key = parsed.get<std::string>();
+        if (!stack.empty()) {
+          auto& keys = stack.back().keys;
+          if (std::find(keys.begin(), keys.end(), pending_key) != keys.end()) {
+            duplicates.push_back(child_path(pending_key));
+          } else {
+            keys.push_back(pending_key);
+          }
+        }
+        break;
+      }
+      case Json::parse_event_t::value:
+        break;
+    }
+    return true;
+  };
+  try {
+    return Json::parse(text, cb);
+  } catch (const Json::exception&) {
+    return ParseJson(text);  // same input, for the error message
+  }
+}
+
 namespace {
 
 bool IsDecimalInt(std::string_view s) {

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/status.h"
 
@@ -20,6 +21,11 @@ inline constexpr size_t kMaxJsonDepth = 512;
 // Parses one JSON document. Malformed input (including numbers out of range and nesting
 // deeper than kMaxJsonDepth) -> BadRequest naming the offset and problem.
 core::Result<Json> ParseJson(std::string_view text);
+
+// Like ParseJson, and appends to `duplicates` the path of every object key that appears more
+// than once in the same object ("metadata.name", "data.a"); the last value wins, as in Go.
+core::Result<Json> ParseJsonReportingDuplicates(std::string_view text,
+                                                std::vector<std::string>& duplicates);
 
 // Parses one YAML document (or JSON, which is YAML) into JSON the way Kubernetes does:
 // plain scalars resolve to null, bool, int, float or string; map keys must be strings.

@@ -28,6 +28,17 @@ TEST(ParseJson, RejectsHostileInputWithoutCrashing) {
   EXPECT_TRUE(ParseJson(R"(["[[[[", "\\\"["])").ok());
 }
 
+TEST(ParseJson, ReportsRepeatedKeysWithTheirPaths) {
+  std::vector<std::string> dups;
+  auto r = ParseJsonReportingDuplicates(
+      R"({"a":1,"a":2,"m":{"x":[{"k":1,"k":2}],"y":1,"y":3},"list":[{"a":1},{"a":2}]})", dups);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ((*r)["a"], 2);
+  EXPECT_EQ(dups, (std::vector<std::string>{"a", "m.x.k", "m.y"}));
+  dups.clear();
+  EXPECT_FALSE(ParseJsonReportingDuplicates("{\"a\":", dups).ok());
+}
+
 TEST(ParseYaml, ResolvesPlainScalarsLikeKubernetes) {
   auto r =
       ParseYaml("a: 1\nb: true\nc: \"1\"\nd: ~\ne: 1.5\nf: hello\ng: '007'\nh:\n  - x\n  - 2\n");
