@@ -13,7 +13,7 @@ for fuzzer in "$dir"/fuzz_*; do
   [[ -x $fuzzer ]] || continue
   name=$(basename "$fuzzer")
   mkdir -p "$corpus_root/$name"
-  if "$fuzzer" -max_total_time="$seconds" -print_final_stats=0 -artifact_prefix="$crashes/$name-" \
+  if "$fuzzer" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=0 -artifact_prefix="$crashes/$name-" \
       "$corpus_root/$name" > "$crashes/$name.log" 2>&1; then
     echo "fuzz: $name ok ($(grep -c '' "$crashes/$name.log") log lines, corpus $(ls "$corpus_root/$name" | wc -l))"
   else

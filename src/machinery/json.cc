@@ -1,8 +1,10 @@
 #include "machinery/json.h"
 
-#include <yaml-cpp/yaml.h>
+#include <yaml.h>
 
 #include <cmath>
+#include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "core/strings.h"
@@ -161,41 +163,113 @@ Json ResolvePlain(const std::string& s) {
   return s;
 }
 
-core::Result<Json> Convert(const YAML::Node& node, int depth) {
-  if (depth > 256) return core::BadRequest("YAML nesting is too deep");
-  switch (node.Type()) {
-    case YAML::NodeType::Null:
-    case YAML::NodeType::Undefined:
-      return Json(nullptr);
-    case YAML::NodeType::Scalar: {
-      const std::string& v = node.Scalar();
-      // Tag "!" marks a quoted scalar; "?" a plain one subject to resolution.
-      if (node.Tag() == "!" || node.Tag() == "tag:yaml.org,2002:str") return Json(v);
-      return ResolvePlain(v);
-    }
-    case YAML::NodeType::Sequence: {
-      Json arr = Json::array();
-      for (const auto& item : node) {
-        KLUTCH_ASSIGN_OR_RETURN(Json v, Convert(item, depth + 1));
-        arr.push_back(std::move(v));
-      }
-      return arr;
-    }
-    case YAML::NodeType::Map: {
-      Json obj = Json::object();
-      for (const auto& kv : node) {
-        if (!kv.first.IsScalar()) {
-          return core::BadRequest(
-              fmt::format("YAML line {}: map keys must be strings", kv.first.Mark().line + 1));
-        }
-        KLUTCH_ASSIGN_OR_RETURN(Json v, Convert(kv.second, depth + 1));
-        obj[kv.first.Scalar()] = std::move(v);
-      }
-      return obj;
-    }
+// Counts the nodes of a value (for the alias budget).
+size_t NodeCount(const Json& v) {
+  size_t n = 1;
+  if (v.is_structured()) {
+    for (const auto& child : v) n += NodeCount(child);
   }
-  return Json(nullptr);
+  return n;
 }
+
+// Builds JSON from libyaml's event stream. Aliases copy their anchored value; a budget of
+// nodes proportional to the input stops documents that expand without bound
+// ("billion laughs").
+class YamlBuilder {
+ public:
+  explicit YamlBuilder(size_t input_size) : budget_(2 * input_size + 1024) {}
+
+  core::Status Scalar(const yaml_event_t& e) {
+    std::string text(reinterpret_cast<const char*>(e.data.scalar.value), e.data.scalar.length);
+    if (ExpectingKey()) return Key(std::move(text));
+    std::string_view tag =
+        e.data.scalar.tag ? reinterpret_cast<const char*>(e.data.scalar.tag) : "";
+    Json v = (e.data.scalar.style == YAML_PLAIN_SCALAR_STYLE && tag != "tag:yaml.org,2002:str")
+                 ? ResolvePlain(text)
+                 : Json(std::move(text));
+    return Add(std::move(v), Anchor(e.data.scalar.anchor));
+  }
+  core::Status Start(bool mapping, const yaml_char_t* anchor) {
+    if (ExpectingKey())
+      return core::BadRequest("error converting YAML to JSON: map keys must be strings");
+    if (stack_.size() >= 256) return core::BadRequest("YAML nesting is too deep");
+    KLUTCH_RETURN_IF_ERROR(Spend(1));
+    stack_.push_back(
+        Frame{mapping ? Json::object() : Json::array(), mapping, "", false, Anchor(anchor)});
+    return core::Status::Ok();
+  }
+  core::Status End() {
+    Frame f = std::move(stack_.back());
+    stack_.pop_back();
+    return Add(std::move(f.value), f.anchor, /*counted=*/true);
+  }
+  core::Status Alias(const yaml_event_t& e) {
+    std::string name = Anchor(e.data.alias.anchor);
+    auto it = anchors_.find(name);
+    if (it == anchors_.end()) {
+      return core::BadRequest(
+          fmt::format("error converting YAML to JSON: unknown anchor '{}'", name));
+    }
+    if (ExpectingKey()) {
+      if (!it->second.first.is_string()) {
+        return core::BadRequest("error converting YAML to JSON: map keys must be strings");
+      }
+      return Key(it->second.first.get<std::string>());
+    }
+    KLUTCH_RETURN_IF_ERROR(Spend(it->second.second));
+    return Add(it->second.first, "", /*counted=*/true);
+  }
+  Json Result() { return std::move(result_); }
+
+ private:
+  struct Frame {
+    Json value;
+    bool mapping = false;
+    std::string key;
+    bool have_key = false;
+    std::string anchor;
+  };
+
+  static std::string Anchor(const yaml_char_t* a) {
+    return a ? std::string(reinterpret_cast<const char*>(a)) : std::string();
+  }
+  bool ExpectingKey() const {
+    return !stack_.empty() && stack_.back().mapping && !stack_.back().have_key;
+  }
+  core::Status Spend(size_t n) {
+    if (n > budget_) {
+      return core::BadRequest("YAML document expands to too many nodes (aliases?)");
+    }
+    budget_ -= n;
+    return core::Status::Ok();
+  }
+  core::Status Key(std::string key) {
+    stack_.back().key = std::move(key);
+    stack_.back().have_key = true;
+    return core::Status::Ok();
+  }
+  core::Status Add(Json v, const std::string& anchor, bool counted = false) {
+    if (!counted) KLUTCH_RETURN_IF_ERROR(Spend(1));
+    if (!anchor.empty()) anchors_[anchor] = {v, NodeCount(v)};
+    if (stack_.empty()) {
+      result_ = std::move(v);
+      return core::Status::Ok();
+    }
+    Frame& top = stack_.back();
+    if (top.mapping) {
+      top.value[top.key] = std::move(v);  // a repeated key keeps the last value
+      top.have_key = false;
+    } else {
+      top.value.push_back(std::move(v));
+    }
+    return core::Status::Ok();
+  }
+
+  size_t budget_;
+  std::vector<Frame> stack_;
+  std::map<std::string, std::pair<Json, size_t>> anchors_;
+  Json result_;
+};
 
 }  // namespace
 
@@ -207,14 +281,48 @@ core::Result<Json> ParseYaml(std::string_view text) {
     auto json = ParseJson(trimmed);
     if (json.ok()) return json;
   }
-  try {
-    std::vector<YAML::Node> docs = YAML::LoadAll(std::string(text));
-    if (docs.empty()) return Json(nullptr);
-    if (docs.size() > 1) return core::BadRequest("expected one YAML document, found several");
-    return Convert(docs[0], 0);
-  } catch (const YAML::Exception& e) {
-    return core::BadRequest(
-        fmt::format("error converting YAML to JSON: yaml: line {}: {}", e.mark.line + 1, e.msg));
+  yaml_parser_t parser;
+  if (!yaml_parser_initialize(&parser)) return core::Internal("YAML parser setup failed");
+  std::unique_ptr<yaml_parser_t, void (*)(yaml_parser_t*)> guard(&parser, yaml_parser_delete);
+  yaml_parser_set_input_string(&parser, reinterpret_cast<const unsigned char*>(text.data()),
+                               text.size());
+  YamlBuilder builder(text.size());
+  int documents = 0;
+  while (true) {
+    yaml_event_t event;
+    if (!yaml_parser_parse(&parser, &event)) {
+      return core::BadRequest(fmt::format("error converting YAML to JSON: yaml: line {}: {}",
+                                          parser.problem_mark.line + 1,
+                                          parser.problem ? parser.problem : "invalid YAML"));
+    }
+    std::unique_ptr<yaml_event_t, void (*)(yaml_event_t*)> ev(&event, yaml_event_delete);
+    core::Status st;
+    switch (event.type) {
+      case YAML_STREAM_END_EVENT:
+        return builder.Result();
+      case YAML_DOCUMENT_START_EVENT:
+        if (++documents > 1) return core::BadRequest("expected one YAML document, found several");
+        break;
+      case YAML_MAPPING_START_EVENT:
+        st = builder.Start(true, event.data.mapping_start.anchor);
+        break;
+      case YAML_SEQUENCE_START_EVENT:
+        st = builder.Start(false, event.data.sequence_start.anchor);
+        break;
+      case YAML_MAPPING_END_EVENT:
+      case YAML_SEQUENCE_END_EVENT:
+        st = builder.End();
+        break;
+      case YAML_SCALAR_EVENT:
+        st = builder.Scalar(event);
+        break;
+      case YAML_ALIAS_EVENT:
+        st = builder.Alias(event);
+        break;
+      default:
+        break;
+    }
+    if (!st.ok()) return st;
   }
 }
 

@@ -48,6 +48,23 @@ TEST(ParseYaml, ResolvesPlainScalarsLikeKubernetes) {
   EXPECT_EQ(*r, want);
 }
 
+TEST(ParseYaml, RefusesAliasBombs) {
+  std::string bomb = "a: &a [x, x, x, x, x, x, x, x, x]\n";
+  for (char c = 'b'; c <= 'j'; ++c) {
+    std::string prev(1, static_cast<char>(c - 1));
+    bomb += std::string(1, c) + ": &" + std::string(1, c) + " [*" + prev;
+    for (int i = 0; i < 8; ++i) bomb += ", *" + prev;
+    bomb += "]\n";
+  }
+  auto r = ParseYaml(bomb);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("too many nodes"), std::string::npos);
+  // Modest aliasing is fine.
+  auto ok = ParseYaml("base: &b {x: 1}\ncopy: *b\n");
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ((*ok)["copy"]["x"], 1);
+}
+
 TEST(ParseYaml, AcceptsJsonAndRejectsSeveralDocuments) {
   EXPECT_EQ(*ParseYaml(R"({"kind":"ConfigMap"})"), Json::parse(R"({"kind":"ConfigMap"})"));
   auto multi = ParseYaml("a: 1\n---\nb: 2\n");

@@ -5,6 +5,8 @@
 #include <cctype>
 #include <nlohmann/json.hpp>
 
+#include "core/strings.h"
+
 namespace klutch::machinery {
 
 struct JsonPath::Step {
@@ -152,9 +154,10 @@ class Parser {
       size_t start = pos_;
       if (Peek('-')) ++pos_;
       while (pos_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[pos_]))) ++pos_;
-      if (start == pos_) return Error("expected an index, '*', a filter or a quoted name");
+      auto index = core::ParseInt64(s_.substr(start, pos_ - start));
+      if (!index) return Error("expected an index, '*', a filter or a quoted name");
       st.kind = JsonPath::Step::Kind::kIndex;
-      st.index = std::stoll(std::string(s_.substr(start, pos_ - start)));
+      st.index = *index;
     }
     Spaces();
     if (!Peek(']')) return Error("expected ']'");

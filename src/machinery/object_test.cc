@@ -72,6 +72,8 @@ TEST(JsonPath, SelectsFieldsIndexesAndFilters) {
   EXPECT_EQ(eval("..status").size(), 3u);
   EXPECT_TRUE(eval(".spec.missing").empty());
   EXPECT_FALSE(JsonPath::Compile(".spec[").ok());
+  EXPECT_FALSE(JsonPath::Compile("[-").ok());  // found by fuzz_jsonpath
+  EXPECT_FALSE(JsonPath::Compile("[99999999999999999999]").ok());
 }
 
 }  // namespace
