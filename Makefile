@@ -1,5 +1,6 @@
 # The two commands of the README, plus the ones developers use while iterating.
-#   make test   install Debian packages (idempotent), configure, build, run every test
+#   make test   install Debian packages (idempotent), configure, build, run every test and
+#               every fuzzer for a bounded time
 #   make up     build and start the embedded API server (see README)
 
 DATA_DIR ?= $(CURDIR)/.data
@@ -16,8 +17,12 @@ configure: deps
 build: configure
 	cmake --build --preset dev
 
+# make test also builds the libFuzzer targets (clang) and runs each for a bounded time.
+TEST_FUZZ_SECONDS ?= 10
+
 test: build
 	ctest --preset dev
+	$(MAKE) fuzz FUZZ_SECONDS=$(TEST_FUZZ_SECONDS)
 
 fast: build
 	ctest --preset fast
