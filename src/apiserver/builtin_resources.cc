@@ -64,7 +64,8 @@ std::string QuotaSummary(const Json& o, bool limits) {
     if (k.starts_with("limits.") != limits) continue;
     std::string u =
         used && used->contains(k) && (*used)[k].is_string() ? (*used)[k].get<std::string>() : "0";
-    parts.push_back(k + ": " + u + "/" + (v.is_string() ? v.get<std::string>() : v.dump()));
+    parts.push_back(k + ": " + u + "/" +
+                    (v.is_string() ? v.get<std::string>() : machinery::Dump(v)));
   }
   return core::Join(parts, ", ");
 }
@@ -527,7 +528,7 @@ std::string SelectorString(const Json* sel) {
   if (!sel || !sel->is_object() || sel->empty()) return "<none>";
   std::vector<std::string> parts;
   for (const auto& [k, v] : sel->items()) {
-    parts.push_back(k + "=" + (v.is_string() ? v.get<std::string>() : v.dump()));
+    parts.push_back(k + "=" + (v.is_string() ? v.get<std::string>() : machinery::Dump(v)));
   }
   return core::Join(parts, ",");
 }

@@ -29,7 +29,11 @@ http::Response JsonResponse(int code, std::string body) {
   return r;
 }
 
-http::Response JsonResponse(int code, const Json& body) { return JsonResponse(code, body.dump()); }
+// machinery::Dump replaces invalid UTF-8 (which can come from a client's path or body)
+// instead of throwing.
+http::Response JsonResponse(int code, const Json& body) {
+  return JsonResponse(code, machinery::Dump(body));
+}
 
 http::Response Text(int code, std::string body) {
   http::Response r;
@@ -53,7 +57,7 @@ std::string MediaType(std::string_view content_type) {
 
 void AddWarnings(http::Response& resp, const std::vector<std::string>& warnings) {
   for (const auto& w : warnings) {
-    resp.headers.Add("Warning", "299 - " + Json(w).dump());
+    resp.headers.Add("Warning", "299 - " + machinery::Dump(Json(w)));
   }
 }
 
@@ -155,7 +159,8 @@ core::Result<DeleteOptions> ParseDeleteOptions(const http::Request& req) {
         if (d != "All") {
           return core::Status(
               core::Reason::kInvalid,
-              fmt::format("dryRun: Unsupported value: {}: supported values: \"All\"", d.dump()));
+              fmt::format("dryRun: Unsupported value: {}: supported values: \"All\"",
+                          machinery::Dump(d)));
         }
         o.dry_run = true;
       }
@@ -583,6 +588,11 @@ http::Response ApiHandler::HandleResource(http::Request& req, const std::vector<
   }
 
   if (method == "DELETE") {
+    if (!sub.empty()) {
+      return StatusResponse(
+          core::Status(core::Reason::kMethodNotAllowed,
+                       "the server does not allow this method on the requested resource"));
+    }
     auto dopts = ParseDeleteOptions(req);
     if (!dopts.ok()) return StatusResponse(dopts.status());
     if (name.empty()) {

@@ -342,12 +342,12 @@ std::shared_ptr<const OpenApi::Snapshot> OpenApi::Current() {
   Json root = {{"paths", Json::object()}};
   for (auto& [path, doc] : docs) {
     auto d = std::make_shared<Document>();
-    d->body = doc.dump();
+    d->body = machinery::Dump(doc);
     d->hash = Hash(d->body);
     root["paths"][path] = {{"serverRelativeURL", "/openapi/v3/" + path + "?hash=" + d->hash}};
     snap->docs[path] = std::move(d);
   }
-  snap->root = root.dump();
+  snap->root = machinery::Dump(root);
 
   // One Swagger 2.0 document for /openapi/v2 (older kubectl versions validate with it).
   Json v2 = {{"swagger", "2.0"},
@@ -373,7 +373,7 @@ std::shared_ptr<const OpenApi::Snapshot> OpenApi::Current() {
     }
   }
   auto v2json = std::make_shared<Document>();
-  v2json->body = v2.dump();
+  v2json->body = machinery::Dump(v2);
   v2json->hash = Hash(v2json->body);
   snap->v2_json = v2json;
   auto pb = machinery::EncodeOpenApiV2Protobuf(v2);

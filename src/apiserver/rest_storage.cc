@@ -95,12 +95,13 @@ Json WithoutVolatile(const Json& object) {
   return copy;
 }
 
-// Everything but metadata and status: what metadata.generation counts changes of.
-Json SpecPart(const Json& object) {
+// Everything but metadata (and status, when it is a subresource): what metadata.generation
+// counts changes of.
+Json SpecPart(const Json& object, bool status_is_subresource) {
   Json copy = object;
   if (copy.is_object()) {
     copy.erase("metadata");
-    copy.erase("status");
+    if (status_is_subresource) copy.erase("status");
     copy.erase("apiVersion");
     copy.erase("kind");
   }
@@ -322,9 +323,10 @@ core::Result<ContinueToken> DecodeContinue(std::string_view token) {
 
 core::Status InvalidListOption(std::string field, const Json& value, std::string detail) {
   std::vector<core::Cause> causes{machinery::FieldInvalid(field, value, detail)};
-  return core::Status(core::Reason::kInvalid,
-                      fmt::format("{}: Invalid value: {}: {}", field, value.dump(), detail),
-                      core::Details{.causes = causes});
+  return core::Status(
+      core::Reason::kInvalid,
+      fmt::format("{}: Invalid value: {}: {}", field, machinery::Dump(value), detail),
+      core::Details{.causes = causes});
 }
 
 }  // namespace
@@ -377,11 +379,7 @@ core::Result<ListOutcome> RestStorage::List(const ResourceInfo& r, std::string_v
     revision = *rv_number;
   } else if (rv_number && *rv_number > 0) {
     // NotOlderThan: wait a little for the store to catch up, then fail as kube does.
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
-    while (store_.Revision() < *rv_number && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    if (store_.Revision() < *rv_number) {
+    if (!store_.WaitForRevision(*rv_number, std::chrono::seconds(3))) {
       core::Status s(core::Reason::kTimeout,
                      fmt::format("Too large resource version: {}, current: {}", *rv_number,
                                  store_.Revision()));
@@ -486,6 +484,18 @@ core::Status RestStorage::ValidateObject(const ResourceInfo& r, Json& object, co
       }
     }
   }
+  // Built-in kinds are decoded into typed structs by kube-apiserver: a value of the wrong
+  // type is a decoding error (400), before any validation.
+  if (schema.known() && !r.custom) {
+    std::vector<core::Cause> type_errors;
+    schema::ValidateTypes(object, schema, type_errors);
+    if (!type_errors.empty()) {
+      std::vector<std::string> parts;
+      for (const auto& c : type_errors) parts.push_back(c.field + ": " + c.message);
+      return BadRequest(fmt::format("{} in version \"{}\" cannot be handled as a {}: {}", r.kind,
+                                    r.ApiVersion(), r.kind, core::Join(parts, ", ")));
+    }
+  }
   // Metadata first, then the kind's own rules: the order kube-apiserver reports causes in.
   std::vector<core::Cause> causes;
   const Json* meta = Find(object, {"metadata"});
@@ -510,7 +520,7 @@ core::Status RestStorage::ValidateObject(const ResourceInfo& r, Json& object, co
     }
     if (!added.empty()) {
       std::string list;
-      for (const auto& a : added) list += (list.empty() ? "" : ", ") + Json(a).dump();
+      for (const auto& a : added) list += (list.empty() ? "" : ", ") + machinery::Dump(Json(a));
       causes.push_back(machinery::FieldForbidden(
           "metadata.finalizers",
           fmt::format("no new finalizers can be added if the object is being deleted, found new "
@@ -646,6 +656,8 @@ core::Result<WriteOutcome> RestStorage::CreateParsed(const ResourceInfo& r, std:
   }
   object["apiVersion"] = r.group.empty() ? r.storage_version : r.group + "/" + r.storage_version;
   if (options.dry_run) {
+    KLUTCH_ASSIGN_OR_RETURN(auto existing, store_.Get(r.Key(ns, name)));
+    if (existing) return AlreadyExistsError(r, name);
     ToRequestedVersion(r, object);
     out.object = std::move(object);
     out.created = true;
@@ -790,7 +802,7 @@ core::Result<WriteOutcome> RestStorage::GuaranteedUpdate(
       if (const Json* g = Find(current, {"metadata", "generation"}); g && g->is_number_integer()) {
         gen = g->get<int64_t>();
       }
-      if (SpecPart(updated) != SpecPart(current)) ++gen;
+      if (SpecPart(updated, r.has_status) != SpecPart(current, r.has_status)) ++gen;
       machinery::MutableMetadata(updated)["generation"] = gen;
     }
 
@@ -834,7 +846,9 @@ core::Result<WriteOutcome> RestStorage::GuaranteedUpdate(
           r.group.empty() ? r.storage_version : r.group + "/" + r.storage_version;
     }
     auto res = WriteUpdate(r, key, kv->mod_revision, current, std::move(updated), options);
-    if (!res.ok() && core::IsConflict(res.status()) && want_rv.empty()) continue;
+    // Lost a race with another writer: transform the newer object again. A resourceVersion
+    // the client put in its request then no longer matches and ends the loop with 409.
+    if (!res.ok() && core::IsConflict(res.status())) continue;
     if (res.ok()) res->warnings = std::move(warnings);
     return res;
   }

@@ -293,8 +293,10 @@ class ApiServer::Impl {
     }
     cv_.notify_all();
     if (compactor_.joinable()) compactor_.join();
-    watches_.reset();  // ends every watch stream
+    // The HTTP server first: stopping it ends every connection and stream, whose callbacks
+    // still use the watch manager; then the manager and its store watches.
     if (server_) server_->Stop();
+    watches_.reset();
   }
 
   ApiServerOptions options_;

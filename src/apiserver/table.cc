@@ -60,8 +60,7 @@ Json JsonPathCell(const Column& c, const Json& obj, core::SystemTime now) {
   }
   if (c.type == "integer" && v.is_number()) return v.get<int64_t>();
   if (c.type == "string" && !v.is_string()) {
-    if (v.is_object() || v.is_array()) return v.dump();
-    return v.dump();
+    return machinery::Dump(v);
   }
   return v;
 }
@@ -97,12 +96,17 @@ Json ToTable(const ResourceInfo& r, const std::vector<const Json*>& objects, Inc
   for (const Json* obj : objects) {
     Json cells = Json::array();
     for (const auto& c : r.columns) {
-      if (c.cell) {
-        cells.push_back(c.cell(*obj));
-      } else if (!c.json_path.empty()) {
-        cells.push_back(JsonPathCell(c, *obj, now));
-      } else {
-        cells.push_back(Age(*obj, now));
+      // A malformed object must not take the listing (or a watch) down with it.
+      try {
+        if (c.cell) {
+          cells.push_back(c.cell(*obj));
+        } else if (!c.json_path.empty()) {
+          cells.push_back(JsonPathCell(c, *obj, now));
+        } else {
+          cells.push_back(Age(*obj, now));
+        }
+      } catch (const std::exception&) {
+        cells.push_back(nullptr);
       }
     }
     Json row = {{"cells", std::move(cells)}};

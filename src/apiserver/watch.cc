@@ -27,6 +27,10 @@ std::string Frame(std::string_view type, std::string_view object) {
 }
 }  // namespace
 
+// One watch. Set up on a worker thread by WatchManager::Start (initial events queued, store
+// watch registered), then attached to the HTTP stream on an I/O thread. Frames are emitted
+// under emit_mu_, which also orders bookmarks after the events they cover: the bookmark's
+// resourceVersion is that of the last event actually handed to the stream.
 class WatchSession : public std::enable_shared_from_this<WatchSession> {
  public:
   WatchSession(WatchManager* manager, WatchRequest request, int64_t start_revision)
@@ -36,33 +40,37 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
         started_(Clock::now()),
         last_bookmark_(Clock::now()) {}
 
-  // Called once the HTTP stream exists.
-  void Attach(std::shared_ptr<http::ResponseStream> stream, std::vector<ListItem> initial,
-              bool initial_events_end) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stream_ = stream;
-    }
-    for (auto& item : initial) {
-      SendObject("ADDED", item.raw, item.parsed);
-    }
+  // Queues the initial events and starts the store watch (worker thread).
+  core::Status Begin(std::vector<ListItem>& initial, bool initial_events_end) {
+    for (auto& item : initial) SendObject("ADDED", item.raw, item.parsed, 0);
     if (initial_events_end) SendBookmark(true);
     std::weak_ptr<WatchSession> weak = shared_from_this();
     auto handle = manager_->storage_.store().Watch(
         Prefix(), last_revision_.load(), [weak](const std::vector<storage::EventPtr>& events) {
           if (auto self = weak.lock()) self->OnEvents(events);
         });
-    if (!handle.ok()) {
-      SendError(handle.status());
-      stream->Close();
-    } else {
-      std::lock_guard<std::mutex> lock(mu_);
-      handle_ = std::move(handle).value();
+    if (!handle.ok()) return handle.status();
+    std::lock_guard<std::mutex> lock(mu_);
+    handle_ = std::move(handle).value();
+    return core::Status::Ok();
+  }
+
+  // Hands the HTTP stream over: queued frames first, then live ones (I/O thread).
+  void Attach(const std::shared_ptr<http::ResponseStream>& stream) {
+    {
+      std::lock_guard<std::mutex> lock(emit_mu_);
+      for (auto& frame : pending_) stream->Write(std::move(frame));
+      pending_.clear();
+      pending_.shrink_to_fit();
+      stream_ = stream;
     }
+    attached_ = true;
+    std::weak_ptr<WatchSession> weak = shared_from_this();
     stream->OnClosed([weak] {
       if (auto self = weak.lock()) self->manager_->Remove(self.get());
     });
   }
+  bool attached() const { return attached_.load(); }
 
   std::string Prefix() const {
     std::string p = request_.resource->KeyPrefix();
@@ -78,6 +86,7 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
 
   // Bookmarks and timeouts, from the manager's ticker.
   void Tick(Clock::time_point now, std::chrono::seconds bookmark_interval) {
+    if (!attached_) return;
     if (now - started_ >= timeout_) {
       if (request_.allow_bookmarks) SendBookmark(false);
       Close();
@@ -93,7 +102,7 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
   void Close() {
     std::shared_ptr<http::ResponseStream> s;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      std::lock_guard<std::mutex> lock(emit_mu_);
       s = stream_;
     }
     if (s) s->Close();
@@ -108,38 +117,31 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
     h.reset();
   }
 
-  bool closed() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return stream_ && stream_->closed();
-  }
-
-  void SendError(const core::Status& status) {
-    Write(Frame("ERROR", machinery::StatusToJson(status).dump()));
-  }
-
-  // For watches that fail before attaching (too old resourceVersion): one ERROR, then end.
-  void SendErrorTo(const std::shared_ptr<http::ResponseStream>& stream,
-                   const core::Status& status) {
-    stream->Write(Frame("ERROR", machinery::StatusToJson(status).dump()));
+  // For watches that fail before they start (too old resourceVersion): one ERROR, then end.
+  static void SendErrorTo(const std::shared_ptr<http::ResponseStream>& stream,
+                          const core::Status& status) {
+    stream->Write(Frame("ERROR", machinery::Dump(machinery::StatusToJson(status))));
     stream->Close();
   }
 
  private:
-  void Write(std::string frame) {
-    std::shared_ptr<http::ResponseStream> s;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      s = stream_;
+  // Emits one frame; `revision` > 0 advances the resume point once the frame is handed on.
+  void Emit(std::string frame, int64_t revision) {
+    std::lock_guard<std::mutex> lock(emit_mu_);
+    if (stream_) {
+      if (!stream_->Write(std::move(frame))) return;
+    } else {
+      pending_.push_back(std::move(frame));
     }
-    if (s) s->Write(std::move(frame));
+    if (revision > 0) last_revision_ = revision;
   }
 
   // Writes one event whose object is `raw` (stored bytes) or `parsed`.
   void SendObject(const char* type, const std::shared_ptr<const std::string>& raw,
-                  std::shared_ptr<const Json> parsed) {
+                  std::shared_ptr<const Json> parsed, int64_t revision) {
     const ResourceInfo& r = *request_.resource;
     if (!request_.table && r.version == r.storage_version && raw) {
-      Write(Frame(type, *raw));
+      Emit(Frame(type, *raw), revision);
       return;
     }
     if (!parsed) {
@@ -152,29 +154,36 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
     if (request_.table) {
       bool first = !sent_columns_.exchange(true);
       Json meta = {{"resourceVersion", machinery::ResourceVersion(obj)}};
-      Write(Frame(type, ToTable(r, {&obj}, request_.include, meta, first,
-                                manager_->storage_.clock().Now(), request_.table_api_version)
-                            .dump()));
+      Emit(Frame(type, machinery::Dump(ToTable(r, {&obj}, request_.include, meta, first,
+                                               manager_->storage_.clock().Now(),
+                                               request_.table_api_version))),
+           revision);
     } else {
-      Write(Frame(type, obj.dump()));
+      Emit(Frame(type, machinery::Dump(obj)), revision);
     }
   }
 
   void SendBookmark(bool initial_events_end) {
     const ResourceInfo& r = *request_.resource;
-    Json meta = {{"resourceVersion", std::to_string(last_revision_.load())},
-                 {"creationTimestamp", nullptr}};
+    std::lock_guard<std::mutex> lock(emit_mu_);
+    const std::string rv = std::to_string(last_revision_.load());
+    Json meta = {{"resourceVersion", rv}, {"creationTimestamp", nullptr}};
     if (initial_events_end) meta["annotations"] = {{"k8s.io/initial-events-end", "true"}};
     Json obj = {{"kind", r.kind}, {"apiVersion", r.ApiVersion()}, {"metadata", meta}};
     if (request_.table) {
       obj = {{"kind", "Table"},
              {"apiVersion", request_.table_api_version},
-             {"metadata", {{"resourceVersion", std::to_string(last_revision_.load())}}},
+             {"metadata", {{"resourceVersion", rv}}},
              {"columnDefinitions", nullptr},
              {"rows", nullptr}};
     }
     last_bookmark_ = Clock::now();
-    Write(Frame("BOOKMARK", obj.dump()));
+    std::string frame = Frame("BOOKMARK", machinery::Dump(obj));
+    if (stream_) {
+      stream_->Write(std::move(frame));
+    } else {
+      pending_.push_back(std::move(frame));
+    }
   }
 
   void OnEvents(const std::vector<storage::EventPtr>& events) {
@@ -191,11 +200,10 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
           e->key.compare(r.KeyPrefix().size(), pinned_ns.size() + 1, pinned_ns + "/") != 0) {
         continue;
       }
-      last_revision_ = e->revision;
       const bool is_delete = e->type == storage::Event::Type::kDelete;
       if (!filtered) {
         SendObject(is_delete ? "DELETED" : (e->IsCreate() ? "ADDED" : "MODIFIED"), e->value,
-                   nullptr);
+                   nullptr, e->revision);
         continue;
       }
       auto cur = machinery::ParseJson(*e->value);
@@ -212,21 +220,29 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
       }
       if (is_delete) {
         if (cur_match || prev_match) {
-          SendObject("DELETED", e->value, std::make_shared<const Json>(std::move(cur).value()));
+          SendObject("DELETED", e->value, std::make_shared<const Json>(std::move(cur).value()),
+                     e->revision);
         }
         continue;
       }
       if (cur_match && prev_match) {
-        SendObject("MODIFIED", e->value, std::make_shared<const Json>(std::move(cur).value()));
+        SendObject("MODIFIED", e->value, std::make_shared<const Json>(std::move(cur).value()),
+                   e->revision);
       } else if (cur_match) {
-        SendObject("ADDED", e->value, std::make_shared<const Json>(std::move(cur).value()));
+        SendObject("ADDED", e->value, std::make_shared<const Json>(std::move(cur).value()),
+                   e->revision);
       } else if (prev_match && prev) {
         // Stopped matching: DELETED with the previous content at this event's revision.
         machinery::MutableMetadata(*prev)["resourceVersion"] = std::to_string(e->revision);
         auto shared = std::make_shared<const Json>(std::move(*prev));
-        SendObject("DELETED", std::make_shared<const std::string>(machinery::Dump(*shared)),
-                   shared);
+        SendObject("DELETED", std::make_shared<const std::string>(machinery::Dump(*shared)), shared,
+                   e->revision);
       }
+    }
+    // Events this watch filtered out are behind it too: bookmarks may resume after them.
+    if (!events.empty()) {
+      std::lock_guard<std::mutex> lock(emit_mu_);
+      if (events.back()->revision > last_revision_) last_revision_ = events.back()->revision;
     }
   }
 
@@ -237,8 +253,11 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
   std::chrono::seconds timeout_{1800};
   std::atomic<Clock::time_point> last_bookmark_;
   std::atomic<bool> sent_columns_{false};
+  std::atomic<bool> attached_{false};
+  std::mutex emit_mu_;
+  std::shared_ptr<http::ResponseStream> stream_ GUARDED_BY(emit_mu_);
+  std::vector<std::string> pending_ GUARDED_BY(emit_mu_);  // frames before Attach
   mutable std::mutex mu_;
-  std::shared_ptr<http::ResponseStream> stream_ GUARDED_BY(mu_);
   std::unique_ptr<storage::WatchHandle> handle_ GUARDED_BY(mu_);
 };
 
@@ -327,30 +346,53 @@ core::Result<http::Response> WatchManager::Start(WatchRequest request) {
     auto n = core::ParseInt64(rv);
     if (!n || *n < 0) return core::BadRequest(fmt::format("invalid resource version: {}", rv));
     start = *n;
-    if (start < storage_.store().CompactedRevision()) {
-      expired = storage::TooOldRevision(start, storage_.store().CompactedRevision());
+    auto& store = storage_.store();
+    if (start < store.CompactedRevision()) {
+      expired = storage::TooOldRevision(start, store.CompactedRevision());
+    } else if (start > store.Revision() && !store.WaitForRevision(start, std::chrono::seconds(3))) {
+      // A version from the future (a client that saw another server, or a restored store).
+      return storage::TooLargeRevision(start, store.Revision());
     }
   }
   auto timeout = request.timeout.count() > 0 ? request.timeout : default_timeout_;
   auto session = std::make_shared<WatchSession>(this, std::move(request), start);
   session->SetTimeout(timeout);
+  if (!expired) {
+    auto begun = session->Begin(initial, initial_events_end);
+    if (!begun.ok()) {
+      // Compacted between the check above and the watch: the same 410 as an ERROR event.
+      if (!core::IsGone(begun)) return begun;
+      expired = begun;
+    }
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return core::Unavailable("server is shutting down");
     sessions_.insert(session);
   }
+  // Releases the session if the stream never starts (the client went away first).
+  struct StartGuard {
+    StartGuard(WatchManager* m, std::shared_ptr<WatchSession> s)
+        : manager(m), session(std::move(s)) {}
+    StartGuard(const StartGuard&) = delete;
+    StartGuard& operator=(const StartGuard&) = delete;
+    ~StartGuard() {
+      if (!session->attached()) manager->Remove(session.get());
+    }
+    WatchManager* manager;
+    std::shared_ptr<WatchSession> session;
+  };
+  auto guard = std::make_shared<StartGuard>(this, session);
   http::Response resp;
   resp.status = 200;
   resp.headers.Set("Content-Type", "application/json");
   resp.headers.Set("Cache-Control", "no-cache, private");
-  resp.stream = [this, session, initial = std::move(initial), initial_events_end,
-                 expired](std::shared_ptr<http::ResponseStream> stream) mutable {
+  resp.stream = [guard, expired](std::shared_ptr<http::ResponseStream> stream) {
     if (expired) {
-      session->SendErrorTo(stream, *expired);
-      Remove(session.get());
+      WatchSession::SendErrorTo(stream, *expired);
       return;
     }
-    session->Attach(std::move(stream), std::move(initial), initial_events_end);
+    guard->session->Attach(stream);
   };
   return resp;
 }

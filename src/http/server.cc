@@ -27,8 +27,6 @@ using tcp = asio::ip::tcp;
 namespace {
 
 constexpr size_t kMaxQueuedStreamBytes = 64 * 1024 * 1024;
-constexpr auto kIdleTimeout = std::chrono::seconds(120);
-constexpr auto kWriteTimeout = std::chrono::seconds(60);
 
 // The server side of a ResponseStream: chunks queued by any thread, drained by the session
 // coroutine on its strand.
@@ -79,8 +77,13 @@ class StreamImpl final : public ResponseStream, public std::enable_shared_from_t
   void Take(std::deque<std::string>& out, bool& closing) {
     std::lock_guard<std::mutex> lock(mu_);
     out.swap(queue_);
-    queued_bytes_ = 0;
     closing = closing_;
+  }
+
+  // Bytes leave the budget only once written to the socket.
+  void Written(size_t n) {
+    std::lock_guard<std::mutex> lock(mu_);
+    queued_bytes_ -= std::min(queued_bytes_, n);
   }
 
   bool HasWork() {
@@ -176,7 +179,7 @@ class Server::Impl {
         handler_(std::move(handler)),
         ssl_ctx_(asio::ssl::context::tls_server),
         iocs_(MakeContexts(options_.io_threads)),
-        acceptor_(*iocs_[0]) {}
+        acceptor_(std::make_unique<tcp::acceptor>(*iocs_[0])) {}
 
   ~Impl() { Stop(); }
 
@@ -209,15 +212,15 @@ class Server::Impl {
       return core::Internal(
           fmt::format("bad listen address {}: {}", options_.address, ec.message()));
     tcp::endpoint ep(addr, options_.port);
-    acceptor_.open(ep.protocol(), ec);
-    if (!ec) acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
-    if (!ec) acceptor_.bind(ep, ec);
-    if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+    acceptor_->open(ep.protocol(), ec);
+    if (!ec) acceptor_->set_option(asio::socket_base::reuse_address(true), ec);
+    if (!ec) acceptor_->bind(ep, ec);
+    if (!ec) acceptor_->listen(asio::socket_base::max_listen_connections, ec);
     if (ec) {
       return core::Internal(
           fmt::format("cannot listen on {}:{}: {}", options_.address, options_.port, ec.message()));
     }
-    port_ = acceptor_.local_endpoint().port();
+    port_ = acceptor_->local_endpoint().port();
     asio::co_spawn(*iocs_[0], Accept(), asio::detached);
     for (auto& ioc : iocs_) {
       asio::io_context* c = ioc.get();
@@ -234,10 +237,6 @@ class Server::Impl {
 
   void Stop() {
     std::call_once(stop_once_, [this] {
-      asio::post(*iocs_[0], [this] {
-        boost::system::error_code ec;
-        acceptor_.close(ec);
-      });
       for (auto& ioc : iocs_) ioc->stop();
       for (auto& t : threads_) t.join();
       threads_.clear();
@@ -248,6 +247,12 @@ class Server::Impl {
       jobs_cv_.notify_all();
       for (auto& t : workers_) t.join();
       workers_.clear();
+      boost::system::error_code ec;
+      if (acceptor_) acceptor_->close(ec);
+      acceptor_.reset();
+      // Destroying the contexts destroys every connection coroutine now, while the caller's
+      // objects still exist: streams end and their OnClosed callbacks run before Stop returns.
+      iocs_.clear();
     });
   }
 
@@ -255,11 +260,20 @@ class Server::Impl {
 
  private:
   asio::awaitable<void> Accept() {
+    asio::steady_timer backoff(*iocs_[0]);
     while (true) {
-      auto [ec, socket] = co_await acceptor_.async_accept(*iocs_[next_context_++ % iocs_.size()],
-                                                          asio::as_tuple(asio::use_awaitable));
+      auto [ec, socket] = co_await acceptor_->async_accept(*iocs_[next_context_++ % iocs_.size()],
+                                                           asio::as_tuple(asio::use_awaitable));
       if (ec) {
-        if (ec == asio::error::operation_aborted || !acceptor_.is_open()) co_return;
+        if (ec == asio::error::operation_aborted || !acceptor_->is_open()) co_return;
+        // Out of descriptors or memory: retrying at once would spin this thread.
+        backoff.expires_after(std::chrono::milliseconds(100));
+        co_await backoff.async_wait(asio::as_tuple(asio::use_awaitable));
+        continue;
+      }
+      if (connections_.load() >= options_.max_connections) {
+        boost::system::error_code ignored;
+        socket.close(ignored);
         continue;
       }
       socket.set_option(tcp::no_delay(true), ec);
@@ -296,6 +310,11 @@ class Server::Impl {
 
   template <typename Stream>
   asio::awaitable<void> Serve(Stream stream, std::optional<ClientCertificate> cert) {
+    ++connections_;
+    struct Count {
+      std::atomic<int>& n;
+      ~Count() { --n; }
+    } count{connections_};
     beast::flat_buffer buffer;
     std::string remote;
     {
@@ -307,14 +326,14 @@ class Server::Impl {
       bhttp::request_parser<bhttp::string_body> parser;
       parser.body_limit(options_.max_body_bytes);
       parser.header_limit(1024 * 1024);
-      beast::get_lowest_layer(stream).expires_after(kIdleTimeout);
+      beast::get_lowest_layer(stream).expires_after(options_.idle_timeout);
       auto [ec, n] =
           co_await bhttp::async_read(stream, buffer, parser, asio::as_tuple(asio::use_awaitable));
       if (ec == bhttp::error::body_limit) {
         Response r = TransportError(
             413, fmt::format("Request entity too large: limit is {}", options_.max_body_bytes));
         auto msg = ToMessage(r, 11, false);
-        beast::get_lowest_layer(stream).expires_after(kWriteTimeout);
+        beast::get_lowest_layer(stream).expires_after(options_.write_timeout);
         co_await bhttp::async_write(stream, msg, asio::as_tuple(asio::use_awaitable));
         // Lingering close: stop sending, then discard what the client is still uploading for
         // a bounded time, so it can finish writing and read the 413 instead of a reset.
@@ -365,7 +384,7 @@ class Server::Impl {
         break;  // a streamed response ends the connection
       }
       auto msg = ToMessage(response, version, keep_alive);
-      beast::get_lowest_layer(stream).expires_after(kWriteTimeout);
+      beast::get_lowest_layer(stream).expires_after(options_.write_timeout);
       auto [wec, wn] =
           co_await bhttp::async_write(stream, msg, asio::as_tuple(asio::use_awaitable));
       if (wec || !keep_alive) break;
@@ -388,10 +407,16 @@ class Server::Impl {
     head.chunked(true);
     head.keep_alive(false);
     bhttp::response_serializer<bhttp::empty_body> sr{head};
-    beast::get_lowest_layer(stream).expires_after(kWriteTimeout);
+    beast::get_lowest_layer(stream).expires_after(options_.write_timeout);
     auto [hec, hn] =
         co_await bhttp::async_write_header(stream, sr, asio::as_tuple(asio::use_awaitable));
-    if (hec) co_return;
+    if (hec) {
+      // Hand the (already ended) stream over anyway: the application learns through
+      // OnClosed that it is gone and releases what it set up for it.
+      impl->End();
+      response.stream(impl);
+      co_return;
+    }
 
     // Notice the peer going away: a read completing (EOF or error) ends the stream. The read
     // must finish before this frame (which owns `stream`) goes away; see the end.
@@ -400,6 +425,9 @@ class Server::Impl {
       bool done = false;
     };
     auto peek = std::make_shared<Peek>();
+    // The peek may wait for hours: it must not inherit a deadline. Later expires_after calls
+    // (before each chunk write) only arm the write timer while this read is pending.
+    beast::get_lowest_layer(stream).expires_never();
     stream.async_read_some(asio::buffer(peek->buf),
                            [impl, peek](boost::system::error_code, size_t) {
                              peek->done = true;
@@ -414,9 +442,10 @@ class Server::Impl {
       bool failed = false;
       for (auto& chunk : chunks) {
         if (chunk.empty()) continue;
-        beast::get_lowest_layer(stream).expires_after(kWriteTimeout);
+        beast::get_lowest_layer(stream).expires_after(options_.write_timeout);
         auto [wec, wn] = co_await asio::async_write(stream, bhttp::make_chunk(asio::buffer(chunk)),
                                                     asio::as_tuple(asio::use_awaitable));
+        impl->Written(chunk.size());
         if (wec) {
           failed = true;
           break;
@@ -426,7 +455,7 @@ class Server::Impl {
       if (failed) break;
       if (closing) {
         if (!peek->done) {
-          beast::get_lowest_layer(stream).expires_after(kWriteTimeout);
+          beast::get_lowest_layer(stream).expires_after(options_.write_timeout);
           co_await asio::async_write(stream, bhttp::make_chunk_last(),
                                      asio::as_tuple(asio::use_awaitable));
         }
@@ -454,7 +483,8 @@ class Server::Impl {
   // two threads, so no strands and no cross-thread handoffs on the request path.
   std::vector<std::unique_ptr<asio::io_context>> iocs_;
   size_t next_context_ = 0;
-  tcp::acceptor acceptor_;
+  std::unique_ptr<tcp::acceptor> acceptor_;
+  std::atomic<int> connections_{0};
   uint16_t port_ = 0;
   std::vector<std::thread> threads_;
   std::once_flag stop_once_;

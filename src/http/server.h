@@ -8,6 +8,7 @@
 // reaching the handler. Asio and OpenSSL stay inside server.cc. Thread-safe.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -37,6 +38,12 @@ struct ServerOptions {
   std::function<bool(const Request&)> run_inline;
   std::optional<TlsOptions> tls;
   size_t max_body_bytes = 3 * 1024 * 1024;
+  int max_connections = 10000;  // further connections are closed at once
+  // A connection waiting for its next request is closed after this long; a write (also of
+  // a stream chunk) that makes no progress for `write_timeout` ends the connection. Streams
+  // themselves may stay quiet for any time.
+  std::chrono::seconds idle_timeout{120};
+  std::chrono::seconds write_timeout{60};
   // Formats transport-level errors (413, 400, 431) as the application wants them.
   std::function<Response(int code, std::string message)> error_response;
 };
@@ -49,7 +56,8 @@ class Server {
   ~Server();
 
   uint16_t port() const;
-  // Stops accepting, closes every connection (ending streams) and joins the threads.
+  // Stops accepting, closes every connection and joins the threads. Every stream has ended
+  // (its OnClosed callbacks have run) when Stop returns.
   void Stop();
 
   class Impl;

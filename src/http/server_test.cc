@@ -95,6 +95,45 @@ TEST(Server, StreamsChunksAndNoticesClientGoingAway) {
   EXPECT_FALSE(kept->Write("three\n"));
 }
 
+// A quiet stream outlives the idle and write timeouts (watches are quiet for long times).
+TEST(Server, QuietStreamsOutliveTheConnectionTimeouts) {
+  std::shared_ptr<ResponseStream> kept;
+  std::mutex mu;
+  std::condition_variable cv;
+  ServerOptions options;
+  options.idle_timeout = std::chrono::seconds(1);
+  options.write_timeout = std::chrono::seconds(1);
+  auto server = Server::Start(options, [&](Request&) {
+    Response r;
+    r.stream = [&](std::shared_ptr<ResponseStream> s) {
+      s->Write("first\n");
+      std::lock_guard<std::mutex> lock(mu);
+      kept = s;
+      cv.notify_all();
+    };
+    return r;
+  });
+  ASSERT_TRUE(server.ok());
+  Client client({.port = (*server)->port()});
+  std::string got;
+  std::thread reader([&] {
+    (void)client.Stream("GET", "/w", {}, [&](std::string_view d) {
+      got += d;
+      return got.find("late\n") == std::string::npos;
+    });
+  });
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait_for(lock, std::chrono::seconds(10), [&] { return kept != nullptr; });
+  }
+  ASSERT_TRUE(kept);
+  // Longer than both timeouts; before the fix the stream was cut after the write timeout.
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  EXPECT_TRUE(kept->Write("late\n"));
+  reader.join();
+  EXPECT_EQ(got, "first\nlate\n");
+}
+
 TEST(Server, ServerCloseEndsTheStreamCleanly) {
   auto server = Server::Start({}, [&](Request&) {
     Response r;

@@ -118,7 +118,8 @@ std::string Shown(const Json& v) {
 
 class Validator {
  public:
-  explicit Validator(std::vector<core::Cause>& causes) : causes_(causes) {}
+  explicit Validator(std::vector<core::Cause>& causes, bool types_only = false)
+      : causes_(causes), types_only_(types_only) {}
 
   void Run(const Json& v, const SchemaCursor& schema, const std::string& path, int depth) {
     if (!schema.known() || depth > 128) return;
@@ -148,9 +149,11 @@ class Validator {
           fmt::format("{} in body must be of type {}: {}", path, type, Shown(v))));
       return;
     }
-    CheckEnum(v, node, path);
-    if (v.is_string()) CheckString(v.get<std::string>(), node, path);
-    if (v.is_number()) CheckNumber(v.get<double>(), node, path);
+    if (!types_only_) {
+      CheckEnum(v, node, path);
+      if (v.is_string()) CheckString(v.get<std::string>(), node, path);
+      if (v.is_number()) CheckNumber(v.get<double>(), node, path);
+    }
     if (v.is_object()) CheckObject(v, schema, node, path, depth);
     if (v.is_array()) CheckArray(v, schema, node, path, depth);
   }
@@ -228,6 +231,17 @@ class Validator {
 
   void CheckObject(const Json& v, const SchemaCursor& schema, const Json* node,
                    const std::string& path, int depth) {
+    const Json* props = Get(node, "properties");
+    if (types_only_) {
+      for (const auto& [k, child] : v.items()) {
+        if (props != nullptr && props->contains(k)) {
+          Run(child, schema.Field(k), Join(path, k), depth + 1);
+        } else if (const Json* add = Get(node, "additionalProperties"); add && add->is_object()) {
+          Run(child, schema.Values(), path + "[" + k + "]", depth + 1);
+        }
+      }
+      return;
+    }
     if (const Json* req = Get(node, "required"); req && req->is_array()) {
       for (const auto& r : *req) {
         if (r.is_string() && !v.contains(r.get<std::string>())) {
@@ -248,7 +262,6 @@ class Validator {
           path, Json(v.size()),
           fmt::format("{} in body should have at least {} properties", path, m->get<size_t>())));
     }
-    const Json* props = Get(node, "properties");
     for (const auto& [k, child] : v.items()) {
       if (depth == 0 && (k == "metadata" || k == "apiVersion" || k == "kind")) continue;
       if (props != nullptr && props->contains(k)) {
@@ -261,6 +274,12 @@ class Validator {
 
   void CheckArray(const Json& v, const SchemaCursor& schema, const Json* node,
                   const std::string& path, int depth) {
+    if (types_only_) {
+      SchemaCursor items = schema.Items();
+      for (size_t i = 0; i < v.size(); ++i)
+        Run(v[i], items, fmt::format("{}[{}]", path, i), depth + 1);
+      return;
+    }
     if (const Json* m = Get(node, "maxItems"); m && m->is_number() && v.size() > m->get<size_t>()) {
       causes_.push_back(
           {"FieldValueTooMany",
@@ -301,6 +320,7 @@ class Validator {
   }
 
   std::vector<core::Cause>& causes_;
+  bool types_only_;
 };
 
 }  // namespace
@@ -328,6 +348,12 @@ void ApplyDefaults(Json& object, const SchemaCursor& schema) { Defaults(object, 
 
 void Validate(const Json& object, const SchemaCursor& schema, std::vector<core::Cause>& causes) {
   Validator(causes).Run(object, schema, "", 0);
+}
+
+void ValidateTypes(const Json& object, const SchemaCursor& schema,
+                   std::vector<core::Cause>& causes) {
+  // Depth 1: the top-level apiVersion, kind and metadata are checked too.
+  Validator(causes, /*types_only=*/true).Run(object, schema, "", 1);
 }
 
 }  // namespace klutch::schema

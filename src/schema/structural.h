@@ -36,4 +36,9 @@ void ApplyDefaults(Json& object, const SchemaCursor& schema);
 // of type integer: \"string\""). metadata and apiVersion/kind are skipped at the top.
 void Validate(const Json& object, const SchemaCursor& schema, std::vector<core::Cause>& causes);
 
+// Only the type checks of Validate, over the whole object including metadata: what decoding
+// into typed structs enforces for built-in kinds.
+void ValidateTypes(const Json& object, const SchemaCursor& schema,
+                   std::vector<core::Cause>& causes);
+
 }  // namespace klutch::schema

@@ -8,6 +8,7 @@
 // threads may read, write and watch concurrently.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -118,6 +119,8 @@ class Store {
                                                            WatchCallback callback) = 0;
   // The revision of the latest committed write (0 for an empty store).
   virtual int64_t Revision() const = 0;
+  // Waits until Revision() >= revision or the timeout passes; true when reached.
+  virtual bool WaitForRevision(int64_t revision, std::chrono::milliseconds timeout) = 0;
   // Changes at or below this revision may be forgotten (only the latest state of each key
   // at that revision is kept).
   virtual int64_t CompactedRevision() const = 0;

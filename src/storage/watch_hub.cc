@@ -1,5 +1,7 @@
 #include "storage/watch_hub.h"
 
+#include "core/log.h"
+
 namespace klutch::storage {
 
 std::string PrefixEnd(std::string_view prefix) {
@@ -34,13 +36,23 @@ void WatchHub::FinishCatchUp(uint64_t id, const std::vector<EventPtr>& history) 
   auto it = watchers_.find(id);
   if (it == watchers_.end()) return;
   Watcher& w = *it->second;
-  if (!history.empty()) w.callback(history);
+  if (!history.empty()) Deliver(w, history);
   if (!w.buffered.empty()) {
-    w.callback(w.buffered);
+    Deliver(w, w.buffered);
     w.buffered.clear();
     w.buffered.shrink_to_fit();
   }
   w.live = true;
+}
+
+void WatchHub::Deliver(Watcher& w, const std::vector<EventPtr>& events) {
+  // A throwing callback is a bug in a watcher; it must not take the store's writer thread
+  // (and every other watcher) down.
+  try {
+    w.callback(events);
+  } catch (const std::exception& e) {
+    KLUTCH_LOG(kError, "storage", "watch callback for {} threw: {}", w.prefix, e.what());
+  }
 }
 
 void WatchHub::Unregister(uint64_t id) {
@@ -60,7 +72,7 @@ void WatchHub::Dispatch(const std::vector<EventPtr>& events) {
     }
     if (matched.empty()) continue;
     if (w->live) {
-      w->callback(matched);
+      Deliver(*w, matched);
     } else {
       w->buffered.insert(w->buffered.end(), matched.begin(), matched.end());
     }

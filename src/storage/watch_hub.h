@@ -53,6 +53,8 @@ class WatchHub {
     std::vector<EventPtr> buffered;
   };
 
+  static void Deliver(Watcher& w, const std::vector<EventPtr>& events);
+
   mutable std::mutex mu_;
   int64_t dispatched_ GUARDED_BY(mu_);
   uint64_t next_id_ GUARDED_BY(mu_) = 1;

@@ -104,6 +104,7 @@ core::Result<WriteResult> MemoryStore::Write(WriteRequest request) {
   log_.emplace(rev, shared);
   // Dispatch under mu_ so that concurrent writers reach watchers in revision order.
   hub_.Dispatch({shared});
+  revision_cv_.notify_all();
   return result;
 }
 
@@ -137,6 +138,11 @@ core::Result<std::unique_ptr<WatchHandle>> MemoryStore::Watch(std::string prefix
 int64_t MemoryStore::Revision() const {
   std::lock_guard<std::mutex> lock(mu_);
   return revision_;
+}
+
+bool MemoryStore::WaitForRevision(int64_t revision, std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return revision_cv_.wait_for(lock, timeout, [&] { return revision_ >= revision; });
 }
 
 int64_t MemoryStore::CompactedRevision() const {

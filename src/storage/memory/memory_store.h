@@ -2,6 +2,7 @@
 // servers. Same semantics as the durable backends, nothing survives the process. Thread-safe.
 #pragma once
 
+#include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -23,11 +24,13 @@ class MemoryStore final : public Store {
   core::Result<std::unique_ptr<WatchHandle>> Watch(std::string prefix, int64_t after_revision,
                                                    WatchCallback callback) override;
   int64_t Revision() const override;
+  bool WaitForRevision(int64_t revision, std::chrono::milliseconds timeout) override;
   int64_t CompactedRevision() const override;
   core::Status Compact(int64_t revision) override;
 
  private:
   mutable std::mutex mu_;
+  std::condition_variable revision_cv_;
   std::map<std::string, KeyValue, std::less<>> current_ GUARDED_BY(mu_);
   std::map<int64_t, EventPtr> log_ GUARDED_BY(mu_);  // revisions > compacted_
   int64_t revision_ GUARDED_BY(mu_) = 0;

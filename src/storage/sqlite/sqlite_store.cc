@@ -452,6 +452,10 @@ class SqliteStore::Impl {
   }
 
   int64_t Revision() const { return revision_.load(); }
+  bool WaitForRevision(int64_t revision, std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> lock(revision_mu_);
+    return revision_cv_.wait_for(lock, timeout, [&] { return revision_.load() >= revision; });
+  }
   int64_t Compacted() const { return compacted_.load(); }
   int64_t commits() const { return commits_.load(); }
 
@@ -594,7 +598,11 @@ class SqliteStore::Impl {
     }
     ++commits_;
     if (wal_frames_.load() > kCheckpointFrames) checkpoint_cv_.notify_one();
-    revision_.store(rev);
+    {
+      std::lock_guard<std::mutex> lock(revision_mu_);
+      revision_.store(rev);
+    }
+    revision_cv_.notify_all();
     compacted_.store(compacted);
     for (size_t i = 0; i < batch.size(); ++i) batch[i]->promise.set_value(std::move(results[i]));
     hub_->Dispatch(events);
@@ -605,6 +613,8 @@ class SqliteStore::Impl {
   std::atomic<int64_t> revision_{0};
   std::atomic<int64_t> compacted_{0};
   std::atomic<int64_t> commits_{0};
+  std::mutex revision_mu_;  // pairs with revision_cv_ for WaitForRevision
+  std::condition_variable revision_cv_;
   std::unique_ptr<WatchHub> hub_;
 
   std::mutex pool_mu_;
@@ -648,6 +658,9 @@ core::Result<std::unique_ptr<WatchHandle>> SqliteStore::Watch(std::string prefix
 }
 int64_t SqliteStore::Revision() const { return impl_->Revision(); }
 int64_t SqliteStore::CompactedRevision() const { return impl_->Compacted(); }
+bool SqliteStore::WaitForRevision(int64_t revision, std::chrono::milliseconds timeout) {
+  return impl_->WaitForRevision(revision, timeout);
+}
 core::Status SqliteStore::Compact(int64_t revision) { return impl_->Compact(revision); }
 int64_t SqliteStore::commit_count() const { return impl_->commits(); }
 

@@ -33,6 +33,7 @@ class SqliteStore final : public Store {
   core::Result<std::unique_ptr<WatchHandle>> Watch(std::string prefix, int64_t after_revision,
                                                    WatchCallback callback) override;
   int64_t Revision() const override;
+  bool WaitForRevision(int64_t revision, std::chrono::milliseconds timeout) override;
   int64_t CompactedRevision() const override;
   core::Status Compact(int64_t revision) override;
 
