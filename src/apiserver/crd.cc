@@ -6,6 +6,7 @@
 #include <set>
 
 #include "core/strings.h"
+#include "machinery/jsonpath.h"
 #include "machinery/validation.h"
 
 namespace klutch::apiserver {
@@ -31,6 +32,20 @@ void ValidateCrdSpec(const Json& crd, const Json* old, std::vector<core::Cause>&
   const std::string group = GetString(crd, {"spec", "group"});
   const std::string plural = GetString(crd, {"spec", "names", "plural"});
   const std::string kind = GetString(crd, {"spec", "names", "kind"});
+  if (const Json* names = Find(crd, {"spec", "names"}); names && names->is_object()) {
+    for (const char* list : {"shortNames", "categories"}) {
+      const Json* l = Find(*names, {list});
+      if (!l) continue;
+      bool ok = l->is_array();
+      if (ok) {
+        for (const auto& e : *l) ok = ok && e.is_string();
+      }
+      if (!ok) {
+        causes.push_back(machinery::FieldInvalid(fmt::format("spec.names.{}", list), *l,
+                                                 "must be a list of strings"));
+      }
+    }
+  }
   if (group.empty()) {
     causes.push_back(machinery::FieldRequired("spec.group"));
   } else {
@@ -75,13 +90,29 @@ void ValidateCrdSpec(const Json& crd, const Json* old, std::vector<core::Cause>&
   for (size_t i = 0; i < versions->size(); ++i) {
     const Json& v = (*versions)[i];
     std::string base = fmt::format("spec.versions[{}]", i);
+    if (!v.is_object()) {
+      causes.push_back(machinery::FieldInvalid(base, v, "must be an object"));
+      continue;
+    }
+    for (const char* flag : {"served", "storage", "deprecated"}) {
+      const Json* f = Find(v, {flag});
+      if (f && !f->is_boolean()) {
+        causes.push_back(
+            machinery::FieldInvalid(fmt::format("{}.{}", base, flag), *f, "must be a boolean"));
+      }
+    }
+    if (const Json* subs = Find(v, {"subresources"}); subs && !subs->is_object()) {
+      causes.push_back(machinery::FieldInvalid(base + ".subresources", *subs, "must be an object"));
+    }
     std::string name = GetString(v, {"name"});
     for (const auto& e : machinery::IsDns1123Label(name)) {
       causes.push_back(machinery::FieldInvalid(base + ".name", name, e));
     }
     if (!seen.insert(name).second)
       causes.push_back(machinery::FieldDuplicate(base + ".name", name));
-    if (v.value("storage", false)) ++storage;
+    if (const Json* st = Find(v, {"storage"}); st && st->is_boolean() && st->get<bool>()) {
+      ++storage;
+    }
     const Json* schema = Find(v, {"schema", "openAPIV3Schema"});
     if (schema == nullptr || !schema->is_object()) {
       causes.push_back(
@@ -91,12 +122,37 @@ void ValidateCrdSpec(const Json& crd, const Json* old, std::vector<core::Cause>&
                                                GetString(*schema, {"type"}),
                                                "must be object at the root"));
     }
-    if (const Json* cols = Find(v, {"additionalPrinterColumns"}); cols && cols->is_array()) {
-      for (size_t c = 0; c < cols->size(); ++c) {
-        std::string path = GetString((*cols)[c], {"jsonPath"});
-        if (path.empty()) {
-          causes.push_back(machinery::FieldRequired(
-              fmt::format("{}.additionalPrinterColumns[{}].jsonPath", base, c)));
+    if (const Json* cols = Find(v, {"additionalPrinterColumns"}); cols) {
+      if (!cols->is_array()) {
+        causes.push_back(
+            machinery::FieldInvalid(base + ".additionalPrinterColumns", *cols, "must be a list"));
+      } else {
+        for (size_t c = 0; c < cols->size(); ++c) {
+          const Json& col = (*cols)[c];
+          std::string cbase = fmt::format("{}.additionalPrinterColumns[{}]", base, c);
+          if (!col.is_object()) {
+            causes.push_back(machinery::FieldInvalid(cbase, col, "must be an object"));
+            continue;
+          }
+          std::string path = GetString(col, {"jsonPath"});
+          if (path.empty()) {
+            causes.push_back(machinery::FieldRequired(cbase + ".jsonPath"));
+          } else if (!machinery::JsonPath::Compile(path).ok()) {
+            causes.push_back(
+                machinery::FieldInvalid(cbase + ".jsonPath", path, "must be a simple json path"));
+          }
+          if (GetString(col, {"name"}).empty())
+            causes.push_back(machinery::FieldRequired(cbase + ".name"));
+          std::string type = GetString(col, {"type"});
+          static const std::vector<std::string> kTypes = {"integer", "number", "string", "boolean",
+                                                          "date"};
+          if (std::find(kTypes.begin(), kTypes.end(), type) == kTypes.end()) {
+            causes.push_back(machinery::FieldNotSupported(cbase + ".type", type, kTypes));
+          }
+          if (const Json* p = Find(col, {"priority"}); p && !p->is_number_integer()) {
+            causes.push_back(
+                machinery::FieldInvalid(cbase + ".priority", *p, "must be an integer"));
+          }
         }
       }
     }
@@ -127,12 +183,16 @@ core::Result<std::vector<ResourcePtr>> ResourcesForCrd(const Json& crd) {
   std::string storage_version;
   const Json* versions = Find(crd, {"spec", "versions"});
   if (!versions || !versions->is_array()) return core::Invalid("spec.versions: Required value");
+  auto flag = [](const Json& v, const char* key) {
+    const Json* f = Find(v, {key});
+    return f && f->is_boolean() && f->get<bool>();
+  };
   for (const auto& v : *versions) {
-    if (v.value("storage", false)) storage_version = GetString(v, {"name"});
+    if (flag(v, "storage")) storage_version = GetString(v, {"name"});
   }
   std::vector<ResourcePtr> out;
   for (const auto& v : *versions) {
-    if (!v.value("served", false)) continue;
+    if (!flag(v, "served")) continue;
     ResourceInfo r;
     r.group = group;
     r.version = GetString(v, {"name"});
@@ -176,7 +236,8 @@ core::Result<std::vector<ResourcePtr>> ResourcesForCrd(const Json& crd) {
         col.type = GetString(c, {"type"});
         col.format = GetString(c, {"format"});
         col.description = GetString(c, {"description"});
-        col.priority = c.value("priority", 0);
+        const Json* priority = Find(c, {"priority"});
+        col.priority = priority && priority->is_number_integer() ? priority->get<int>() : 0;
         col.json_path = GetString(c, {"jsonPath"});
         if (col.json_path == ".metadata.creationTimestamp") has_age = true;
         r.columns.push_back(std::move(col));

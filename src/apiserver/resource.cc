@@ -143,6 +143,23 @@ ResourcePtr Registry::FindStored(std::string_view group, std::string_view plural
   return any;
 }
 
+ResourcePtr Registry::FindGroupKind(std::string_view group, std::string_view kind) const {
+  ResourcePtr any;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [owner, list] : owners_) {
+      for (const auto& r : list) {
+        if (r->group == group && r->kind == kind) {
+          any = r;
+          break;
+        }
+      }
+      if (any) break;
+    }
+  }
+  return any ? FindStored(any->group, any->plural) : nullptr;
+}
+
 std::vector<ResourcePtr> Registry::All() const {
   std::vector<ResourcePtr> out;
   {

@@ -118,6 +118,8 @@ class Registry {
                        std::string_view kind) const;
   // The storage-version resource of a group and plural, whatever version the caller has.
   ResourcePtr FindStored(std::string_view group, std::string_view plural) const;
+  // The storage-version resource serving `kind` in `group`, in any version.
+  ResourcePtr FindGroupKind(std::string_view group, std::string_view kind) const;
   // Every served resource, sorted by group, version, plural.
   std::vector<ResourcePtr> All() const;
   // Groups in discovery order: core first, then built-in groups, then CRD groups by name.

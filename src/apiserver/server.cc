@@ -246,6 +246,18 @@ class ApiServer::Impl {
 
   core::Status RegisterCrd(const Json& crd) {
     KLUTCH_ASSIGN_OR_RETURN(auto resources, ResourcesForCrd(crd));
+    // A CRD may not take over what a built-in kind or another CRD serves: they would share
+    // storage keys.
+    const std::string name = machinery::Name(crd);
+    for (const auto& r : resources) {
+      auto existing = registry_.FindStored(r->group, r->plural);
+      if (existing && existing->crd_name != name) {
+        return core::Conflict(fmt::format("{} is already served by {}", r->GroupResource(),
+                                          existing->crd_name.empty()
+                                              ? std::string("the API server itself")
+                                              : existing->crd_name));
+      }
+    }
     registry_.SetOwner(machinery::Name(crd), std::move(resources));
     return core::Status::Ok();
   }

@@ -78,8 +78,20 @@ class NamespaceController final : public StoreController, public BuiltinControll
     }
     if (remaining > 0) {
       // Check again shortly: deletions are in flight or waiting for finalizers.
+      std::lock_guard<std::mutex> lock(empty_mu_);
+      empty_once_.erase(name);
       Enqueue(key, std::chrono::milliseconds(100));
       return core::Status::Ok();
+    }
+    {
+      // A create admitted just before the namespace turned Terminating may commit after the
+      // lists above: finalize only after a second empty pass, once such writes have landed.
+      std::lock_guard<std::mutex> lock(empty_mu_);
+      if (empty_once_.insert(name).second) {
+        Enqueue(key, std::chrono::milliseconds(200));
+        return core::Status::Ok();
+      }
+      empty_once_.erase(name);
     }
     apiserver::WriteOptions opts = As(name_prefix_);
     opts.subresource = "finalize";
@@ -103,6 +115,8 @@ class NamespaceController final : public StoreController, public BuiltinControll
 
  private:
   const std::string name_prefix_ = "klutch-apiserver-namespace";
+  std::mutex empty_mu_;
+  std::set<std::string> empty_once_ GUARDED_BY(empty_mu_);  // namespaces seen empty once
 };
 
 // ---------------------------------------------------------------------------------------
@@ -216,22 +230,33 @@ class CrdController final : public StoreController, public BuiltinControllers {
         [&](Json& o) {
           Json& status = o["status"];
           if (!status.is_object()) status = Json::object();
-          Json names = o["spec"].value("names", Json::object());
-          if (!names.contains("singular") && names.contains("kind")) {
-            std::string s = names["kind"].get<std::string>();
-            for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-            names["singular"] = s;
+          const Json* spec_names = Find(o, {"spec", "names"});
+          Json names = spec_names && spec_names->is_object() ? *spec_names : Json::object();
+          const std::string kind = GetString(names, {"kind"});
+          if (GetString(names, {"singular"}).empty() && !kind.empty()) {
+            std::string lower = kind;
+            for (auto& c : lower)
+              c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+            names["singular"] = lower;
           }
-          if (!names.contains("listKind") && names.contains("kind")) {
-            names["listKind"] = names["kind"].get<std::string>() + "List";
+          if (GetString(names, {"listKind"}).empty() && !kind.empty()) {
+            names["listKind"] = kind + "List";
           }
-          status["acceptedNames"] = names;
-          Json stored = status.value("storedVersions", Json::array());
-          for (const auto& v : o["spec"].value("versions", Json::array())) {
-            if (v.value("storage", false)) {
-              std::string vn = v.value("name", "");
+          if (accepted) status["acceptedNames"] = names;
+          Json stored = Json::array();
+          if (const Json* sv = Find(status, {"storedVersions"}); sv && sv->is_array()) {
+            for (const auto& v : *sv) {
+              if (v.is_string()) stored.push_back(v);
+            }
+          }
+          if (const Json* versions = Find(o, {"spec", "versions"});
+              versions && versions->is_array()) {
+            for (const auto& v : *versions) {
+              const Json* storage = Find(v, {"storage"});
+              if (!storage || !storage->is_boolean() || !storage->get<bool>()) continue;
+              std::string vn = GetString(v, {"name"});
               bool have = false;
-              for (const auto& s : stored) have = have || s == vn;
+              for (const auto& sv : stored) have = have || sv == vn;
               if (!have) stored.push_back(vn);
             }
           }
@@ -257,9 +282,15 @@ class CrdController final : public StoreController, public BuiltinControllers {
                            const std::string& now) {
     Json& conds = status["conditions"];
     if (!conds.is_array()) conds = Json::array();
+    // Whatever else a client wrote there, keep only well-formed conditions.
+    Json kept = Json::array();
     for (auto& c : conds) {
-      if (c.value("type", "") != type) continue;
-      if (c.value("status", "") != value) c["lastTransitionTime"] = now;
+      if (c.is_object() && !GetString(c, {"type"}).empty()) kept.push_back(std::move(c));
+    }
+    conds = std::move(kept);
+    for (auto& c : conds) {
+      if (GetString(c, {"type"}) != type) continue;
+      if (GetString(c, {"status"}) != value) c["lastTransitionTime"] = now;
       c["status"] = value;
       c["reason"] = reason;
       c["message"] = message;
@@ -278,7 +309,8 @@ class CrdController final : public StoreController, public BuiltinControllers {
     auto r = registry.FindStored(GetString(crd, {"spec", "group"}),
                                  GetString(crd, {"spec", "names", "plural"}));
     size_t remaining = 0;
-    if (r) {
+    // Only instances this CRD serves: never a built-in kind or another CRD's objects.
+    if (r && r->crd_name == name) {
       auto list = storage_.List(*r, "", {});
       if (!list.ok()) return list.status();
       for (auto& item : list->items) {
@@ -297,6 +329,7 @@ class CrdController final : public StoreController, public BuiltinControllers {
         crd_resource, "", name,
         [](Json& o) {
           Json& f = o["metadata"]["finalizers"];
+          if (!f.is_array()) f = Json::array();
           Json kept = Json::array();
           for (const auto& x : f) {
             if (x != apiserver::kCrdCleanupFinalizer) kept.push_back(x);
@@ -407,17 +440,23 @@ class GarbageCollector final : public StoreController, public BuiltinControllers
     return {it->second.begin(), it->second.end()};
   }
 
-  // Whether an owner reference points at an object that exists with that uid.
-  bool OwnerExists(const Json& ref, const std::string& ns) {
+  enum class Owner { kExists, kAbsent, kUnknown };
+
+  // Whether an owner reference points at an object that exists with that uid. kUnknown when
+  // the answer cannot be had now (storage error): the caller must not act on it.
+  Owner OwnerState(const Json& ref, const std::string& ns) {
+    const std::string uid = GetString(ref, {"uid"});
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (uid_to_key_.count(GetString(ref, {"uid"}))) return true;
+      if (uid_to_key_.count(uid)) return Owner::kExists;
     }
     auto gv = machinery::ParseApiVersion(GetString(ref, {"apiVersion"}));
-    auto r = storage_.registry().FindKind(gv.group, gv.version, GetString(ref, {"kind"}));
-    if (!r) return false;
+    // Any served version of the kind will do: the object is the same.
+    auto r = storage_.registry().FindGroupKind(gv.group, GetString(ref, {"kind"}));
+    if (!r) return Owner::kAbsent;  // a kind nobody serves cannot have live objects here
     auto owner = storage_.Get(*r, r->namespaced ? ns : "", GetString(ref, {"name"}));
-    return owner.ok() && machinery::Uid(*owner) == GetString(ref, {"uid"});
+    if (!owner.ok()) return core::IsNotFound(owner.status()) ? Owner::kAbsent : Owner::kUnknown;
+    return machinery::Uid(*owner) == uid ? Owner::kExists : Owner::kAbsent;
   }
 
   core::Status ProcessAsOwner(const ResourceInfo& r, const Json& obj, const std::string& key) {
@@ -432,7 +471,25 @@ class GarbageCollector final : public StoreController, public BuiltinControllers
       if (!k) continue;
       auto dr = storage_.registry().FindStored(k->group, k->plural);
       if (!dr) continue;
-      if (orphan) {
+      bool other_live_owner = false;
+      if (!orphan) {
+        auto dep = storage_.Get(*dr, k->ns, k->name);
+        if (!dep.ok()) {
+          if (core::IsNotFound(dep.status())) continue;
+          return dep.status();
+        }
+        if (const Json* refs = Find(*dep, {"metadata", "ownerReferences"});
+            refs && refs->is_array()) {
+          for (const auto& ref : *refs) {
+            if (GetString(ref, {"uid"}) == uid) continue;
+            Owner state = OwnerState(ref, k->ns);
+            if (state == Owner::kUnknown) return core::Unavailable("owner lookup failed");
+            if (state == Owner::kExists) other_live_owner = true;
+          }
+        }
+      }
+      if (orphan || other_live_owner) {
+        // Orphaning, or a dependent that other owners still hold: only the reference goes.
         auto res = storage_.Mutate(
             *dr, k->ns, k->name, [&](Json& d) { return DropOwner(d, uid); }, As(name()));
         if (!res.ok() && !core::IsNotFound(res.status())) return res.status();
@@ -480,7 +537,9 @@ class GarbageCollector final : public StoreController, public BuiltinControllers
     if (!refs || !refs->is_array() || refs->empty()) return core::Status::Ok();
     std::vector<std::string> dangling;
     for (const auto& ref : *refs) {
-      if (!OwnerExists(ref, machinery::Namespace(obj))) dangling.push_back(GetString(ref, {"uid"}));
+      Owner state = OwnerState(ref, machinery::Namespace(obj));
+      if (state == Owner::kUnknown) return core::Unavailable("owner lookup failed");
+      if (state == Owner::kAbsent) dangling.push_back(GetString(ref, {"uid"}));
     }
     if (dangling.empty()) return core::Status::Ok();
     if (dangling.size() < refs->size()) {

@@ -1,9 +1,11 @@
 #include "controllers/store_controller.h"
 
 #include <algorithm>
+#include <exception>
 
 #include "core/log.h"
 #include "core/strings.h"
+#include "fmt/format.h"
 
 namespace klutch::controllers {
 
@@ -42,9 +44,7 @@ core::Status StoreController::Start() {
     KLUTCH_ASSIGN_OR_RETURN(
         auto handle, storage_.store().Watch(prefix, list.revision,
                                             [this](const std::vector<storage::EventPtr>& events) {
-                                              for (const auto& e : events) {
-                                                for (const auto& key : Map(*e)) Enqueue(key);
-                                              }
+                                              QueueEvents(events);
                                             }));
     watches_.push_back(std::move(handle));
   }
@@ -67,15 +67,25 @@ std::vector<std::string> StoreController::Map(const storage::Event& event) { ret
 
 void StoreController::Observe(const storage::KeyValue& kv) { Enqueue(kv.key); }
 
-void StoreController::Enqueue(const std::string& key, std::chrono::milliseconds delay) {
-  auto when = std::chrono::steady_clock::now() + delay;
+void StoreController::QueueEvents(const std::vector<storage::EventPtr>& events) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = queued_.find(key);
-    if (it == queued_.end()) {
-      queued_[key] = when;
-    } else {
-      it->second = std::min(it->second, when);
+    events_.insert(events_.end(), events.begin(), events.end());
+  }
+  cv_.notify_all();
+}
+
+void StoreController::PushReady(const std::string& key) {
+  if (ready_set_.insert(key).second) ready_.push_back(key);
+}
+
+void StoreController::Enqueue(const std::string& key, std::chrono::milliseconds delay) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (delay.count() <= 0) {
+      PushReady(key);
+    } else if (!ready_set_.count(key)) {
+      delayed_.emplace(std::chrono::steady_clock::now() + delay, key);
     }
   }
   cv_.notify_all();
@@ -84,21 +94,48 @@ void StoreController::Enqueue(const std::string& key, std::chrono::milliseconds 
 void StoreController::Run() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
-    if (queued_.empty()) {
-      cv_.wait(lock);
+    // Events first: mapping them may parse objects, which is why it happens here and not on
+    // the store's writer thread.
+    if (!events_.empty()) {
+      std::deque<storage::EventPtr> events;
+      events.swap(events_);
+      lock.unlock();
+      std::vector<std::string> keys;
+      for (const auto& e : events) {
+        try {
+          for (auto& k : Map(*e)) keys.push_back(std::move(k));
+        } catch (const std::exception& ex) {
+          KLUTCH_LOG(kWarn, name_, "mapping the event for {} threw: {}", e->key, ex.what());
+        }
+      }
+      lock.lock();
+      for (const auto& k : keys) PushReady(k);
       continue;
     }
-    auto next = std::min_element(queued_.begin(), queued_.end(),
-                                 [](const auto& a, const auto& b) { return a.second < b.second; });
     auto now = std::chrono::steady_clock::now();
-    if (next->second > now) {
-      cv_.wait_until(lock, next->second);
+    while (!delayed_.empty() && delayed_.begin()->first <= now) {
+      PushReady(delayed_.begin()->second);
+      delayed_.erase(delayed_.begin());
+    }
+    if (ready_.empty()) {
+      if (delayed_.empty()) {
+        cv_.wait(lock);
+      } else {
+        cv_.wait_until(lock, delayed_.begin()->first);
+      }
       continue;
     }
-    std::string key = next->first;
-    queued_.erase(next);
+    std::string key = std::move(ready_.front());
+    ready_.pop_front();
+    ready_set_.erase(key);
     lock.unlock();
-    core::Status st = Reconcile(key);
+    core::Status st;
+    try {
+      st = Reconcile(key);
+    } catch (const std::exception& e) {
+      // A bug or an object nobody expected: log, back off, try again later.
+      st = core::Internal(fmt::format("reconcile threw: {}", e.what()));
+    }
     lock.lock();
     if (st.ok()) {
       failures_.erase(key);
@@ -109,9 +146,7 @@ void StoreController::Run() {
     if (!core::IsConflict(st)) {
       KLUTCH_LOG(kWarn, name_, "reconcile {} failed (attempt {}): {}", key, n, st.message());
     }
-    auto when = std::chrono::steady_clock::now() + backoff;
-    auto it = queued_.find(key);
-    if (it == queued_.end() || it->second > when) queued_[key] = when;
+    if (!ready_set_.count(key)) delayed_.emplace(std::chrono::steady_clock::now() + backoff, key);
   }
 }
 

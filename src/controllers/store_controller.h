@@ -1,14 +1,15 @@
 // StoreController: a minimal level-triggered controller loop over storage keys, used by the
 // API server's own controllers until the shared framework (src/reconcile, issue #3) exists.
 //
-// It lists every key under its prefixes, then watches them from the list's revision; each
-// event enqueues the key (or the keys Map() derives from it). One worker reconciles keys one
-// at a time; a key is never queued twice, and failures requeue with exponential backoff.
-// Thread-safe.
+// It lists every key under its prefixes, then watches them from the list's revision. Watch
+// callbacks only queue the events (they run on the store's writer thread); the controller's
+// own thread maps each event to keys (Map()), then reconciles keys one at a time. A key is
+// never queued twice; failures requeue with exponential backoff. Thread-safe.
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -67,9 +68,16 @@ class StoreController {
   std::string name_;
   std::vector<std::string> prefixes_;
   std::vector<std::unique_ptr<storage::WatchHandle>> watches_;
+  using TimePoint = std::chrono::steady_clock::time_point;
+  void PushReady(const std::string& key) REQUIRES(mu_);
+  void QueueEvents(const std::vector<storage::EventPtr>& events);
+
   std::mutex mu_;
   std::condition_variable cv_;
-  std::map<std::string, std::chrono::steady_clock::time_point> queued_ GUARDED_BY(mu_);
+  std::deque<storage::EventPtr> events_ GUARDED_BY(mu_);  // from the watch, not yet mapped
+  std::deque<std::string> ready_ GUARDED_BY(mu_);
+  std::set<std::string> ready_set_ GUARDED_BY(mu_);
+  std::multimap<TimePoint, std::string> delayed_ GUARDED_BY(mu_);
   std::map<std::string, int> failures_ GUARDED_BY(mu_);
   bool stopping_ GUARDED_BY(mu_) = false;
   std::thread worker_;

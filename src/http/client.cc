@@ -121,9 +121,15 @@ class Client::Impl {
 
   core::Result<ClientResponse> Do(std::string_view method, std::string_view target,
                                   const Headers& headers, std::string body) {
-    // One retry on a stale keep-alive connection (the server may have closed it).
+    // One retry on a stale keep-alive connection (the server may have closed it): when the
+    // request could not be written or the connection closed with no response at all, and
+    // after any other failed read only for idempotent methods, which may be seen twice.
+    const bool idempotent = method == "GET" || method == "HEAD" || method == "PUT" ||
+                            method == "DELETE" || method == "OPTIONS";
     for (int attempt = 0; attempt < 2; ++attempt) {
       bool reused = connected_;
+      bool written = false;
+      bool closed_idle = false;
       if (!connected_) KLUTCH_RETURN_IF_ERROR(Connect());
       auto req = Build(method, target, headers, body);
       auto r = WithStream([&](auto& s) -> core::Result<ClientResponse> {
@@ -131,11 +137,20 @@ class Client::Impl {
         Lowest().expires_after(options_.timeout);
         bhttp::write(s, req, ec);
         if (ec) return Fail("write", ec);
+        written = true;
         beast::flat_buffer buffer;
         bhttp::response_parser<bhttp::string_body> parser;
         parser.body_limit(1024ull * 1024 * 1024);
         bhttp::read(s, buffer, parser, ec);
-        if (ec) return Fail("read", ec);
+        if (ec) {
+          // The server closed the idle connection before reading the request: no byte of a
+          // response came back, so it was not processed and any method may be sent again.
+          closed_idle =
+              buffer.size() == 0 && !parser.got_some() &&
+              (ec == bhttp::error::end_of_stream || ec == asio::error::eof ||
+               ec == asio::error::connection_reset || ec == asio::ssl::error::stream_truncated);
+          return Fail("read", ec);
+        }
         auto msg = parser.release();
         ClientResponse out;
         out.status = static_cast<int>(msg.result_int());
@@ -145,7 +160,7 @@ class Client::Impl {
         if (!msg.keep_alive()) Close();
         return out;
       });
-      if (r.ok() || !reused) return r;
+      if (r.ok() || !reused || (written && !idempotent && !closed_idle)) return r;
     }
     return core::Unavailable("unreachable");
   }

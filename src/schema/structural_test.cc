@@ -59,6 +59,19 @@ TEST(Validate, ReportsTypeErrorsAsKubeApiserver) {
             "\"string\"");
 }
 
+TEST(ValidateTypes, AcceptsNullLikeGoDecodingButRejectsWrongTypes) {
+  // Built-in kinds: null reads as the zero value (kubectl 1.27 sends creationTimestamp: null).
+  std::vector<core::Cause> causes;
+  ValidateTypes(Json::parse(R"({"spec":{"size":null,"name":null}})"),
+                SchemaCursor(&kWidget, nullptr), causes);
+  EXPECT_TRUE(causes.empty());
+  ValidateTypes(Json::parse(R"({"spec":{"size":"x"}})"), SchemaCursor(&kWidget, nullptr), causes);
+  ASSERT_EQ(causes.size(), 1u);
+  EXPECT_EQ(causes[0].field, "spec.size");
+  // Custom resources: null in a non-nullable field is an error.
+  EXPECT_EQ(Messages(Json::parse(R"({"spec":{"size":null}})")).size(), 1u);
+}
+
 TEST(Validate, ReportsBoundsEnumRequiredAndPattern) {
   auto m = Messages(Json::parse(
       R"({"spec":{"size":11,"color":"green","name":"ABCDEFG","tags":["a","a"],"port":1.5}})"));
