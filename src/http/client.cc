@@ -45,6 +45,23 @@ class Client::Impl {
     return core::Status::Ok();
   }
 
+  // Runs one asynchronous operation to completion on this thread. Beast's stream timeouts
+  // (expires_after) only apply to asynchronous operations, so every blocking call of this
+  // client is an async operation driven here.
+  template <typename Start>
+  boost::system::error_code RunOp(Start&& start) {
+    boost::system::error_code result = asio::error::would_block;
+    bool done = false;
+    start([&](boost::system::error_code ec, auto&&...) {
+      result = ec;
+      done = true;
+    });
+    ioc_.restart();
+    while (!done && ioc_.run_one() > 0) {
+    }
+    return result;
+  }
+
   core::Status Connect() {
     KLUTCH_RETURN_IF_ERROR(Setup());
     Close();
@@ -52,16 +69,17 @@ class Client::Impl {
     tcp::resolver resolver(ioc_);
     auto results = resolver.resolve(options_.host, std::to_string(options_.port), ec);
     if (ec) return Fail("resolve", ec);
-    if (options_.tls) {
+    {
       std::lock_guard<std::mutex> lock(mu_);
-      tls_.emplace(ioc_, ssl_ctx_);
-    } else {
-      std::lock_guard<std::mutex> lock(mu_);
-      plain_.emplace(ioc_);
+      if (options_.tls) {
+        tls_.emplace(ioc_, ssl_ctx_);
+      } else {
+        plain_.emplace(ioc_);
+      }
     }
     auto& lowest = Lowest();
     lowest.expires_after(options_.timeout);
-    lowest.connect(results, ec);
+    ec = RunOp([&](auto&& h) { lowest.async_connect(results, std::move(h)); });
     if (ec) return Fail("connect", ec);
     if (options_.tls) {
       std::string name = options_.server_name.empty() ? options_.host : options_.server_name;
@@ -69,7 +87,8 @@ class Client::Impl {
         tls_->set_verify_callback(asio::ssl::host_name_verification(name));
       }
       SSL_set_tlsext_host_name(tls_->native_handle(), name.c_str());
-      tls_->handshake(asio::ssl::stream_base::client, ec);
+      ec = RunOp(
+          [&](auto&& h) { tls_->async_handshake(asio::ssl::stream_base::client, std::move(h)); });
       if (ec) return Fail("TLS handshake", ec);
     }
     connected_ = true;
@@ -84,19 +103,36 @@ class Client::Impl {
     connected_ = false;
   }
 
+  // Called from any thread. While a Stream() runs, the cut is posted to the streaming
+  // thread's io_context (the only thread-safe way in); otherwise the next request simply
+  // starts on a fresh connection.
   void Disconnect() {
     std::lock_guard<std::mutex> lock(mu_);
-    boost::system::error_code ec;
-    if (tls_) beast::get_lowest_layer(*tls_).socket().shutdown(tcp::socket::shutdown_both, ec);
-    if (plain_) plain_->socket().shutdown(tcp::socket::shutdown_both, ec);
+    if (streaming_) {
+      uint64_t gen = stream_gen_;
+      asio::post(ioc_, [this, gen] {
+        std::lock_guard<std::mutex> inner(mu_);
+        if (!streaming_ || gen != stream_gen_) return;
+        boost::system::error_code ec;
+        if (tls_) beast::get_lowest_layer(*tls_).socket().shutdown(tcp::socket::shutdown_both, ec);
+        if (plain_) plain_->socket().shutdown(tcp::socket::shutdown_both, ec);
+        if (tls_) beast::get_lowest_layer(*tls_).cancel();
+        if (plain_) plain_->cancel();
+      });
+    } else {
+      disconnect_requested_ = true;
+    }
   }
 
   beast::tcp_stream& Lowest() { return tls_ ? beast::get_lowest_layer(*tls_) : *plain_; }
 
   core::Status Fail(std::string_view what, const boost::system::error_code& ec) {
     connected_ = false;
+    std::string reason = ec == beast::error::timeout
+                             ? fmt::format("timed out after {} ms", options_.timeout.count())
+                             : ec.message();
     return core::Unavailable(
-        fmt::format("{} {}:{}: {}", what, options_.host, options_.port, ec.message()));
+        fmt::format("{} {}:{}: {}", what, options_.host, options_.port, reason));
   }
 
   bhttp::request<bhttp::string_body> Build(std::string_view method, std::string_view target,
@@ -119,8 +155,16 @@ class Client::Impl {
     return f(*plain_);
   }
 
+  bool TakeDisconnectRequest() {
+    std::lock_guard<std::mutex> lock(mu_);
+    bool r = disconnect_requested_;
+    disconnect_requested_ = false;
+    return r;
+  }
+
   core::Result<ClientResponse> Do(std::string_view method, std::string_view target,
                                   const Headers& headers, std::string body) {
+    if (TakeDisconnectRequest()) Close();
     // One retry on a stale keep-alive connection (the server may have closed it): when the
     // request could not be written or the connection closed with no response at all, and
     // after any other failed read only for idempotent methods, which may be seen twice.
@@ -133,15 +177,14 @@ class Client::Impl {
       if (!connected_) KLUTCH_RETURN_IF_ERROR(Connect());
       auto req = Build(method, target, headers, body);
       auto r = WithStream([&](auto& s) -> core::Result<ClientResponse> {
-        boost::system::error_code ec;
         Lowest().expires_after(options_.timeout);
-        bhttp::write(s, req, ec);
+        auto ec = RunOp([&](auto&& h) { bhttp::async_write(s, req, std::move(h)); });
         if (ec) return Fail("write", ec);
         written = true;
         beast::flat_buffer buffer;
         bhttp::response_parser<bhttp::string_body> parser;
         parser.body_limit(1024ull * 1024 * 1024);
-        bhttp::read(s, buffer, parser, ec);
+        ec = RunOp([&](auto&& h) { bhttp::async_read(s, buffer, parser, std::move(h)); });
         if (ec) {
           // The server closed the idle connection before reading the request: no byte of a
           // response came back, so it was not processed and any method may be sent again.
@@ -168,41 +211,67 @@ class Client::Impl {
   core::Result<ClientResponse> Stream(std::string_view method, std::string_view target,
                                       const Headers& headers,
                                       const std::function<bool(std::string_view)>& on_data) {
+    if (TakeDisconnectRequest()) Close();
     if (!connected_) KLUTCH_RETURN_IF_ERROR(Connect());
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      streaming_ = true;
+      ++stream_gen_;
+    }
+    auto result = StreamOn(method, target, headers, on_data);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      streaming_ = false;
+    }
+    return result;
+  }
+
+  core::Result<ClientResponse> StreamOn(std::string_view method, std::string_view target,
+                                        const Headers& headers,
+                                        const std::function<bool(std::string_view)>& on_data) {
     auto req = Build(method, target, headers, {});
     return WithStream([&](auto& s) -> core::Result<ClientResponse> {
-      boost::system::error_code ec;
       Lowest().expires_after(options_.timeout);
-      bhttp::write(s, req, ec);
+      auto ec = RunOp([&](auto&& h) { bhttp::async_write(s, req, std::move(h)); });
       if (ec) return Fail("write", ec);
       beast::flat_buffer buffer;
       bhttp::response_parser<bhttp::buffer_body> parser;
       parser.body_limit(boost::none);
-      bhttp::read_header(s, buffer, parser, ec);
+      ec = RunOp([&](auto&& h) { bhttp::async_read_header(s, buffer, parser, std::move(h)); });
       if (ec) return Fail("read", ec);
       ClientResponse out;
       out.status = static_cast<int>(parser.get().result_int());
       for (const auto& f : parser.get()) {
         out.headers.Add(std::string(f.name_string()), std::string(f.value()));
       }
-      Lowest().expires_never();
       std::array<char, 16384> chunk;
       while (!parser.is_done()) {
+        // A stream may be quiet for long; only an idle limit, when set, ends it.
+        if (options_.stream_idle_timeout.count() > 0) {
+          Lowest().expires_after(options_.stream_idle_timeout);
+        } else {
+          Lowest().expires_never();
+        }
         parser.get().body().data = chunk.data();
         parser.get().body().size = chunk.size();
-        bhttp::read_some(s, buffer, parser, ec);
+        ec = RunOp([&](auto&& h) { bhttp::async_read_some(s, buffer, parser, std::move(h)); });
         if (ec == bhttp::error::need_buffer) ec = {};
-        if (ec) {
-          Close();
-          return out;  // the stream ended by a cut; the caller sees what arrived
-        }
         size_t n = chunk.size() - parser.get().body().size;
         if (n > 0 && !on_data(std::string_view(chunk.data(), n))) {
           Close();
           return out;
         }
+        if (ec) {
+          Close();
+          out.complete = false;  // cut before the server ended the body
+          out.stream_error =
+              ec == beast::error::timeout
+                  ? fmt::format("no data for {} ms", options_.stream_idle_timeout.count())
+                  : ec.message();
+          return out;
+        }
       }
-      Close();
+      if (!parser.keep_alive()) Close();
       return out;
     });
   }
@@ -216,6 +285,9 @@ class Client::Impl {
   std::optional<beast::tcp_stream> plain_;
   bool connected_ = false;
   bool setup_done_ = false;
+  bool streaming_ = false;             // guarded by mu_
+  uint64_t stream_gen_ = 0;            // guarded by mu_
+  bool disconnect_requested_ = false;  // guarded by mu_
 };
 
 Client::Client(ClientOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}

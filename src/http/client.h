@@ -27,13 +27,22 @@ struct ClientOptions {
   std::string key_pem;   // its key (PEM data)
   bool insecure_skip_verify = false;
   std::string server_name;  // name to verify (default: host)
+  // Bounds connecting, writing a request and reading a whole response (or a stream's
+  // headers).
   std::chrono::milliseconds timeout{30000};
+  // Ends a streamed body after this long without a byte (0 = never): how a watch notices a
+  // network cut that sends no FIN.
+  std::chrono::milliseconds stream_idle_timeout{0};
 };
 
 struct ClientResponse {
   int status = 0;
   Headers headers;
   std::string body;
+  // Stream(): false when the connection broke (or went idle) before the server ended the
+  // body; stream_error then says how.
+  bool complete = true;
+  std::string stream_error;
 };
 
 class Client {
@@ -55,8 +64,8 @@ class Client {
                                       const Headers& headers,
                                       const std::function<bool(std::string_view)>& on_data);
 
-  // Drops the connection (e.g. to cut a watch from another thread: safe to call
-  // concurrently with Stream()).
+  // Drops the connection: a running Stream() returns (with complete=false); otherwise the
+  // next request opens a new connection. The one call that is safe from any thread.
   void Disconnect();
 
   class Impl;

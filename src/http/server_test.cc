@@ -155,6 +155,91 @@ TEST(Server, ServerCloseEndsTheStreamCleanly) {
   EXPECT_EQ(got, "only\n");
 }
 
+TEST(Server, ServerCloseEndsTheStreamCleanlyAndMarksItComplete) {
+  auto server = Server::Start({}, [&](Request&) {
+    Response r;
+    r.stream = [](std::shared_ptr<ResponseStream> s) { s->Close(); };
+    return r;
+  });
+  ASSERT_TRUE(server.ok());
+  Client client({.port = (*server)->port()});
+  auto r = client.Stream("GET", "/w", {}, [](std::string_view) { return true; });
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->complete) << r->stream_error;
+}
+
+TEST(Client, TimesOutWhenTheServerNeverAnswers) {
+  core::Notification release;
+  auto server = Server::Start({}, [&](Request&) {
+    release.WaitFor(std::chrono::seconds(10));
+    return Response{};
+  });
+  ASSERT_TRUE(server.ok());
+  Client client({.port = (*server)->port(), .timeout = std::chrono::milliseconds(200)});
+  auto r = client.Do("GET", "/slow");
+  release.Notify();
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("timed out after 200 ms"), std::string::npos)
+      << r.status().ToString();
+  // The client recovers on a new connection.
+  auto again = client.Do("GET", "/fast");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+}
+
+TEST(Client, IdleStreamLimitEndsAQuietStreamAsIncomplete) {
+  std::vector<std::shared_ptr<ResponseStream>> kept;
+  std::mutex mu;
+  auto server = Server::Start({}, [&](Request&) {
+    Response r;
+    r.stream = [&](std::shared_ptr<ResponseStream> s) {
+      s->Write("hello\n");
+      std::lock_guard<std::mutex> lock(mu);
+      kept.push_back(s);  // keep it open and quiet
+    };
+    return r;
+  });
+  ASSERT_TRUE(server.ok());
+  Client client({.port = (*server)->port(), .stream_idle_timeout = std::chrono::milliseconds(300)});
+  std::string got;
+  auto r = client.Stream("GET", "/w", {}, [&](std::string_view d) {
+    got += d;
+    return true;
+  });
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(got, "hello\n");
+  EXPECT_FALSE(r->complete);
+  EXPECT_NE(r->stream_error.find("no data for 300 ms"), std::string::npos) << r->stream_error;
+}
+
+TEST(Client, DisconnectFromAnotherThreadCutsARunningStream) {
+  std::vector<std::shared_ptr<ResponseStream>> kept;
+  std::mutex mu;
+  core::Notification first_data;
+  auto server = Server::Start({}, [&](Request&) {
+    Response r;
+    r.stream = [&](std::shared_ptr<ResponseStream> s) {
+      s->Write("x\n");
+      std::lock_guard<std::mutex> lock(mu);
+      kept.push_back(s);
+    };
+    return r;
+  });
+  ASSERT_TRUE(server.ok());
+  Client client({.port = (*server)->port()});
+  core::Result<ClientResponse> result = core::Internal("not run");
+  std::thread reader([&] {
+    result = client.Stream("GET", "/w", {}, [&](std::string_view) {
+      first_data.Notify();
+      return true;
+    });
+  });
+  ASSERT_TRUE(first_data.WaitFor(std::chrono::seconds(10)));
+  client.Disconnect();
+  reader.join();
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  EXPECT_FALSE(result->complete);
+}
+
 class TlsTest : public ::testing::Test {
  protected:
   void SetUp() override {
