@@ -244,6 +244,7 @@ class Client::Impl {
       for (const auto& f : parser.get()) {
         out.headers.Add(std::string(f.name_string()), std::string(f.value()));
       }
+      const bool success = out.status >= 200 && out.status < 300;
       std::array<char, 16384> chunk;
       while (!parser.is_done()) {
         // A stream may be quiet for long; only an idle limit, when set, ends it.
@@ -257,7 +258,10 @@ class Client::Impl {
         ec = RunOp([&](auto&& h) { bhttp::async_read_some(s, buffer, parser, std::move(h)); });
         if (ec == bhttp::error::need_buffer) ec = {};
         size_t n = chunk.size() - parser.get().body().size;
-        if (n > 0 && !on_data(std::string_view(chunk.data(), n))) {
+        if (!success) {
+          // An error response (a metav1.Status): kept for the caller, not streamed.
+          if (out.body.size() < kMaxErrorBody) out.body.append(chunk.data(), n);
+        } else if (n > 0 && !on_data(std::string_view(chunk.data(), n))) {
           Close();
           return out;
         }
@@ -277,6 +281,7 @@ class Client::Impl {
   }
 
  private:
+  static constexpr size_t kMaxErrorBody = 1 << 20;
   ClientOptions options_;
   asio::io_context ioc_;
   asio::ssl::context ssl_ctx_;

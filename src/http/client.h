@@ -59,7 +59,8 @@ class Client {
 
   // Sends a request and hands body bytes to `on_data` as they arrive, until the server ends
   // the body or `on_data` returns false (the connection is then dropped). Returns status and
-  // headers; the body is not kept.
+  // headers; the body of a 2xx response is not kept. Bodies of other responses (errors) are
+  // not streamed: they come back in `body` (up to 1 MiB).
   core::Result<ClientResponse> Stream(std::string_view method, std::string_view target,
                                       const Headers& headers,
                                       const std::function<bool(std::string_view)>& on_data);
