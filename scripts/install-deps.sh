@@ -10,7 +10,7 @@ packages=(
   # libraries (Boost 1.81 only; never libboost-dev 1.74, it conflicts)
   libboost1.81-dev libboost-json1.81-dev libboost-url1.81-dev libboost-system1.81-dev
   libssl-dev nlohmann-json3-dev libyaml-dev libsqlite3-dev
-  libcli11-dev libspdlog-dev libfmt-dev
+  libcli11-dev libspdlog-dev libfmt-dev prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   # tools the tests drive
   openssl sqlite3 curl procps

@@ -1,0 +1,370 @@
+#include "client/informer.h"
+
+#include <fmt/format.h>
+
+#include <random>
+
+#include "core/log.h"
+
+namespace klutch::client {
+
+std::string ObjectKey(const Json& object) {
+  std::string ns = machinery::Namespace(object);
+  std::string name = machinery::Name(object);
+  return ns.empty() ? name : ns + "/" + name;
+}
+
+// ---------------------------------------------------------------------------------------
+// Indexer
+
+Indexer::Indexer() {
+  index_funcs_[kNamespaceIndex] = [](const Json& o) -> std::vector<std::string> {
+    return {machinery::Namespace(o)};
+  };
+}
+
+core::Status Indexer::AddIndex(const std::string& name, IndexFunc fn) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!items_.empty()) {
+    return core::BadRequest(fmt::format("index \"{}\" added after objects arrived", name));
+  }
+  if (index_funcs_.count(name)) return core::AlreadyExists(fmt::format("index \"{}\"", name));
+  index_funcs_[name] = std::move(fn);
+  return core::Status::Ok();
+}
+
+void Indexer::IndexLocked(const std::string& key, const Json* old_obj, const Json* new_obj) {
+  for (const auto& [name, fn] : index_funcs_) {
+    auto& index = indexes_[name];
+    std::vector<std::string> old_values = old_obj ? fn(*old_obj) : std::vector<std::string>{};
+    std::vector<std::string> new_values = new_obj ? fn(*new_obj) : std::vector<std::string>{};
+    if (old_values == new_values) continue;
+    for (const auto& v : old_values) {
+      auto it = index.find(v);
+      if (it == index.end()) continue;
+      it->second.erase(key);
+      if (it->second.empty()) index.erase(it);
+    }
+    for (const auto& v : new_values) index[v].insert(key);
+  }
+}
+
+ObjectPtr Indexer::Get(const std::string& key) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = items_.find(key);
+  return it == items_.end() ? nullptr : it->second;
+}
+
+std::vector<ObjectPtr> Indexer::List() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<ObjectPtr> out;
+  out.reserve(items_.size());
+  for (const auto& [k, v] : items_) out.push_back(v);
+  return out;
+}
+
+std::vector<std::string> Indexer::Keys() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> out;
+  out.reserve(items_.size());
+  for (const auto& [k, v] : items_) out.push_back(k);
+  return out;
+}
+
+std::vector<ObjectPtr> Indexer::ByIndex(const std::string& name, const std::string& value) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<ObjectPtr> out;
+  auto index = indexes_.find(name);
+  if (index == indexes_.end()) return out;
+  auto keys = index->second.find(value);
+  if (keys == index->second.end()) return out;
+  for (const auto& k : keys->second) {
+    auto it = items_.find(k);
+    if (it != items_.end()) out.push_back(it->second);
+  }
+  return out;
+}
+
+size_t Indexer::Size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return items_.size();
+}
+
+ObjectPtr Indexer::Upsert(ObjectPtr object) {
+  std::string key = ObjectKey(*object);
+  std::lock_guard<std::mutex> lock(mu_);
+  ObjectPtr& slot = items_[key];
+  ObjectPtr old = std::move(slot);
+  IndexLocked(key, old.get(), object.get());
+  slot = std::move(object);
+  return old;
+}
+
+ObjectPtr Indexer::Delete(const std::string& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = items_.find(key);
+  if (it == items_.end()) return nullptr;
+  ObjectPtr old = std::move(it->second);
+  items_.erase(it);
+  IndexLocked(key, old.get(), nullptr);
+  return old;
+}
+
+// ---------------------------------------------------------------------------------------
+// Informer
+
+namespace {
+constexpr const char* kMetadataAccept =
+    "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
+}  // namespace
+
+Informer::Informer(RestClient& rest, GroupVersionResource gvr, InformerOptions options)
+    : rest_(rest),
+      resource_(rest, gvr, options.ns),
+      gvr_(std::move(gvr)),
+      options_(std::move(options)) {}
+
+Informer::~Informer() { Stop(); }
+
+void Informer::AddEventHandler(EventHandler handler) {
+  std::lock_guard<std::mutex> lock(handlers_mu_);
+  if (handler.on_add) {
+    for (const auto& obj : indexer_.List()) handler.on_add(obj);
+  }
+  handlers_.push_back(std::move(handler));
+}
+
+void Informer::Start() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (thread_.joinable() || stopping_) return;
+  thread_ = std::thread([this] { Run(); });
+}
+
+void Informer::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    if (canceller_) canceller_->Cancel();
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+std::string Informer::LastResourceVersion() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return last_rv_;
+}
+
+bool Informer::SleepFor(std::chrono::milliseconds d) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_for(lock, d, [&] { return stopping_; });
+  return !stopping_;
+}
+
+ObjectPtr Informer::Shape(Json object) const {
+  if (options_.strip_managed_fields && object.is_object()) {
+    auto meta = object.find("metadata");
+    if (meta != object.end() && meta->is_object()) meta->erase("managedFields");
+  }
+  if (options_.transform) options_.transform(object);
+  if (options_.metadata_only) {
+    Json slim = {
+        {"apiVersion", object.value("apiVersion", "")},
+        {"kind", object.value("kind", "")},
+        {"metadata", object.contains("metadata") ? std::move(object["metadata"]) : Json::object()}};
+    slim["metadata"].erase("managedFields");
+    return std::make_shared<const Json>(std::move(slim));
+  }
+  return std::make_shared<const Json>(std::move(object));
+}
+
+void Informer::Deliver(EventType type, const ObjectPtr& obj) {
+  std::lock_guard<std::mutex> lock(handlers_mu_);
+  switch (type) {
+    case EventType::kAdded:
+    case EventType::kModified: {
+      ObjectPtr old = indexer_.Upsert(obj);
+      for (const auto& h : handlers_) {
+        if (old) {
+          if (h.on_update) h.on_update(old, obj);
+        } else if (h.on_add) {
+          h.on_add(obj);
+        }
+      }
+      break;
+    }
+    case EventType::kDeleted: {
+      ObjectPtr old = indexer_.Delete(ObjectKey(*obj));
+      // Deliver the last state known: the event's object is the server's final one.
+      for (const auto& h : handlers_) {
+        if (h.on_delete) h.on_delete(obj ? obj : old);
+      }
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+core::Status Informer::ListAndReplace() {
+  ListOptions lo;
+  lo.label_selector = options_.label_selector;
+  lo.field_selector = options_.field_selector;
+  lo.limit = options_.page_size;
+  // Pages are fetched one by one and applied after the last, so the cache moves from one
+  // consistent snapshot to the next.
+  std::vector<Json> items;
+  std::string rv;
+  while (true) {
+    KLUTCH_ASSIGN_OR_RETURN(Json page, resource_.List(lo));
+    if (rv.empty()) rv = machinery::GetString(page, {"metadata", "resourceVersion"});
+    if (page.contains("items") && page["items"].is_array()) {
+      std::string item_api_version = machinery::GetString(page, {"apiVersion"});
+      std::string list_kind = machinery::GetString(page, {"kind"});
+      std::string item_kind =
+          list_kind.ends_with("List") ? list_kind.substr(0, list_kind.size() - 4) : list_kind;
+      for (auto& item : page["items"]) {
+        // List items carry no apiVersion/kind on the wire; give them the list's.
+        if (item.is_object()) {
+          if (!item.contains("apiVersion")) item["apiVersion"] = item_api_version;
+          if (!item.contains("kind")) item["kind"] = item_kind;
+          items.push_back(std::move(item));
+        }
+      }
+    }
+    std::string next = machinery::GetString(page, {"metadata", "continue"});
+    if (next.empty()) break;
+    lo.continue_token = next;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return core::Status::Ok();
+  }
+  std::set<std::string> seen;
+  for (auto& item : items) {
+    ObjectPtr obj = Shape(std::move(item));
+    std::string key = ObjectKey(*obj);
+    seen.insert(key);
+    ObjectPtr old = indexer_.Get(key);
+    // Unchanged objects (same resourceVersion) are not re-delivered on a relist.
+    if (old && machinery::ResourceVersion(*old) == machinery::ResourceVersion(*obj)) continue;
+    Deliver(old ? EventType::kModified : EventType::kAdded, obj);
+  }
+  for (const auto& key : indexer_.Keys()) {
+    if (seen.count(key)) continue;
+    if (ObjectPtr gone = indexer_.Get(key)) Deliver(EventType::kDeleted, gone);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    last_rv_ = rv;
+  }
+  synced_.Notify();
+  return core::Status::Ok();
+}
+
+core::Status Informer::WatchOnce(bool& gone) {
+  WatchOptions wo;
+  wo.label_selector = options_.label_selector;
+  wo.field_selector = options_.field_selector;
+  wo.resource_version = LastResourceVersion();
+  wo.allow_bookmarks = true;
+  {
+    static thread_local std::mt19937 rng{std::random_device{}()};
+    int min = static_cast<int>(options_.min_watch_timeout.count());
+    wo.timeout_seconds = min + std::uniform_int_distribution<int>(0, std::max(0, min - 1))(rng);
+  }
+  StreamCanceller canceller;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return core::Status::Ok();
+    canceller_ = &canceller;
+  }
+  auto result = resource_.Watch(
+      wo,
+      [&](const WatchEvent& e) {
+        if (e.type == EventType::kBookmark) {
+          std::string rv = machinery::ResourceVersion(*e.object);
+          std::lock_guard<std::mutex> lock(mu_);
+          if (!rv.empty()) last_rv_ = rv;
+          return true;
+        }
+        std::string rv = machinery::ResourceVersion(*e.object);
+        Deliver(e.type, Shape(Json(*e.object)));
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!rv.empty()) last_rv_ = rv;
+        if (options_.resync_period.count() > 0 &&
+            std::chrono::steady_clock::now() >= next_resync_) {
+          return false;  // end this watch to resync; it resumes from last_rv_
+        }
+        return !stopping_;
+      },
+      &canceller, options_.metadata_only ? kMetadataAccept : "application/json");
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    canceller_ = nullptr;
+  }
+  if (!result.ok()) return result.status();
+  gone = result->gone;
+  if (!result->error.empty() && !result->gone) {
+    // A stream we could not decode may have lost events: start over from a list.
+    if (!result->complete && result->error.starts_with("watch stream:")) gone = true;
+    return core::Unavailable(result->error);
+  }
+  return core::Status::Ok();
+}
+
+void Informer::Resync() {
+  if (options_.resync_period.count() <= 0) return;
+  auto now = std::chrono::steady_clock::now();
+  if (now < next_resync_) return;
+  next_resync_ = now + options_.resync_period;
+  std::lock_guard<std::mutex> lock(handlers_mu_);
+  for (const auto& obj : indexer_.List()) {
+    for (const auto& h : handlers_) {
+      if (h.on_update) h.on_update(obj, obj);
+    }
+  }
+}
+
+void Informer::Run() {
+  auto backoff = options_.min_backoff;
+  bool need_list = true;
+  next_resync_ = std::chrono::steady_clock::now() + options_.resync_period;
+  while (true) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) return;
+    }
+    if (need_list) {
+      core::Status st = ListAndReplace();
+      if (!st.ok()) {
+        KLUTCH_LOG(kWarn, "informer", "list {}: {}", gvr_.GroupResource(), st.ToString());
+        if (!SleepFor(backoff)) return;
+        backoff = std::min(backoff * 2, options_.max_backoff);
+        continue;
+      }
+      need_list = false;
+      backoff = options_.min_backoff;
+    }
+    Resync();
+    bool gone = false;
+    core::Status st = WatchOnce(gone);
+    if (gone) {
+      if (options_.on_restart) options_.on_restart("relist");
+      need_list = true;
+      continue;
+    }
+    if (options_.on_restart) options_.on_restart("rewatch");
+    if (!st.ok()) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (stopping_) return;
+      }
+      KLUTCH_LOG(kInfo, "informer", "watch {}: {}", gvr_.GroupResource(), st.ToString());
+      if (!SleepFor(backoff)) return;
+      backoff = std::min(backoff * 2, options_.max_backoff);
+    } else {
+      backoff = options_.min_backoff;
+    }
+  }
+}
+
+}  // namespace klutch::client

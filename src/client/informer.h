@@ -1,0 +1,151 @@
+// Informers: a local, always-converging copy of one resource, kept by a reflector that lists
+// and then watches, with handlers told about every change.
+//
+// Indexer: the thread-safe cache, keyed "namespace/name" (or "name" for cluster-scoped
+// objects), with a namespace index and any custom indexes; it hands out shared_ptr<const>
+// objects that stay valid after they are replaced.
+//
+// Informer: one reflector thread per informer. It lists in pages, replaces the cache (adds,
+// updates and deletes for the difference reach the handlers), then watches from the list's
+// resourceVersion with bookmarks. A broken or ended watch resumes from the last
+// resourceVersion seen, with backoff on errors; a 410 Gone (or a stream it cannot decode)
+// starts over with a fresh list. Handlers run on the reflector thread, in the order of
+// the server's events, so they must be quick (queue a key, return). Resync periodically
+// re-delivers every cached object as an update. Thread-safe.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "client/dynamic.h"
+#include "core/sync.h"
+
+namespace klutch::client {
+
+// "namespace/name" or "name": the cache key of an object.
+std::string ObjectKey(const Json& object);
+
+class Indexer {
+ public:
+  using IndexFunc = std::function<std::vector<std::string>(const Json&)>;
+  static constexpr const char* kNamespaceIndex = "namespace";
+
+  Indexer();
+  // Adds an index; only before the first object arrives (returns an error after).
+  core::Status AddIndex(const std::string& name, IndexFunc fn);
+
+  ObjectPtr Get(const std::string& key) const;
+  std::vector<ObjectPtr> List() const;
+  std::vector<std::string> Keys() const;
+  // Objects whose index `name` yields `value`; empty for an unknown index.
+  std::vector<ObjectPtr> ByIndex(const std::string& name, const std::string& value) const;
+  size_t Size() const;
+
+  // Writers, for the informer (and tests). Return the previous object, if any.
+  ObjectPtr Upsert(ObjectPtr object);
+  ObjectPtr Delete(const std::string& key);
+
+ private:
+  void IndexLocked(const std::string& key, const Json* old_obj, const Json* new_obj) REQUIRES(mu_);
+  mutable std::mutex mu_;
+  std::unordered_map<std::string, ObjectPtr> items_ GUARDED_BY(mu_);
+  std::map<std::string, IndexFunc> index_funcs_ GUARDED_BY(mu_);
+  // index name -> value -> keys
+  std::map<std::string, std::unordered_map<std::string, std::set<std::string>>> indexes_
+      GUARDED_BY(mu_);
+};
+
+struct EventHandler {
+  std::function<void(const ObjectPtr&)> on_add;
+  // old, new; on resync both are the same object.
+  std::function<void(const ObjectPtr&, const ObjectPtr&)> on_update;
+  // The last state the informer knew.
+  std::function<void(const ObjectPtr&)> on_delete;
+};
+
+struct InformerOptions {
+  std::string ns;  // "" = all namespaces (or cluster scope)
+  std::string label_selector;
+  std::string field_selector;
+  std::chrono::milliseconds resync_period{0};  // 0 = never
+  int64_t page_size = 500;
+  // Keep only apiVersion, kind and metadata of each object (asks the server for
+  // PartialObjectMetadata and strips whatever it sends anyway).
+  bool metadata_only = false;
+  // Drop metadata.managedFields from cached objects: they are about a third of a small
+  // object's memory and reconcilers rarely read them (controller-runtime's
+  // TransformStripManagedFields). Turn off for a controller that inspects field ownership.
+  bool strip_managed_fields = true;
+  // Edits each object before it is cached and handed to handlers (e.g. dropping big fields
+  // the controller never reads). Runs on the reflector thread.
+  std::function<void(Json&)> transform;
+  std::chrono::milliseconds min_backoff{100};
+  std::chrono::milliseconds max_backoff{10000};
+  // Watch requests ask the server to end them after a random time in [min, 2*min), as
+  // client-go does, so load spreads and stale connections do not live forever.
+  std::chrono::seconds min_watch_timeout{300};
+  // Observes reflector restarts (metrics): "relist" or "rewatch".
+  std::function<void(std::string_view what)> on_restart;
+};
+
+class Informer {
+ public:
+  Informer(RestClient& rest, GroupVersionResource gvr, InformerOptions options = {});
+  ~Informer();  // stops
+  Informer(const Informer&) = delete;
+  Informer& operator=(const Informer&) = delete;
+
+  // Handlers added before Start() see every object from the first list as an add; later
+  // ones get adds for what is cached when they are added.
+  void AddEventHandler(EventHandler handler);
+  Indexer& indexer() { return indexer_; }
+  const GroupVersionResource& gvr() const { return gvr_; }
+
+  void Start();
+  void Stop();
+  // True once the first list has been delivered.
+  bool HasSynced() const { return synced_.HasBeenNotified(); }
+  bool WaitForSync(std::chrono::milliseconds timeout) const { return synced_.WaitFor(timeout); }
+  // The resourceVersion the cache reflects (the last list, event or bookmark).
+  std::string LastResourceVersion() const;
+
+ private:
+  void Run();
+  // One list: returns false when stopped.
+  core::Status ListAndReplace();
+  core::Status WatchOnce(bool& gone);
+  void Deliver(EventType type, const ObjectPtr& obj);
+  ObjectPtr Shape(Json object) const;
+  void Resync();
+  bool SleepFor(std::chrono::milliseconds d);
+
+  RestClient& rest_;
+  ResourceClient resource_;
+  GroupVersionResource gvr_;
+  InformerOptions options_;
+  Indexer indexer_;
+  core::Notification synced_;
+
+  std::mutex handlers_mu_;  // held while delivering, so handlers are never called concurrently
+  std::vector<EventHandler> handlers_ GUARDED_BY(handlers_mu_);
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ GUARDED_BY(mu_) = false;
+  std::string last_rv_ GUARDED_BY(mu_);
+  StreamCanceller* canceller_ GUARDED_BY(mu_) = nullptr;
+  std::thread thread_;
+  std::chrono::steady_clock::time_point next_resync_;
+};
+
+}  // namespace klutch::client

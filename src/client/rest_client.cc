@@ -1,0 +1,431 @@
+#include "client/rest_client.h"
+
+#include <fmt/format.h>
+
+#include <random>
+#include <thread>
+
+#include "client/credentials.h"
+#include "client/workqueue.h"
+#include "core/strings.h"
+#include "http/client.h"
+#include "machinery/object.h"
+
+namespace klutch::client {
+
+namespace {
+
+struct ServerUrl {
+  bool tls = true;
+  std::string host;
+  uint16_t port = 443;
+  std::string prefix;  // path prefix without a trailing slash
+};
+
+core::Result<ServerUrl> ParseServer(const std::string& server) {
+  ServerUrl u;
+  std::string_view rest = server;
+  if (rest.starts_with("https://")) {
+    rest.remove_prefix(8);
+  } else if (rest.starts_with("http://")) {
+    u.tls = false;
+    u.port = 80;
+    rest.remove_prefix(7);
+  } else {
+    return core::Invalid(fmt::format("server \"{}\": must start with https:// or http://", server));
+  }
+  auto slash = rest.find('/');
+  std::string_view authority = rest.substr(0, slash);
+  if (slash != std::string_view::npos) {
+    u.prefix = std::string(rest.substr(slash));
+    while (!u.prefix.empty() && u.prefix.back() == '/') u.prefix.pop_back();
+  }
+  std::string_view port;
+  if (authority.starts_with('[')) {  // [IPv6]:port
+    auto close = authority.find(']');
+    if (close == std::string_view::npos) {
+      return core::Invalid(fmt::format("server \"{}\": unterminated IPv6 address", server));
+    }
+    u.host = std::string(authority.substr(1, close - 1));
+    std::string_view after = authority.substr(close + 1);
+    if (!after.empty()) {
+      if (after[0] != ':') return core::Invalid(fmt::format("server \"{}\": bad port", server));
+      port = after.substr(1);
+    }
+  } else {
+    auto colon = authority.rfind(':');
+    u.host = std::string(authority.substr(0, colon));
+    if (colon != std::string_view::npos) port = authority.substr(colon + 1);
+  }
+  if (u.host.empty()) return core::Invalid(fmt::format("server \"{}\": no host", server));
+  if (!port.empty()) {
+    int p = 0;
+    for (char c : port) {
+      if (c < '0' || c > '9' || p > 65535) {
+        return core::Invalid(fmt::format("server \"{}\": bad port \"{}\"", server, port));
+      }
+      p = p * 10 + (c - '0');
+    }
+    if (p <= 0 || p > 65535) {
+      return core::Invalid(fmt::format("server \"{}\": bad port \"{}\"", server, port));
+    }
+    u.port = static_cast<uint16_t>(p);
+  }
+  return u;
+}
+
+bool IsReadVerb(std::string_view verb) { return verb == "GET" || verb == "HEAD"; }
+
+// The status a non-2xx response stands for: the server's metav1.Status when it sent one.
+core::Status ErrorFromResponse(const Request& req, int code, const std::string& body) {
+  Json parsed = Json::parse(body, nullptr, false);
+  if (parsed.is_object() && parsed.value("kind", "") == "Status") {
+    core::Status st = machinery::StatusFromJson(parsed);
+    if (!st.ok()) return st.set_code(code);
+  }
+  core::Reason reason = core::Reason::kUnknown;
+  switch (code) {
+    case 400:
+      reason = core::Reason::kBadRequest;
+      break;
+    case 401:
+      reason = core::Reason::kUnauthorized;
+      break;
+    case 403:
+      reason = core::Reason::kForbidden;
+      break;
+    case 404:
+      reason = core::Reason::kNotFound;
+      break;
+    case 405:
+      reason = core::Reason::kMethodNotAllowed;
+      break;
+    case 406:
+      reason = core::Reason::kNotAcceptable;
+      break;
+    case 409:
+      reason = core::Reason::kConflict;
+      break;
+    case 410:
+      reason = core::Reason::kGone;
+      break;
+    case 413:
+      reason = core::Reason::kRequestEntityTooLarge;
+      break;
+    case 415:
+      reason = core::Reason::kUnsupportedMediaType;
+      break;
+    case 422:
+      reason = core::Reason::kInvalid;
+      break;
+    case 429:
+      reason = core::Reason::kTooManyRequests;
+      break;
+    case 500:
+      reason = core::Reason::kInternalError;
+      break;
+    case 503:
+      reason = core::Reason::kServiceUnavailable;
+      break;
+    case 504:
+      reason = core::Reason::kTimeout;
+      break;
+    default:
+      break;
+  }
+  std::string excerpt = body.substr(0, 200);
+  core::Status st(reason, fmt::format("{} {}: the server responded with {}{}{}", req.verb, req.path,
+                                      code, excerpt.empty() ? "" : ": ", excerpt));
+  return st.set_code(code);
+}
+
+// Seconds from a Retry-After header (delta-seconds form); 0 when absent or malformed.
+int RetryAfterSeconds(const http::Headers& headers) {
+  std::string_view v = headers.Get("Retry-After");
+  if (v.empty() || v.size() > 6) return 0;
+  int s = 0;
+  for (char c : v) {
+    if (c < '0' || c > '9') return 0;
+    s = s * 10 + (c - '0');
+  }
+  return s;
+}
+
+}  // namespace
+
+std::string EscapeQuery(std::string_view s) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
+
+void StreamCanceller::Cancel() {
+  cancelled_ = true;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (active_ != nullptr) active_->Disconnect();
+}
+
+void StreamCanceller::Attach(http::Client* client) {
+  std::lock_guard<std::mutex> lock(mu_);
+  active_ = client;
+  if (cancelled_) client->Disconnect();
+}
+
+void StreamCanceller::Detach() {
+  std::lock_guard<std::mutex> lock(mu_);
+  active_ = nullptr;
+}
+
+class RestClient::Impl {
+ public:
+  Impl(RestConfig config, RestClientOptions options, ServerUrl url,
+       std::unique_ptr<Credentials> credentials)
+      : config_(std::move(config)),
+        options_(std::move(options)),
+        url_(std::move(url)),
+        credentials_(std::move(credentials)),
+        throttle_(config_.qps > 0 ? NewBucketRateLimiter(config_.qps, std::max(1, config_.burst))
+                                  : nullptr) {}
+
+  const RestConfig& config() const { return config_; }
+
+  core::Result<Response> Do(const Request& req) {
+    std::string target = Target(req);
+    bool refreshed_credentials = false;
+    for (int attempt = 0;; ++attempt) {
+      Throttle();
+      KLUTCH_ASSIGN_OR_RETURN(AuthMaterial auth, credentials_->Current());
+      http::Headers headers = Headers(req, auth);
+      auto started = std::chrono::steady_clock::now();
+      std::unique_ptr<http::Client> conn = Acquire(auth);
+      auto r = conn->Do(req.verb, target, headers, req.body);
+      double secs =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      if (!r.ok()) {
+        if (options_.on_request) options_.on_request(req.verb, 0, secs);
+        // The connection is dropped. Safe to retry: reads, and anything whose connection
+        // could not even be opened (nothing was sent).
+        const std::string& m = r.status().message();
+        bool not_sent = m.starts_with("connect ") || m.starts_with("resolve ") ||
+                        m.starts_with("TLS handshake ");
+        if ((IsReadVerb(req.verb) || not_sent) && attempt < options_.max_retries) {
+          Sleep(Backoff(attempt, 0));
+          continue;
+        }
+        core::Status st = r.status();
+        return st.Annotate(fmt::format("{} {}", req.verb, req.path));
+      }
+      Release(std::move(conn), auth);
+      if (options_.on_request) options_.on_request(req.verb, r->status, secs);
+      if (r->status >= 200 && r->status < 300) {
+        return Response{r->status, std::move(r->headers), std::move(r->body)};
+      }
+      if (r->status == 401 && !refreshed_credentials) {
+        // Expired exec credentials or a rotated token: fetch fresh ones, once.
+        refreshed_credentials = true;
+        if (!credentials_->IsDynamic()) return ErrorFromResponse(req, r->status, r->body);
+        credentials_->Invalidate(auth);
+        continue;
+      }
+      int retry_after = RetryAfterSeconds(r->headers);
+      bool retry = r->status == 429 || (r->status >= 500 && retry_after > 0) ||
+                   (IsReadVerb(req.verb) &&
+                    (r->status == 500 || r->status == 502 || r->status == 503 || r->status == 504));
+      if (retry && attempt < options_.max_retries) {
+        Sleep(Backoff(attempt, retry_after));
+        continue;
+      }
+      return ErrorFromResponse(req, r->status, r->body);
+    }
+  }
+
+  core::Result<StreamEnd> Stream(const Request& req,
+                                 const std::function<bool(std::string_view)>& on_data,
+                                 StreamCanceller* canceller) {
+    Throttle();
+    KLUTCH_ASSIGN_OR_RETURN(AuthMaterial auth, credentials_->Current());
+    http::Headers headers = Headers(req, auth);
+    // A stream holds its connection for its lifetime: never one from the pool.
+    http::Client conn(ClientOptionsFor(auth));
+    if (canceller) canceller->Attach(&conn);
+    struct DetachOnExit {
+      StreamCanceller* c;
+      ~DetachOnExit() {
+        if (c) c->Detach();
+      }
+    } detach{canceller};
+    if (canceller && canceller->cancelled()) {
+      StreamEnd end;
+      end.cancelled = true;
+      end.complete = false;
+      return end;
+    }
+    auto r = conn.Stream(req.verb, Target(req), headers, on_data);
+    if (!r.ok()) {
+      if (canceller && canceller->cancelled()) {
+        StreamEnd end;
+        end.cancelled = true;
+        end.complete = false;
+        return end;
+      }
+      core::Status st = r.status();
+      return st.Annotate(fmt::format("{} {}", req.verb, req.path));
+    }
+    if (r->status == 401) credentials_->Invalidate(auth);
+    StreamEnd end;
+    end.status = r->status;
+    end.complete = r->complete;
+    end.error = r->stream_error;
+    end.cancelled = canceller && canceller->cancelled();
+    end.body = std::move(r->body);
+    return end;
+  }
+
+ private:
+  std::string Target(const Request& req) const {
+    std::string t = url_.prefix + req.path;
+    char sep = '?';
+    for (const auto& [k, v] : req.query) {
+      t += sep;
+      t += EscapeQuery(k);
+      t += '=';
+      t += EscapeQuery(v);
+      sep = '&';
+    }
+    return t;
+  }
+
+  http::Headers Headers(const Request& req, const AuthMaterial& auth) const {
+    http::Headers h;
+    h.Set("Accept", req.accept);
+    h.Set("User-Agent", config_.user_agent);
+    if (!req.body.empty() || req.verb == "POST" || req.verb == "PUT" || req.verb == "PATCH") {
+      h.Set("Content-Type", req.content_type);
+    }
+    if (!auth.bearer_token.empty()) {
+      h.Set("Authorization", "Bearer " + auth.bearer_token);
+    } else if (!auth.username.empty()) {
+      h.Set("Authorization", "Basic " + core::Base64Encode(auth.username + ":" + auth.password));
+    }
+    return h;
+  }
+
+  http::ClientOptions ClientOptionsFor(const AuthMaterial& auth) const {
+    http::ClientOptions o;
+    o.host = url_.host;
+    o.port = url_.port;
+    o.tls = url_.tls;
+    o.ca_pem = config_.ca_pem;
+    o.cert_pem = auth.cert_pem;
+    o.key_pem = auth.key_pem;
+    o.insecure_skip_verify = config_.insecure_skip_tls_verify;
+    o.server_name = config_.tls_server_name;
+    o.timeout = config_.timeout;
+    o.stream_idle_timeout = options_.stream_idle_timeout;
+    return o;
+  }
+
+  // Connections are keyed by the client certificate they present: when an exec plugin
+  // hands out a new one, older connections are not reused.
+  std::unique_ptr<http::Client> Acquire(const AuthMaterial& auth) {
+    {
+      std::lock_guard<std::mutex> lock(pool_mu_);
+      if (pool_cert_ != auth.cert_pem) {
+        pool_.clear();
+        pool_cert_ = auth.cert_pem;
+      }
+      if (!pool_.empty()) {
+        auto c = std::move(pool_.back());
+        pool_.pop_back();
+        return c;
+      }
+    }
+    return std::make_unique<http::Client>(ClientOptionsFor(auth));
+  }
+
+  void Release(std::unique_ptr<http::Client> conn, const AuthMaterial& auth) {
+    std::lock_guard<std::mutex> lock(pool_mu_);
+    if (pool_cert_ == auth.cert_pem && pool_.size() < kMaxIdle) pool_.push_back(std::move(conn));
+  }
+
+  void Throttle() {
+    if (!throttle_) return;
+    std::chrono::nanoseconds wait;
+    {
+      std::lock_guard<std::mutex> lock(throttle_mu_);
+      wait = throttle_->When("");
+    }
+    if (wait.count() > 0) std::this_thread::sleep_for(wait);
+  }
+
+  std::chrono::milliseconds Backoff(int attempt, int retry_after_seconds) {
+    if (retry_after_seconds > 0) {
+      return std::min<std::chrono::milliseconds>(std::chrono::seconds(retry_after_seconds),
+                                                 options_.max_backoff);
+    }
+    auto base = options_.initial_backoff * (1LL << std::min(attempt, 16));
+    base = std::min<std::chrono::milliseconds>(base, options_.max_backoff);
+    // Full jitter on the upper half, so clients that failed together do not retry together.
+    std::lock_guard<std::mutex> lock(rng_mu_);
+    std::uniform_int_distribution<int64_t> d(base.count() / 2, std::max<int64_t>(1, base.count()));
+    return std::chrono::milliseconds(d(rng_));
+  }
+
+  static void Sleep(std::chrono::milliseconds d) { std::this_thread::sleep_for(d); }
+
+  static constexpr size_t kMaxIdle = 16;
+  RestConfig config_;
+  RestClientOptions options_;
+  ServerUrl url_;
+  std::unique_ptr<Credentials> credentials_;
+  std::mutex throttle_mu_;
+  std::unique_ptr<RateLimiter> throttle_;
+  std::mutex pool_mu_;
+  std::vector<std::unique_ptr<http::Client>> pool_;
+  std::string pool_cert_;
+  std::mutex rng_mu_;
+  std::mt19937_64 rng_{std::random_device{}()};
+};
+
+core::Result<std::unique_ptr<RestClient>> RestClient::New(RestConfig config,
+                                                          RestClientOptions options) {
+  KLUTCH_ASSIGN_OR_RETURN(ServerUrl url, ParseServer(config.server));
+  KLUTCH_ASSIGN_OR_RETURN(std::unique_ptr<Credentials> creds, Credentials::For(config));
+  auto impl = std::make_unique<Impl>(std::move(config), std::move(options), std::move(url),
+                                     std::move(creds));
+  return std::unique_ptr<RestClient>(new RestClient(std::move(impl)));
+}
+
+RestClient::RestClient(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+RestClient::~RestClient() = default;
+
+core::Result<Response> RestClient::Do(const Request& request) { return impl_->Do(request); }
+
+core::Result<Json> RestClient::DoJson(const Request& request) {
+  KLUTCH_ASSIGN_OR_RETURN(Response r, impl_->Do(request));
+  Json j = Json::parse(r.body, nullptr, false);
+  if (j.is_discarded()) {
+    return core::Internal(fmt::format("{} {}: the response is not JSON: {}", request.verb,
+                                      request.path, r.body.substr(0, 120)));
+  }
+  return j;
+}
+
+core::Result<StreamEnd> RestClient::Stream(const Request& request,
+                                           const std::function<bool(std::string_view)>& on_data,
+                                           StreamCanceller* canceller) {
+  return impl_->Stream(request, on_data, canceller);
+}
+
+const RestConfig& RestClient::config() const { return impl_->config(); }
+
+}  // namespace klutch::client

@@ -1,0 +1,182 @@
+#include "reconcile/leader_election.h"
+
+#include <unistd.h>
+
+#include "core/log.h"
+#include "core/random.h"
+
+namespace klutch::reconcile {
+
+using client::Json;
+
+namespace {
+std::string DefaultIdentity() {
+  char host[256] = {0};
+  if (::gethostname(host, sizeof(host) - 1) != 0) host[0] = 0;
+  return std::string(host[0] ? host : "klutch") + "_" + core::RandomSuffix(8);
+}
+
+// The fields that say who holds the lease; a change in them restarts the expiry clock.
+std::string Record(const Json& lease) {
+  const Json* spec = machinery::Find(lease, {"spec"});
+  if (!spec || !spec->is_object()) return "";
+  Json r = {{"holder", spec->value("holderIdentity", "")},
+            {"renew", spec->value("renewTime", "")},
+            {"transitions", spec->value("leaseTransitions", 0)}};
+  return r.dump();
+}
+}  // namespace
+
+LeaderElector::LeaderElector(client::RestClient& rest, LeaderElectionOptions options,
+                             const core::Clock& clock)
+    : leases_(rest, client::resources::kLeases, options.lease_namespace),
+      options_(std::move(options)),
+      clock_(clock) {
+  if (options_.identity.empty()) options_.identity = DefaultIdentity();
+}
+
+LeaderElector::~LeaderElector() { Stop(); }
+
+void LeaderElector::Start() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (thread_.joinable() || stopping_) return;
+  thread_ = std::thread([this] { Run(); });
+}
+
+void LeaderElector::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+bool LeaderElector::IsLeader() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return leading_;
+}
+
+bool LeaderElector::Wait(std::chrono::milliseconds d) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_for(lock, d, [&] { return stopping_; });
+  return !stopping_;
+}
+
+bool LeaderElector::TryAcquireOrRenew() {
+  const std::string now = core::FormatMicroTime(clock_.Now());
+  const int duration_s = static_cast<int>(std::max<int64_t>(
+      1, std::chrono::duration_cast<std::chrono::seconds>(options_.lease_duration).count()));
+  auto current = leases_.Get(options_.lease_name);
+  if (!current.ok()) {
+    if (!core::IsNotFound(current.status())) return false;
+    Json lease = {
+        {"apiVersion", "coordination.k8s.io/v1"},
+        {"kind", "Lease"},
+        {"metadata", {{"name", options_.lease_name}, {"namespace", options_.lease_namespace}}},
+        {"spec",
+         {{"holderIdentity", options_.identity},
+          {"leaseDurationSeconds", duration_s},
+          {"acquireTime", now},
+          {"renewTime", now},
+          {"leaseTransitions", 0}}}};
+    auto created = leases_.Create(lease);
+    if (!created.ok()) return false;
+    observed_record_ = Record(*created);
+    observed_at_ = std::chrono::steady_clock::now();
+    observed_rv_ = machinery::ResourceVersion(*created);
+    return true;
+  }
+  Json lease = std::move(*current);
+  std::string record = Record(lease);
+  if (record != observed_record_) {
+    observed_record_ = record;
+    observed_at_ = std::chrono::steady_clock::now();
+  }
+  const Json& spec = lease["spec"];
+  std::string holder = spec.is_object() ? spec.value("holderIdentity", "") : "";
+  int held_for_s = spec.is_object() && spec.contains("leaseDurationSeconds") &&
+                           spec["leaseDurationSeconds"].is_number_integer()
+                       ? spec["leaseDurationSeconds"].get<int>()
+                       : duration_s;
+  bool ours = holder == options_.identity;
+  bool expired =
+      std::chrono::steady_clock::now() >= observed_at_ + std::chrono::seconds(held_for_s);
+  if (!holder.empty() && !ours && !expired) {
+    taken_by_other_ = true;
+    return false;
+  }
+
+  int transitions = spec.is_object() ? spec.value("leaseTransitions", 0) : 0;
+  Json& s = lease["spec"];
+  if (!s.is_object()) s = Json::object();
+  if (!ours) {
+    s["acquireTime"] = now;
+    s["leaseTransitions"] = holder.empty() && transitions == 0 ? 0 : transitions + 1;
+    if (options_.on_new_leader) options_.on_new_leader(options_.identity);
+  }
+  s["holderIdentity"] = options_.identity;
+  s["leaseDurationSeconds"] = duration_s;
+  s["renewTime"] = now;
+  // PUT with the resourceVersion we read: a concurrent candidate's write makes this fail.
+  auto updated = leases_.Update(lease);
+  if (!updated.ok()) return false;
+  observed_record_ = Record(*updated);
+  observed_at_ = std::chrono::steady_clock::now();
+  observed_rv_ = machinery::ResourceVersion(*updated);
+  return true;
+}
+
+void LeaderElector::Release() {
+  auto current = leases_.Get(options_.lease_name);
+  if (!current.ok()) return;
+  Json lease = std::move(*current);
+  if (machinery::GetString(lease, {"spec", "holderIdentity"}) != options_.identity) return;
+  lease["spec"]["holderIdentity"] = "";
+  lease["spec"]["leaseDurationSeconds"] = 1;
+  auto r = leases_.Update(lease);
+  if (!r.ok()) {
+    KLUTCH_LOG(kWarn, "leader-election", "releasing lease {}/{}: {}", options_.lease_namespace,
+               options_.lease_name, r.status().ToString());
+  }
+}
+
+void LeaderElector::Run() {
+  // Campaign until we lead.
+  while (true) {
+    if (TryAcquireOrRenew()) break;
+    if (!Wait(options_.retry_period)) return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    leading_ = true;
+  }
+  KLUTCH_LOG(kInfo, "leader-election", "{} acquired lease {}/{}", options_.identity,
+             options_.lease_namespace, options_.lease_name);
+  if (options_.on_started_leading) options_.on_started_leading();
+  // Renew; give up when renewals keep failing past the deadline.
+  auto last_renew = std::chrono::steady_clock::now();
+  bool lost = false;
+  while (Wait(options_.retry_period)) {
+    taken_by_other_ = false;
+    if (TryAcquireOrRenew()) {
+      last_renew = std::chrono::steady_clock::now();
+    } else if (taken_by_other_ ||
+               std::chrono::steady_clock::now() - last_renew >= options_.renew_deadline) {
+      // Another replica holds it now, or we could not renew in time: stop acting at once.
+      lost = true;
+      break;
+    }
+  }
+  if (!lost) Release();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    leading_ = false;
+  }
+  KLUTCH_LOG(kInfo, "leader-election", "{} {} lease {}/{}", options_.identity,
+             lost ? "lost" : "released", options_.lease_namespace, options_.lease_name);
+  if (options_.on_stopped_leading) options_.on_stopped_leading();
+}
+
+}  // namespace klutch::reconcile

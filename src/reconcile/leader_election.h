@@ -1,0 +1,75 @@
+// LeaderElector: one active replica among several, decided by a coordination.k8s.io/v1
+// Lease, with the rules of client-go's leader election.
+//
+// A candidate takes the lease when it is free (no holder) or expired: its holder has not
+// renewed it for leaseDurationSeconds as measured on the candidate's own clock since it
+// last saw the lease change (so clock skew between replicas does not matter). The leader
+// renews every retry_period; if it cannot renew for renew_deadline it stops leading.
+// Writes carry the lease's resourceVersion, so two candidates never both win. On Stop() a
+// leader releases the lease (empty holder, duration 1 s) so a successor need not wait.
+// Thread-safe.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "client/dynamic.h"
+#include "core/clock.h"
+
+namespace klutch::reconcile {
+
+struct LeaderElectionOptions {
+  std::string lease_namespace = "kube-system";
+  std::string lease_name;
+  std::string identity;  // unique per replica; default: hostname + "_" + random suffix
+  std::chrono::milliseconds lease_duration{15000};
+  std::chrono::milliseconds renew_deadline{10000};
+  std::chrono::milliseconds retry_period{2000};
+  std::function<void()> on_started_leading;  // called on the elector's thread
+  std::function<void()> on_stopped_leading;  // called when leadership is lost or released
+  std::function<void(const std::string& holder)> on_new_leader;
+};
+
+class LeaderElector {
+ public:
+  LeaderElector(client::RestClient& rest, LeaderElectionOptions options,
+                const core::Clock& clock = core::RealClock::Get());
+  ~LeaderElector();  // Stop()
+
+  // Starts campaigning on a thread of its own.
+  void Start();
+  // Stops campaigning; a leader releases the lease and calls on_stopped_leading first.
+  void Stop();
+
+  bool IsLeader() const;
+  const std::string& identity() const { return options_.identity; }
+
+ private:
+  void Run();
+  // One attempt to acquire or renew: true when we hold the lease afterwards.
+  bool TryAcquireOrRenew();
+  void Release();
+  bool Wait(std::chrono::milliseconds d);
+
+  client::ResourceClient leases_;
+  LeaderElectionOptions options_;
+  const core::Clock& clock_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;  // guarded by mu_
+  bool leading_ = false;   // guarded by mu_
+  std::thread thread_;
+
+  // What we last saw of the lease, and when (our clock), for the expiry rule.
+  std::string observed_record_;
+  std::chrono::steady_clock::time_point observed_at_;
+  std::string observed_rv_;
+  bool taken_by_other_ = false;  // the last attempt saw another live holder
+};
+
+}  // namespace klutch::reconcile

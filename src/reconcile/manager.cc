@@ -1,0 +1,164 @@
+#include "reconcile/manager.h"
+
+#include <fmt/format.h>
+
+#include "core/log.h"
+#include "core/strings.h"
+#include "http/server.h"
+
+namespace klutch::reconcile {
+
+Manager::Manager(client::RestClient& rest, ManagerOptions options)
+    : rest_(rest), options_(std::move(options)) {}
+
+Manager::~Manager() { Stop(); }
+
+client::Informer& Manager::Informer(const client::GroupVersionResource& gvr,
+                                    client::InformerOptions options) {
+  std::string key = fmt::format("{}/{}/{}|{}|{}|{}", gvr.group, gvr.version, gvr.resource,
+                                options.ns, options.label_selector, options.field_selector);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& slot = informers_[key];
+  if (!slot) {
+    if (!options.on_restart) {
+      options.on_restart = [this, r = gvr.GroupResource()](std::string_view what) {
+        metrics_.OnInformerRestart(r, what);
+      };
+    }
+    slot = std::make_unique<client::Informer>(rest_, gvr, std::move(options));
+    if (started_) slot->Start();
+  }
+  return *slot;
+}
+
+Controller& Manager::AddController(std::string name, Reconciler& reconciler, int workers) {
+  auto c = std::make_unique<Controller>(
+      std::move(name), reconciler, ControllerOptions{.workers = workers, .metrics = &metrics_});
+  std::lock_guard<std::mutex> lock(mu_);
+  controllers_.push_back(std::move(c));
+  return *controllers_.back();
+}
+
+core::Status Manager::Start() {
+  std::vector<client::Informer*> informers;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (started_) return core::Status::Ok();
+    started_ = true;
+    for (auto& [k, inf] : informers_) informers.push_back(inf.get());
+  }
+  if (options_.health_port) {
+    http::ServerOptions so;
+    so.port = *options_.health_port;
+    so.threads = 2;
+    so.io_threads = 1;
+    auto server = http::Server::Start(so, [this](http::Request& req) {
+      http::Response r;
+      r.headers.Set("Content-Type", "text/plain; charset=utf-8");
+      if (req.path == "/healthz" || req.path == "/livez") {
+        r.body = "ok";
+      } else if (req.path == "/readyz") {
+        bool ready = Ready();
+        r.status = ready ? 200 : 503;
+        r.body = ready ? "ok" : "caches not synced";
+      } else if (req.path == "/metrics") {
+        r.headers.Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8");
+        r.body = metrics_.Render();
+      } else {
+        r.status = 404;
+        r.body = "not found";
+      }
+      return r;
+    });
+    if (!server.ok()) {
+      core::Status st = server.status();
+      return st.Annotate("health endpoint");
+    }
+    health_ = std::move(*server);
+  }
+  for (auto* inf : informers) inf->Start();
+  auto deadline = std::chrono::steady_clock::now() + options_.cache_sync_timeout;
+  std::vector<std::string> unsynced;
+  for (auto* inf : informers) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (!inf->WaitForSync(std::max(left, std::chrono::milliseconds(0)))) {
+      unsynced.push_back(inf->gvr().GroupResource());
+    }
+  }
+  if (!unsynced.empty()) {
+    return core::Status(
+        core::Reason::kTimeout,
+        fmt::format("{}: caches did not sync within {} ms: {}", options_.name,
+                    options_.cache_sync_timeout.count(), core::Join(unsynced, ", ")));
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    synced_ = true;
+  }
+  if (options_.leader_election) {
+    LeaderElectionOptions le = *options_.leader_election;
+    le.on_started_leading = [this] {
+      metrics_.SetLeader(options_.leader_election->lease_name, true);
+      StartControllers();
+    };
+    le.on_stopped_leading = [this] {
+      metrics_.SetLeader(options_.leader_election->lease_name, false);
+      StopControllers();
+      bool stopping;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        stopping = stopped_;
+      }
+      if (!stopping && options_.on_lost_leadership) options_.on_lost_leadership();
+    };
+    elector_ = std::make_unique<LeaderElector>(rest_, std::move(le));
+    elector_->Start();
+  } else {
+    StartControllers();
+  }
+  return core::Status::Ok();
+}
+
+void Manager::StartControllers() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stopped_) return;
+  for (auto& c : controllers_) c->Start();
+}
+
+void Manager::StopControllers() {
+  std::vector<Controller*> controllers;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& c : controllers_) controllers.push_back(c.get());
+  }
+  for (auto* c : controllers) c->Stop();
+}
+
+void Manager::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopped_) return;
+    stopped_ = true;
+  }
+  StopControllers();
+  if (elector_) elector_->Stop();
+  std::vector<client::Informer*> informers;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [k, inf] : informers_) informers.push_back(inf.get());
+  }
+  for (auto* inf : informers) inf->Stop();
+  health_.reset();
+}
+
+bool Manager::Ready() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return synced_ && !stopped_;
+}
+
+bool Manager::Leading() const { return !elector_ || elector_->IsLeader(); }
+
+uint16_t Manager::health_port() const { return health_ ? health_->port() : 0; }
+
+}  // namespace klutch::reconcile
