@@ -64,7 +64,13 @@ core::Result<Json> ResourceClient::Get(std::string_view name, std::string_view s
 core::Result<Json> ResourceClient::List(const ListOptions& options) const {
   Request r = Make("GET");
   AddList(r, options);
-  return rest_->DoJson(r);
+  if (!options.skip_managed_fields) return rest_->DoJson(r);
+  KLUTCH_ASSIGN_OR_RETURN(Response resp, rest_->Do(r));
+  Json list = ParseWithoutManagedFields(resp.body, 3);
+  if (list.is_discarded()) {
+    return core::Internal(fmt::format("GET {}: the response is not JSON", r.path));
+  }
+  return list;
 }
 
 core::Result<Json> ResourceClient::ListAll(ListOptions options) const {
@@ -174,7 +180,7 @@ core::Result<WatchEnd> ResourceClient::Watch(const WatchOptions& options,
 
   WatchEnd end;
   end.last_resource_version = options.resource_version;
-  WatchDecoder decoder;
+  WatchDecoder decoder(WatchDecoder::kDefaultMaxEventBytes, options.skip_managed_fields);
   core::Status decode_error;
   bool stopped = false;
   auto on_data = [&](std::string_view data) {

@@ -25,6 +25,8 @@ struct ListOptions {
   std::string continue_token;
   std::string resource_version;        // "" most recent (quorum), "0" any cached
   std::string resource_version_match;  // "", "NotOlderThan", "Exact"
+  // Leave items' metadata.managedFields out while parsing (never allocated).
+  bool skip_managed_fields = false;
 };
 
 struct WatchOptions {
@@ -34,6 +36,8 @@ struct WatchOptions {
   bool allow_bookmarks = true;
   int timeout_seconds = 0;  // 0: the server's default
   bool send_initial_events = false;
+  // Leave objects' metadata.managedFields out while decoding (never allocated).
+  bool skip_managed_fields = false;
 };
 
 struct DeleteOptions {

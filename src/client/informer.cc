@@ -211,6 +211,7 @@ core::Status Informer::ListAndReplace() {
   lo.label_selector = options_.label_selector;
   lo.field_selector = options_.field_selector;
   lo.limit = options_.page_size;
+  lo.skip_managed_fields = options_.strip_managed_fields;
   // Pages are fetched one by one and applied after the last, so the cache moves from one
   // consistent snapshot to the next.
   std::vector<Json> items;
@@ -266,6 +267,7 @@ core::Status Informer::WatchOnce(bool& gone) {
   wo.field_selector = options_.field_selector;
   wo.resource_version = LastResourceVersion();
   wo.allow_bookmarks = true;
+  wo.skip_managed_fields = options_.strip_managed_fields;
   {
     static thread_local std::mt19937 rng{std::random_device{}()};
     int min = static_cast<int>(options_.min_watch_timeout.count());

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <vector>
+
 namespace klutch::client {
 
 std::string_view EventTypeName(EventType type) {
@@ -20,8 +22,27 @@ std::string_view EventTypeName(EventType type) {
   return "ERROR";
 }
 
+Json ParseWithoutManagedFields(std::string_view text, int object_key_depth) {
+  // keys[d]: the last key read at depth d; the callback sees a key before its value.
+  std::vector<std::string> keys(8);
+  auto callback = [&](int depth, Json::parse_event_t event, Json& parsed) {
+    if (event != Json::parse_event_t::key) return true;
+    if (depth < 0) return true;
+    if (static_cast<size_t>(depth) >= keys.size()) keys.resize(static_cast<size_t>(depth) + 1);
+    const std::string& key = parsed.get_ref<const std::string&>();
+    if (depth == object_key_depth + 1 && key == "managedFields" &&
+        keys[static_cast<size_t>(object_key_depth)] == "metadata") {
+      return false;  // the key and its whole value are skipped
+    }
+    keys[static_cast<size_t>(depth)] = key;
+    return true;
+  };
+  return Json::parse(text, callback, /*allow_exceptions=*/false);
+}
+
 core::Status WatchDecoder::DecodeLine(std::string_view line, WatchEvent& event) {
-  Json j = Json::parse(line, nullptr, /*allow_exceptions=*/false);
+  Json j = skip_managed_fields_ ? ParseWithoutManagedFields(line, 2)
+                                : Json::parse(line, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) {
     return core::BadRequest(
         fmt::format("watch stream: an event is not valid JSON: {}", line.substr(0, 80)));

@@ -30,11 +30,18 @@ struct WatchEvent {
   ObjectPtr object;  // for kError: the metav1.Status object
 };
 
+// Parses JSON, leaving out `metadata.managedFields` of the objects found at
+// `object_key_depth` (the nesting depth of an object's own keys: 1 for a lone object, 2 for
+// a watch event's object, 3 for a list's items) so they are never allocated. Discarded
+// (is_discarded()) on malformed input.
+Json ParseWithoutManagedFields(std::string_view text, int object_key_depth);
+
 class WatchDecoder {
  public:
   static constexpr size_t kDefaultMaxEventBytes = 64u << 20;
-  explicit WatchDecoder(size_t max_event_bytes = kDefaultMaxEventBytes)
-      : max_event_bytes_(max_event_bytes) {}
+  explicit WatchDecoder(size_t max_event_bytes = kDefaultMaxEventBytes,
+                        bool skip_managed_fields = false)
+      : max_event_bytes_(max_event_bytes), skip_managed_fields_(skip_managed_fields) {}
 
   // Feeds bytes; calls `on_event` for each complete event, in order. `on_event` returning
   // false stops decoding (the rest of the piece is kept). Returns the first decoding error,
@@ -47,6 +54,7 @@ class WatchDecoder {
  private:
   core::Status DecodeLine(std::string_view line, WatchEvent& event);
   size_t max_event_bytes_;
+  bool skip_managed_fields_;
   std::string buffer_;
   size_t consumed_ = 0;
   core::Status failed_;

@@ -87,6 +87,34 @@ TEST(WatchDecoder, StopsWhenTheHandlerSaysSoAndResumesLater) {
   EXPECT_EQ(seen, 2);
 }
 
+TEST(ParseWithoutManagedFields, DropsOnlyTheObjectsOwnManagedFields) {
+  Json list = ParseWithoutManagedFields(
+      R"({"metadata":{"managedFields":"list-level stays"},"items":[
+           {"metadata":{"name":"a","managedFields":[{"manager":"m"}]},
+            "data":{"managedFields":"user data stays"}},
+           {"metadata":{"name":"b"},"spec":{"metadata":{"managedFields":1}}}]})",
+      3);
+  ASSERT_FALSE(list.is_discarded());
+  EXPECT_EQ(list["metadata"]["managedFields"], "list-level stays");
+  EXPECT_FALSE(list["items"][0]["metadata"].contains("managedFields"));
+  EXPECT_EQ(list["items"][0]["metadata"]["name"], "a");
+  EXPECT_EQ(list["items"][0]["data"]["managedFields"], "user data stays");
+  EXPECT_EQ(list["items"][1]["spec"]["metadata"]["managedFields"], 1);
+
+  WatchDecoder d(WatchDecoder::kDefaultMaxEventBytes, /*skip_managed_fields=*/true);
+  std::vector<WatchEvent> events;
+  ASSERT_TRUE(d.Feed(R"({"type":"ADDED","object":{"metadata":{"name":"x","managedFields":[]}}})"
+                     "\n",
+                     [&](WatchEvent e) {
+                       events.push_back(std::move(e));
+                       return true;
+                     })
+                  .ok());
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].object->dump(), R"({"metadata":{"name":"x"}})");
+  EXPECT_TRUE(ParseWithoutManagedFields("{broken", 1).is_discarded());
+}
+
 TEST(ResourcePath, BuildsCoreGroupNamespacedAndSubresourcePaths) {
   EXPECT_EQ(ResourcePath(resources::kNamespaces, ""), "/api/v1/namespaces");
   EXPECT_EQ(ResourcePath(resources::kConfigMaps, "ns", "a b"),
