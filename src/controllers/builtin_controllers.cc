@@ -8,9 +8,13 @@
 #include <set>
 
 #include "apiserver/crd.h"
+#include "client/kubeconfig.h"
+#include "controllers/crd_reconciler.h"
+#include "controllers/namespace_reconciler.h"
 #include "controllers/store_controller.h"
 #include "core/clock.h"
 #include "core/log.h"
+#include "reconcile/manager.h"
 
 namespace klutch::controllers {
 
@@ -21,330 +25,11 @@ using machinery::GetString;
 
 namespace {
 
-constexpr const char* kNamespacePrefix = "/registry/core/namespaces/";
-constexpr const char* kServiceAccountPrefix = "/registry/core/serviceaccounts/";
-constexpr const char* kConfigMapPrefix = "/registry/core/configmaps/";
-constexpr const char* kRootCaConfigMap = "kube-root-ca.crt";
-constexpr const char* kCrdPrefix = "/registry/apiextensions.k8s.io/customresourcedefinitions/";
-
 apiserver::WriteOptions As(const std::string& manager) {
   apiserver::WriteOptions o;
   o.field_manager = manager;
   return o;
 }
-
-// Every resource (at its storage version) that lives in namespaces.
-std::vector<ResourcePtr> NamespacedResources(const apiserver::Registry& registry) {
-  std::vector<ResourcePtr> out;
-  std::set<std::pair<std::string, std::string>> seen;
-  for (const auto& r : registry.All()) {
-    if (!r->namespaced) continue;
-    auto stored = registry.FindStored(r->group, r->plural);
-    if (!stored || !seen.insert({stored->group, stored->plural}).second) continue;
-    out.push_back(stored);
-  }
-  return out;
-}
-
-// ---------------------------------------------------------------------------------------
-class NamespaceController final : public StoreController, public BuiltinControllers {
- public:
-  explicit NamespaceController(apiserver::RestStorage& s)
-      : StoreController("klutch-apiserver-namespace", s, {kNamespacePrefix}) {}
-  void Stop() override { StoreController::Stop(); }
-
- protected:
-  core::Status Reconcile(const std::string& key) override {
-    const auto& registry = storage_.registry();
-    auto ns_resource = registry.Find("", "v1", "namespaces");
-    std::string name = key.substr(std::strlen(kNamespacePrefix));
-    auto ns = storage_.Get(*ns_resource, "", name);
-    if (!ns.ok()) return core::IsNotFound(ns.status()) ? core::Status::Ok() : ns.status();
-    if (!machinery::IsBeingDeleted(*ns)) return core::Status::Ok();
-
-    // Delete everything inside; objects with finalizers stay until their owners finish.
-    size_t remaining = 0;
-    for (const auto& r : NamespacedResources(registry)) {
-      auto list = storage_.List(*r, name, {});
-      if (!list.ok()) return list.status();
-      for (auto& item : list->items) {
-        ++remaining;
-        const Json& obj = item.Object();
-        if (machinery::IsBeingDeleted(obj)) continue;
-        auto del =
-            storage_.Delete(*r, name, machinery::Name(obj), {.propagation_policy = "Background"});
-        if (!del.ok() && !core::IsNotFound(del.status())) return del.status();
-      }
-    }
-    if (remaining > 0) {
-      // Check again shortly: deletions are in flight or waiting for finalizers.
-      std::lock_guard<std::mutex> lock(empty_mu_);
-      empty_once_.erase(name);
-      Enqueue(key, std::chrono::milliseconds(100));
-      return core::Status::Ok();
-    }
-    {
-      // A create admitted just before the namespace turned Terminating may commit after the
-      // lists above: finalize only after a second empty pass, once such writes have landed.
-      std::lock_guard<std::mutex> lock(empty_mu_);
-      if (empty_once_.insert(name).second) {
-        Enqueue(key, std::chrono::milliseconds(200));
-        return core::Status::Ok();
-      }
-      empty_once_.erase(name);
-    }
-    apiserver::WriteOptions opts = As(name_prefix_);
-    opts.subresource = "finalize";
-    auto res = storage_.Mutate(
-        *ns_resource, "", name,
-        [](Json& o) {
-          Json* spec = o.contains("spec") ? &o["spec"] : nullptr;
-          if (spec && spec->contains("finalizers") && (*spec)["finalizers"].is_array()) {
-            Json kept = Json::array();
-            for (const auto& f : (*spec)["finalizers"]) {
-              if (f != "kubernetes") kept.push_back(f);
-            }
-            (*spec)["finalizers"] = std::move(kept);
-          }
-          return core::Status::Ok();
-        },
-        opts);
-    if (!res.ok() && !core::IsNotFound(res.status())) return res.status();
-    return core::Status::Ok();
-  }
-
- private:
-  const std::string name_prefix_ = "klutch-apiserver-namespace";
-  std::mutex empty_mu_;
-  std::set<std::string> empty_once_ GUARDED_BY(empty_mu_);  // namespaces seen empty once
-};
-
-// ---------------------------------------------------------------------------------------
-// What every active namespace holds on a real cluster: a "default" ServiceAccount and the
-// "kube-root-ca.crt" ConfigMap with the cluster CA (for in-cluster clients). Both come back
-// if deleted; the ConfigMap is reset if edited.
-class NamespaceDefaultsController final : public StoreController, public BuiltinControllers {
- public:
-  NamespaceDefaultsController(apiserver::RestStorage& s, std::string ca_pem)
-      : StoreController("klutch-apiserver-namespace-defaults", s,
-                        {kNamespacePrefix, kServiceAccountPrefix, kConfigMapPrefix}),
-        ca_pem_(std::move(ca_pem)) {}
-  void Stop() override { StoreController::Stop(); }
-
- protected:
-  std::vector<std::string> Map(const storage::Event& e) override {
-    for (auto [prefix, name] : {std::pair{kServiceAccountPrefix, "default"},
-                                std::pair{kConfigMapPrefix, kRootCaConfigMap}}) {
-      if (!e.key.starts_with(prefix)) continue;
-      std::string rest = e.key.substr(std::strlen(prefix));
-      auto slash = rest.find('/');
-      if (slash == std::string::npos || rest.substr(slash + 1) != name) return {};
-      return {kNamespacePrefix + rest.substr(0, slash)};
-    }
-    return {e.key};
-  }
-  void Observe(const storage::KeyValue& kv) override {
-    if (kv.key.starts_with(kNamespacePrefix)) Enqueue(kv.key);
-  }
-
-  core::Status Reconcile(const std::string& key) override {
-    const auto& registry = storage_.registry();
-    std::string ns = key.substr(std::strlen(kNamespacePrefix));
-    auto ns_obj = storage_.Get(*registry.Find("", "v1", "namespaces"), "", ns);
-    if (!ns_obj.ok())
-      return core::IsNotFound(ns_obj.status()) ? core::Status::Ok() : ns_obj.status();
-    if (machinery::IsBeingDeleted(*ns_obj)) return core::Status::Ok();
-    auto tolerate = [](const core::Status& st) {
-      // A namespace that started terminating meanwhile refuses new content: fine.
-      return st.ok() || core::IsAlreadyExists(st) || st.reason() == core::Reason::kForbidden ||
-             core::IsNotFound(st);
-    };
-    auto sa = registry.Find("", "v1", "serviceaccounts");
-    Json account = {{"apiVersion", "v1"},
-                    {"kind", "ServiceAccount"},
-                    {"metadata", {{"name", "default"}, {"namespace", ns}}}};
-    auto res = storage_.Create(*sa, ns, account, As(name()));
-    if (!tolerate(res.status())) return res.status();
-
-    auto cm = registry.Find("", "v1", "configmaps");
-    Json want_data = {{"ca.crt", ca_pem_}};
-    auto current = storage_.Get(*cm, ns, kRootCaConfigMap);
-    if (current.ok()) {
-      if (current->value("data", Json::object()) == want_data) return core::Status::Ok();
-      auto fixed = storage_.Mutate(
-          *cm, ns, kRootCaConfigMap,
-          [&](Json& o) {
-            o["data"] = want_data;
-            return core::Status::Ok();
-          },
-          As(name()));
-      return tolerate(fixed.status()) ? core::Status::Ok() : fixed.status();
-    }
-    if (!core::IsNotFound(current.status())) return current.status();
-    Json config = {{"apiVersion", "v1"},
-                   {"kind", "ConfigMap"},
-                   {"metadata",
-                    {{"name", kRootCaConfigMap},
-                     {"namespace", ns},
-                     {"annotations",
-                      {{"kubernetes.io/description",
-                        "The cluster CA bundle, for clients in this namespace to verify the API "
-                        "server's certificate."}}}}},
-                   {"data", want_data}};
-    auto created = storage_.Create(*cm, ns, config, As(name()));
-    return tolerate(created.status()) ? core::Status::Ok() : created.status();
-  }
-
- private:
-  std::string ca_pem_;
-};
-
-// ---------------------------------------------------------------------------------------
-class CrdController final : public StoreController, public BuiltinControllers {
- public:
-  CrdController(apiserver::ApiServer& server)
-      : StoreController("klutch-apiserver-crd", server.storage(), {kCrdPrefix}), server_(server) {}
-  void Stop() override { StoreController::Stop(); }
-
- protected:
-  core::Status Reconcile(const std::string& key) override {
-    const auto& registry = storage_.registry();
-    auto crd_resource = registry.Find("apiextensions.k8s.io", "v1", "customresourcedefinitions");
-    std::string name = key.substr(std::strlen(kCrdPrefix));
-    auto crd = storage_.Get(*crd_resource, "", name);
-    if (!crd.ok()) {
-      if (!core::IsNotFound(crd.status())) return crd.status();
-      server_.UnregisterCrd(name);
-      return core::Status::Ok();
-    }
-    if (machinery::IsBeingDeleted(*crd)) return Cleanup(*crd_resource, *crd);
-    // Serve first, then report Established: clients that wait for the condition can use the
-    // resources immediately.
-    auto st = server_.RegisterCrd(*crd);
-    bool accepted = st.ok();
-    apiserver::WriteOptions opts = As(name_);
-    opts.subresource = "status";
-    std::string now = core::FormatTime(core::RealClock::Get().Now());
-    auto res = storage_.Mutate(
-        *crd_resource, "", name,
-        [&](Json& o) {
-          Json& status = o["status"];
-          if (!status.is_object()) status = Json::object();
-          const Json* spec_names = Find(o, {"spec", "names"});
-          Json names = spec_names && spec_names->is_object() ? *spec_names : Json::object();
-          const std::string kind = GetString(names, {"kind"});
-          if (GetString(names, {"singular"}).empty() && !kind.empty()) {
-            std::string lower = kind;
-            for (auto& c : lower)
-              c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-            names["singular"] = lower;
-          }
-          if (GetString(names, {"listKind"}).empty() && !kind.empty()) {
-            names["listKind"] = kind + "List";
-          }
-          if (accepted) status["acceptedNames"] = names;
-          Json stored = Json::array();
-          if (const Json* sv = Find(status, {"storedVersions"}); sv && sv->is_array()) {
-            for (const auto& v : *sv) {
-              if (v.is_string()) stored.push_back(v);
-            }
-          }
-          if (const Json* versions = Find(o, {"spec", "versions"});
-              versions && versions->is_array()) {
-            for (const auto& v : *versions) {
-              const Json* storage = Find(v, {"storage"});
-              if (!storage || !storage->is_boolean() || !storage->get<bool>()) continue;
-              std::string vn = GetString(v, {"name"});
-              bool have = false;
-              for (const auto& sv : stored) have = have || sv == vn;
-              if (!have) stored.push_back(vn);
-            }
-          }
-          status["storedVersions"] = stored;
-          SetCondition(status, "NamesAccepted", accepted ? "True" : "False",
-                       accepted ? "NoConflicts" : "InvalidNames",
-                       accepted ? "no conflicts found" : st.message(), now);
-          SetCondition(
-              status, "Established", accepted ? "True" : "False",
-              accepted ? "InitialNamesAccepted" : "NotAccepted",
-              accepted ? "the initial names have been accepted" : "not all names are accepted",
-              now);
-          return core::Status::Ok();
-        },
-        opts);
-    if (!res.ok() && !core::IsNotFound(res.status())) return res.status();
-    return core::Status::Ok();
-  }
-
- private:
-  static void SetCondition(Json& status, const std::string& type, const std::string& value,
-                           const std::string& reason, const std::string& message,
-                           const std::string& now) {
-    Json& conds = status["conditions"];
-    if (!conds.is_array()) conds = Json::array();
-    // Whatever else a client wrote there, keep only well-formed conditions.
-    Json kept = Json::array();
-    for (auto& c : conds) {
-      if (c.is_object() && !GetString(c, {"type"}).empty()) kept.push_back(std::move(c));
-    }
-    conds = std::move(kept);
-    for (auto& c : conds) {
-      if (GetString(c, {"type"}) != type) continue;
-      if (GetString(c, {"status"}) != value) c["lastTransitionTime"] = now;
-      c["status"] = value;
-      c["reason"] = reason;
-      c["message"] = message;
-      return;
-    }
-    conds.push_back({{"type", type},
-                     {"status", value},
-                     {"lastTransitionTime", now},
-                     {"reason", reason},
-                     {"message", message}});
-  }
-
-  core::Status Cleanup(const ResourceInfo& crd_resource, const Json& crd) {
-    const std::string name = machinery::Name(crd);
-    const auto& registry = storage_.registry();
-    auto r = registry.FindStored(GetString(crd, {"spec", "group"}),
-                                 GetString(crd, {"spec", "names", "plural"}));
-    size_t remaining = 0;
-    // Only instances this CRD serves: never a built-in kind or another CRD's objects.
-    if (r && r->crd_name == name) {
-      auto list = storage_.List(*r, "", {});
-      if (!list.ok()) return list.status();
-      for (auto& item : list->items) {
-        ++remaining;
-        const Json& obj = item.Object();
-        if (machinery::IsBeingDeleted(obj)) continue;
-        auto del = storage_.Delete(*r, machinery::Namespace(obj), machinery::Name(obj), {});
-        if (!del.ok() && !core::IsNotFound(del.status())) return del.status();
-      }
-    }
-    if (remaining > 0) {
-      Enqueue(kCrdPrefix + name, std::chrono::milliseconds(100));
-      return core::Status::Ok();
-    }
-    auto res = storage_.Mutate(
-        crd_resource, "", name,
-        [](Json& o) {
-          Json& f = o["metadata"]["finalizers"];
-          if (!f.is_array()) f = Json::array();
-          Json kept = Json::array();
-          for (const auto& x : f) {
-            if (x != apiserver::kCrdCleanupFinalizer) kept.push_back(x);
-          }
-          f = std::move(kept);
-          return core::Status::Ok();
-        },
-        As(name_));
-    if (!res.ok() && !core::IsNotFound(res.status())) return res.status();
-    return core::Status::Ok();
-  }
-
-  apiserver::ApiServer& server_;
-  const std::string name_ = "klutch-apiserver-crd";
-};
 
 // ---------------------------------------------------------------------------------------
 // Garbage collection by ownerReferences. Keeps a graph of owner uid -> dependent keys and
@@ -589,16 +274,94 @@ core::Status Launch(All& all, Args&... args) {
 
 }  // namespace
 
+namespace {
+
+// The API server's registry, as the CRD controller sees it.
+class ServerCrdServing final : public CrdServing {
+ public:
+  explicit ServerCrdServing(apiserver::ApiServer& server) : server_(server) {}
+  core::Status Serve(const Json& crd) override { return server_.RegisterCrd(crd); }
+  void StopServing(const std::string& name) override { server_.UnregisterCrd(name); }
+  bool Serves(const std::string& crd_name, const std::string& group,
+              const std::string& plural) const override {
+    auto r = server_.registry().FindStored(group, plural);
+    return r && r->crd_name == crd_name;
+  }
+
+ private:
+  apiserver::ApiServer& server_;
+};
+
+// The framework-based controllers: a loopback client with the admin credentials, one
+// Manager, shared informers.
+class Framework final : public BuiltinControllers {
+ public:
+  static core::Result<std::unique_ptr<Framework>> Start(apiserver::ApiServer& server) {
+    auto f = std::unique_ptr<Framework>(new Framework(server));
+    KLUTCH_ASSIGN_OR_RETURN(client::RestConfig config,
+                            client::LoadKubeconfig({.paths = {server.admin_kubeconfig_path()}}));
+    config.user_agent = "klutch-apiserver-controllers";
+    config.qps = 0;  // in-process: the server's own limits apply
+    KLUTCH_ASSIGN_OR_RETURN(f->rest_, client::RestClient::New(std::move(config)));
+    std::ifstream ca_in(server.ca_file());
+    std::string ca_pem((std::istreambuf_iterator<char>(ca_in)), std::istreambuf_iterator<char>());
+    f->manager_ = std::make_unique<reconcile::Manager>(
+        *f->rest_, reconcile::ManagerOptions{.name = "klutch-apiserver"});
+    f->mapper_ = std::make_unique<client::RestMapper>(*f->rest_);
+    auto& m = *f->manager_;
+    client::Informer& namespaces = m.Informer(client::resources::kNamespaces);
+    client::Informer& accounts = m.Informer(client::resources::kServiceAccounts,
+                                            {.field_selector = "metadata.name=default"});
+    client::Informer& root_cas =
+        m.Informer(client::resources::kConfigMaps,
+                   {.field_selector = std::string("metadata.name=") + kRootCaConfigMap});
+    client::Informer& crds = m.Informer(client::resources::kCustomResourceDefinitions);
+
+    f->namespace_ =
+        std::make_unique<NamespaceReconciler>(*f->rest_, namespaces.indexer(), *f->mapper_);
+    m.AddController("klutch-apiserver-namespace", *f->namespace_).For(namespaces);
+
+    f->defaults_ = std::make_unique<NamespaceDefaultsReconciler>(
+        *f->rest_, namespaces.indexer(), accounts.indexer(), root_cas.indexer(), ca_pem);
+    auto& defaults = m.AddController("klutch-apiserver-namespace-defaults", *f->defaults_);
+    defaults.For(namespaces);
+    auto to_namespace = [](const Json& o) -> std::vector<reconcile::Request> {
+      return {{"", machinery::Namespace(o)}};
+    };
+    defaults.Watches(accounts, to_namespace);
+    defaults.Watches(root_cas, to_namespace);
+
+    f->serving_ = std::make_unique<ServerCrdServing>(server);
+    f->crd_ = std::make_unique<CrdReconciler>(*f->rest_, crds.indexer(), *f->serving_);
+    m.AddController("klutch-apiserver-crd", *f->crd_, 2).For(crds);
+
+    KLUTCH_RETURN_IF_ERROR(m.Start());
+    return f;
+  }
+  void Stop() override {
+    if (manager_) manager_->Stop();
+  }
+  ~Framework() override { Stop(); }
+
+ private:
+  explicit Framework(apiserver::ApiServer&) {}
+  std::unique_ptr<client::RestClient> rest_;
+  std::unique_ptr<client::RestMapper> mapper_;
+  std::unique_ptr<ServerCrdServing> serving_;
+  std::unique_ptr<NamespaceReconciler> namespace_;
+  std::unique_ptr<NamespaceDefaultsReconciler> defaults_;
+  std::unique_ptr<CrdReconciler> crd_;
+  std::unique_ptr<reconcile::Manager> manager_;  // last: stopped and destroyed first
+};
+
+}  // namespace
+
 core::Result<std::unique_ptr<BuiltinControllers>> StartBuiltinControllers(
     apiserver::ApiServer& server) {
   auto all = std::make_unique<All>();
-  auto& s = server.storage();
-  KLUTCH_RETURN_IF_ERROR(Launch<CrdController>(*all, server));
-  KLUTCH_RETURN_IF_ERROR(Launch<NamespaceController>(*all, s));
-  std::ifstream ca_in(server.ca_file());
-  std::string ca_pem((std::istreambuf_iterator<char>(ca_in)), std::istreambuf_iterator<char>());
-  KLUTCH_RETURN_IF_ERROR(Launch<NamespaceDefaultsController>(*all, s, ca_pem));
-  KLUTCH_RETURN_IF_ERROR(Launch<GarbageCollector>(*all, s));
+  KLUTCH_ASSIGN_OR_RETURN(auto framework, Framework::Start(server));
+  all->parts.push_back(std::move(framework));
+  KLUTCH_RETURN_IF_ERROR(Launch<GarbageCollector>(*all, server.storage()));
   return std::unique_ptr<BuiltinControllers>(std::move(all));
 }
 

@@ -1,0 +1,63 @@
+// Reconcilers of the API server's namespace controllers, on the src/reconcile framework:
+//
+// NamespaceReconciler (klutch-apiserver-namespace): a namespace being deleted has its
+// content removed (deletecollection of every namespaced resource discovery lists, then
+// waiting for objects held by finalizers), and once two passes in a row find it empty, the
+// `kubernetes` finalizer is removed through the finalize subresource; the second pass
+// covers a create admitted just before the namespace turned Terminating.
+//
+// NamespaceDefaultsReconciler (klutch-apiserver-namespace-defaults): every active namespace
+// has a "default" ServiceAccount and the "kube-root-ca.crt" ConfigMap holding the cluster
+// CA; both come back when deleted and the ConfigMap is reset when edited.
+//
+// Both read from informer caches and write through the REST client. Thread-safe.
+#pragma once
+
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "client/discovery.h"
+#include "client/informer.h"
+#include "reconcile/controller.h"
+
+namespace klutch::controllers {
+
+inline constexpr const char* kRootCaConfigMap = "kube-root-ca.crt";
+
+class NamespaceReconciler final : public reconcile::Reconciler {
+ public:
+  NamespaceReconciler(client::RestClient& rest, client::Indexer& namespaces,
+                      client::RestMapper& mapper)
+      : rest_(rest), namespaces_(namespaces), mapper_(mapper) {}
+  core::Result<reconcile::Result> Reconcile(const reconcile::Request& request) override;
+
+ private:
+  client::RestClient& rest_;
+  client::Indexer& namespaces_;
+  client::RestMapper& mapper_;
+  std::mutex mu_;
+  std::set<std::string> empty_once_;  // guarded by mu_: namespaces found empty once
+};
+
+class NamespaceDefaultsReconciler final : public reconcile::Reconciler {
+ public:
+  NamespaceDefaultsReconciler(client::RestClient& rest, client::Indexer& namespaces,
+                              client::Indexer& service_accounts, client::Indexer& config_maps,
+                              std::string ca_pem)
+      : rest_(rest),
+        namespaces_(namespaces),
+        service_accounts_(service_accounts),
+        config_maps_(config_maps),
+        ca_pem_(std::move(ca_pem)) {}
+  core::Result<reconcile::Result> Reconcile(const reconcile::Request& request) override;
+
+ private:
+  client::RestClient& rest_;
+  client::Indexer& namespaces_;
+  client::Indexer& service_accounts_;
+  client::Indexer& config_maps_;
+  std::string ca_pem_;
+};
+
+}  // namespace klutch::controllers
