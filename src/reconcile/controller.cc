@@ -9,9 +9,15 @@
 namespace klutch::reconcile {
 
 Request Request::FromKey(std::string_view key) {
+  std::string resource;
+  // Names and namespaces never contain '#'.
+  if (auto hash = key.find('#'); hash != std::string_view::npos) {
+    resource = std::string(key.substr(0, hash));
+    key.remove_prefix(hash + 1);
+  }
   auto slash = key.find('/');
-  if (slash == std::string_view::npos) return {"", std::string(key)};
-  return {std::string(key.substr(0, slash)), std::string(key.substr(slash + 1))};
+  if (slash == std::string_view::npos) return {"", std::string(key), resource};
+  return {std::string(key.substr(0, slash)), std::string(key.substr(slash + 1)), resource};
 }
 
 MapFunc MapByLabels(std::string namespace_label, std::string name_label) {

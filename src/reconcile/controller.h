@@ -33,8 +33,15 @@ using client::Json;
 struct Request {
   std::string ns;  // "" for cluster-scoped objects
   std::string name;
-  // "namespace/name" or "name", as client::ObjectKey.
-  std::string Key() const { return ns.empty() ? name : ns + "/" + name; }
+  // For controllers that span many resources (the garbage collector): which one, as
+  // "resource.group" ("configmaps", "deployments.apps"); empty for the usual one-kind
+  // controller.
+  std::string resource = {};
+  // "namespace/name" or "name", as client::ObjectKey; prefixed "resource#" when set.
+  std::string Key() const {
+    std::string k = ns.empty() ? name : ns + "/" + name;
+    return resource.empty() ? k : resource + "#" + k;
+  }
   static Request FromKey(std::string_view key);
   bool operator==(const Request&) const = default;
 };

@@ -111,6 +111,20 @@ TEST_F(Controllers, BackgroundDeletionCollectsDependentsOnceTheLastOwnerIsGone) 
   EXPECT_TRUE(Eventually([&] { return Status(base + "/shared") == 404; }));
 }
 
+TEST_F(Controllers, OrphanDeletionKeepsDependentsWithoutTheReference) {
+  Json a = Create(kCms, ConfigMap("owner"));
+  Create(kCms, ConfigMap("child", Json::array({OwnerRef(a)})));
+  std::string base = kCms;
+  auto del =
+      Must("DELETE", base + "/owner",
+           Json{{"kind", "DeleteOptions"}, {"apiVersion", "v1"}, {"propagationPolicy", "Orphan"}});
+  ASSERT_EQ(del.status, 200) << del.body;
+  EXPECT_TRUE(Eventually([&] { return Status(base + "/owner") == 404; }));
+  auto child = Must("GET", base + "/child");
+  ASSERT_EQ(child.status, 200);
+  EXPECT_FALSE(Json::parse(child.body)["metadata"].contains("ownerReferences")) << child.body;
+}
+
 TEST_F(Controllers, DeletingANamespaceRemovesItsContentThenTheNamespace) {
   Create("/api/v1/namespaces",
          Json{{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "gone"}}}});
@@ -155,6 +169,37 @@ std::string Condition(const Json& crd, const std::string& type) {
     if (machinery::GetString(c, {"type"}) == type) return machinery::GetString(c, {"status"});
   }
   return "";
+}
+
+TEST_F(Controllers, CollectsCustomResourcesOfACrdCreatedAfterStart) {
+  constexpr const char* kCrds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+  Json crd = Crd("example.com", "widgets", "Widget");
+  crd["metadata"].erase("annotations");
+  Create(kCrds, crd);
+  std::string crd_path = std::string(kCrds) + "/widgets.example.com";
+  ASSERT_TRUE(Eventually([&] {
+    auto r = Must("GET", crd_path);
+    return r.status == 200 && Condition(Json::parse(r.body), "Established") == "True";
+  }));
+  const std::string widgets = "/apis/example.com/v1/namespaces/default/widgets";
+  // A widget owned by a ConfigMap, and a ConfigMap owned by a widget.
+  Json owner = Create(kCms, ConfigMap("cm-owner"));
+  Create(widgets, Json{{"apiVersion", "example.com/v1"},
+                       {"kind", "Widget"},
+                       {"metadata", {{"name", "w1"}, {"ownerReferences", {OwnerRef(owner)}}}}});
+  Json w2 = Create(
+      widgets,
+      Json{{"apiVersion", "example.com/v1"}, {"kind", "Widget"}, {"metadata", {{"name", "w2"}}}});
+  Json ref = {{"apiVersion", "example.com/v1"},
+              {"kind", "Widget"},
+              {"name", "w2"},
+              {"uid", machinery::Uid(w2)}};
+  Create(kCms, ConfigMap("cm-of-widget", Json::array({ref})));
+  std::string base = kCms;
+  ASSERT_EQ(Must("DELETE", base + "/cm-owner").status, 200);
+  EXPECT_TRUE(Eventually([&] { return Status(widgets + "/w1") == 404; }));
+  ASSERT_EQ(Must("DELETE", widgets + "/w2").status, 200);
+  EXPECT_TRUE(Eventually([&] { return Status(base + "/cm-of-widget") == 404; }));
 }
 
 TEST_F(Controllers, ACrdCannotTakeOverABuiltInResource) {
