@@ -161,6 +161,7 @@ core::Result<WatchEnd> ResourceClient::Watch(const WatchOptions& options,
                                              std::string_view accept) const {
   Request r = Make("GET");
   r.accept = std::string(accept);
+  r.idle_timeout = options.idle_timeout;
   r.query.emplace_back("watch", "true");
   if (!options.label_selector.empty())
     r.query.emplace_back("labelSelector", options.label_selector);

@@ -38,6 +38,8 @@ struct WatchOptions {
   bool send_initial_events = false;
   // Leave objects' metadata.managedFields out while decoding (never allocated).
   bool skip_managed_fields = false;
+  // End the watch after this long without a byte (bookmarks count): 0 = never.
+  std::chrono::milliseconds idle_timeout{0};
 };
 
 struct DeleteOptions {

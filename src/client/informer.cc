@@ -268,6 +268,7 @@ core::Status Informer::WatchOnce(bool& gone) {
   wo.resource_version = LastResourceVersion();
   wo.allow_bookmarks = true;
   wo.skip_managed_fields = options_.strip_managed_fields;
+  wo.idle_timeout = options_.watch_idle_timeout;
   {
     static thread_local std::mt19937 rng{std::random_device{}()};
     int min = static_cast<int>(options_.min_watch_timeout.count());

@@ -94,6 +94,10 @@ struct InformerOptions {
   // Watch requests ask the server to end them after a random time in [min, 2*min), as
   // client-go does, so load spreads and stale connections do not live forever.
   std::chrono::seconds min_watch_timeout{300};
+  // A watch silent for this long (no event, no bookmark) is taken as cut and resumed: a
+  // peer that vanished without closing the connection is noticed. Servers send bookmarks
+  // about once a minute.
+  std::chrono::milliseconds watch_idle_timeout{std::chrono::minutes(3)};
   // Observes reflector restarts (metrics): "relist" or "rewatch".
   std::function<void(std::string_view what)> on_restart;
 };

@@ -255,7 +255,9 @@ class RestClient::Impl {
     KLUTCH_ASSIGN_OR_RETURN(AuthMaterial auth, credentials_->Current());
     http::Headers headers = Headers(req, auth);
     // A stream holds its connection for its lifetime: never one from the pool.
-    http::Client conn(ClientOptionsFor(auth));
+    http::ClientOptions co = ClientOptionsFor(auth);
+    if (req.idle_timeout.count() > 0) co.stream_idle_timeout = req.idle_timeout;
+    http::Client conn(co);
     if (canceller) canceller->Attach(&conn);
     struct DetachOnExit {
       StreamCanceller* c;
@@ -311,6 +313,9 @@ class RestClient::Impl {
     if (!req.body.empty() || req.verb == "POST" || req.verb == "PUT" || req.verb == "PATCH") {
       h.Set("Content-Type", req.content_type);
     }
+    if (!config_.impersonate_user.empty()) h.Set("Impersonate-User", config_.impersonate_user);
+    if (!config_.impersonate_uid.empty()) h.Set("Impersonate-Uid", config_.impersonate_uid);
+    for (const auto& g : config_.impersonate_groups) h.Add("Impersonate-Group", g);
     if (!auth.bearer_token.empty()) {
       h.Set("Authorization", "Bearer " + auth.bearer_token);
     } else if (!auth.username.empty()) {

@@ -41,6 +41,9 @@ struct Request {
   std::string body;
   std::string content_type = "application/json";
   std::string accept = "application/json";
+  // Stream() only: end the stream after this long without a byte (0: the client's
+  // RestClientOptions::stream_idle_timeout). How a watch notices a cut that sends no FIN.
+  std::chrono::milliseconds idle_timeout{0};
 };
 
 struct Response {

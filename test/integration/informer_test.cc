@@ -96,7 +96,7 @@ class InformerTest : public ::testing::Test {
     }
   }
 
-  void StartInformer() {
+  void StartInformer(std::chrono::milliseconds idle = std::chrono::minutes(3)) {
     client::RestConfig via_proxy = config_;
     via_proxy.server = "https://127.0.0.1:" + std::to_string(proxy_->port());
     auto rest = client::RestClient::New(via_proxy, {.max_retries = 1});
@@ -108,6 +108,7 @@ class InformerTest : public ::testing::Test {
                                 .page_size = 7,
                                 .min_backoff = std::chrono::milliseconds(50),
                                 .max_backoff = std::chrono::milliseconds(500),
+                                .watch_idle_timeout = idle,
                                 .on_restart = [this](std::string_view what) {
                                   if (what == "relist") ++relists_;
                                 }});
@@ -243,6 +244,22 @@ TEST_F(InformerTest, ConvergesAfterConnectionsAreCutWhileWritesContinue) {
   ExpectConverged();
   EXPECT_GT(cuts, 0);
   EXPECT_GT(proxy_->accepted(), 1);  // the informer reconnected
+}
+
+TEST_F(InformerTest, NoticesAWatchThatWentSilentAndResumes) {
+  StartServer();
+  for (int i = 0; i < 5; ++i) Create("cm-" + std::to_string(i));
+  StartInformer(std::chrono::milliseconds(700));
+  // The watch is live once a change made now reaches the cache.
+  Update("cm-0", "before-freeze");
+  ExpectConverged();
+  int before = proxy_->accepted();
+  // The network swallows everything on the open connections; nobody closes them.
+  proxy_->FreezeAll();
+  for (int i = 0; i < 5; ++i) Update("cm-" + std::to_string(i), "after-freeze");
+  for (int i = 5; i < 8; ++i) Create("cm-" + std::to_string(i));
+  ExpectConverged();
+  EXPECT_GT(proxy_->accepted(), before);  // it gave up on the silent watch and reconnected
 }
 
 }  // namespace

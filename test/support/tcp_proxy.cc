@@ -67,17 +67,17 @@ void TcpProxy::AcceptLoop() {
     if (::poll(&p, 1, 100) <= 0) continue;
     int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) continue;
-    ++accepted_;
+    int number = ++accepted_;
     if (refusing_) {
       ::close(fd);
       continue;
     }
     std::lock_guard<std::mutex> lock(mu_);
-    threads_.emplace_back([this, fd] { Relay(fd); });
+    threads_.emplace_back([this, fd, number] { Relay(fd, number); });
   }
 }
 
-void TcpProxy::Relay(int client_fd) {
+void TcpProxy::Relay(int client_fd, int number) {
   int upstream_fd = ConnectLoopback(upstream_);
   if (upstream_fd < 0) {
     ::close(client_fd);
@@ -92,7 +92,13 @@ void TcpProxy::Relay(int client_fd) {
   char buf[16384];
   bool done = false;
   while (!done && !stopping_) {
+    if (number < frozen_before_) {
+      // Frozen: hold the connection open, relay nothing.
+      ::poll(nullptr, 0, 50);
+      continue;
+    }
     if (::poll(fds, 2, 100) < 0) break;
+    if (number < frozen_before_) continue;  // frozen while waiting: drop nothing, relay nothing
     for (int i = 0; i < 2 && !done; ++i) {
       if (fds[i].revents == 0) continue;
       ssize_t n = ::read(fds[i].fd, buf, sizeof(buf));

@@ -28,18 +28,22 @@ class TcpProxy {
   void CutAll();
   // While refusing, new connections are accepted and closed at once.
   void SetRefusing(bool refusing) { refusing_ = refusing; }
+  // Stops relaying on every open connection without closing it, as a network that drops
+  // packets does: neither side hears anything more. New connections work normally.
+  void FreezeAll() { frozen_before_ = accepted_.load() + 1; }
   // Connections accepted so far.
   int accepted() const { return accepted_; }
 
  private:
   void AcceptLoop();
-  void Relay(int client_fd);
+  void Relay(int client_fd, int number);
   int listen_fd_ = -1;
   uint16_t port_ = 0;
   std::atomic<uint16_t> upstream_;
   std::atomic<bool> refusing_{false};
   std::atomic<bool> stopping_{false};
   std::atomic<int> accepted_{0};
+  std::atomic<int> frozen_before_{0};  // connections numbered below this are frozen
   std::mutex mu_;
   std::set<int> open_fds_;            // guarded by mu_
   std::vector<std::thread> threads_;  // guarded by mu_
