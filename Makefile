@@ -32,6 +32,7 @@ up: build
 
 bench: build
 	./build/bin/klutch-bench-apiserver
+	./build/bin/klutch-bench-informer
 
 FUZZ_SECONDS ?= 30
 
