@@ -211,7 +211,7 @@ class RestClient::Impl {
       double secs =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
       if (!r.ok()) {
-        if (options_.on_request) options_.on_request(req.verb, 0, secs);
+        Observe(req.verb, 0, secs);
         // The connection is dropped. Safe to retry: reads, and anything whose connection
         // could not even be opened (nothing was sent).
         const std::string& m = r.status().message();
@@ -225,7 +225,7 @@ class RestClient::Impl {
         return st.Annotate(fmt::format("{} {}", req.verb, req.path));
       }
       Release(std::move(conn), auth);
-      if (options_.on_request) options_.on_request(req.verb, r->status, secs);
+      Observe(req.verb, r->status, secs);
       if (r->status >= 200 && r->status < 300) {
         return Response{r->status, std::move(r->headers), std::move(r->body)};
       }
@@ -292,7 +292,21 @@ class RestClient::Impl {
     return end;
   }
 
+  void SetRequestObserver(RequestObserver observer) {
+    std::lock_guard<std::mutex> lock(observer_mu_);
+    options_.on_request = std::move(observer);
+  }
+
  private:
+  void Observe(std::string_view verb, int code, double secs) {
+    RequestObserver o;
+    {
+      std::lock_guard<std::mutex> lock(observer_mu_);
+      o = options_.on_request;
+    }
+    if (o) o(verb, code, secs);
+  }
+
   std::string Target(const Request& req) const {
     std::string t = url_.prefix + req.path;
     char sep = '?';
@@ -388,6 +402,7 @@ class RestClient::Impl {
   static void Sleep(std::chrono::milliseconds d) { std::this_thread::sleep_for(d); }
 
   static constexpr size_t kMaxIdle = 16;
+  std::mutex observer_mu_;
   RestConfig config_;
   RestClientOptions options_;
   ServerUrl url_;
@@ -432,5 +447,9 @@ core::Result<StreamEnd> RestClient::Stream(const Request& request,
 }
 
 const RestConfig& RestClient::config() const { return impl_->config(); }
+
+void RestClient::SetRequestObserver(RequestObserver observer) {
+  impl_->SetRequestObserver(std::move(observer));
+}
 
 }  // namespace klutch::client

@@ -76,6 +76,8 @@ class StreamCanceller {
   std::atomic<bool> cancelled_{false};
 };
 
+using RequestObserver = std::function<void(std::string_view verb, int code, double seconds)>;
+
 struct RestClientOptions {
   int max_retries = 5;  // attempts after the first
   std::chrono::milliseconds initial_backoff{200};
@@ -84,7 +86,7 @@ struct RestClientOptions {
   std::chrono::milliseconds stream_idle_timeout{0};
   // Observes every finished request (metrics): verb, path template-free path, HTTP code (0
   // for transport errors), seconds taken.
-  std::function<void(std::string_view verb, int code, double seconds)> on_request;
+  RequestObserver on_request;
 };
 
 class RestClient {
@@ -112,6 +114,8 @@ class RestClient {
                                  StreamCanceller* canceller = nullptr);
 
   const RestConfig& config() const;
+  // Replaces RestClientOptions::on_request (e.g. a Manager plugging in its metrics).
+  void SetRequestObserver(RequestObserver observer);
 
   class Impl;
 

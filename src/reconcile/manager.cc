@@ -9,9 +9,16 @@
 namespace klutch::reconcile {
 
 Manager::Manager(client::RestClient& rest, ManagerOptions options)
-    : rest_(rest), options_(std::move(options)) {}
+    : rest_(rest), options_(std::move(options)) {
+  rest_.SetRequestObserver([this](std::string_view verb, int code, double seconds) {
+    metrics_.OnRequest(verb, code, seconds);
+  });
+}
 
-Manager::~Manager() { Stop(); }
+Manager::~Manager() {
+  Stop();
+  rest_.SetRequestObserver(nullptr);
+}
 
 client::Informer& Manager::Informer(const client::GroupVersionResource& gvr,
                                     client::InformerOptions options) {

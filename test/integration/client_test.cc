@@ -9,6 +9,7 @@
 #include "client/discovery.h"
 #include "client/dynamic.h"
 #include "client/kubeconfig.h"
+#include "http/certs.h"
 #include "reconcile/committer.h"
 #include "test/support/process.h"
 
@@ -71,8 +72,14 @@ TEST_F(ClientTest, RestMapperResolvesKindsResourcesAndNewCrds) {
   ASSERT_TRUE(client::ResourceClient(*rest_, client::resources::kCustomResourceDefinitions)
                   .Create(crd)
                   .ok());
-  // Served at once; the mapper refreshes on the unknown kind.
-  auto widget = mapper.ForKind("example.com", "Widget");
+  // Served once the CRD controller has seen it (as on any cluster, clients wait for
+  // Established); the mapper refreshes on the unknown kind by itself.
+  core::Result<client::ResourceMapping> widget = core::NotFound("not yet");
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!widget.ok() && std::chrono::steady_clock::now() < deadline) {
+    widget = mapper.ForKind("example.com", "Widget");
+    if (!widget.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
   ASSERT_TRUE(widget.ok()) << widget.status().ToString();
   EXPECT_EQ(widget->gvr.resource, "widgets");
   EXPECT_FALSE(widget->namespaced);
@@ -179,6 +186,23 @@ TEST_F(ClientTest, CommitterWritesOnlyTheDifferenceAndRefusesStaleReads) {
   ASSERT_TRUE(now.ok());
   EXPECT_EQ((*now)["data"]["a"], "1");
   EXPECT_EQ((*now)["data"]["b"], "2");
+}
+
+TEST_F(ClientTest, RefusesAServerItsCaDidNotSign) {
+  auto config = client::LoadKubeconfig({.paths = {server_->kubeconfig()}});
+  ASSERT_TRUE(config.ok());
+  auto other = http::GenerateCertificateAuthority("someone-else", std::chrono::hours(1));
+  ASSERT_TRUE(other.ok());
+  config->ca_pem = other->certificate;
+  auto rest = client::RestClient::New(
+      *config, {.max_retries = 1, .initial_backoff = std::chrono::milliseconds(1)});
+  ASSERT_TRUE(rest.ok()) << rest.status().ToString();
+  auto r = client::ResourceClient(**rest, client::resources::kNamespaces).List();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().reason(), core::Reason::kServiceUnavailable);
+  EXPECT_NE(r.status().message().find("TLS handshake"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("certificate verify failed"), std::string::npos)
+      << r.status().message();
 }
 
 }  // namespace

@@ -125,6 +125,8 @@ TEST_F(ReconcileTest, ExampleControllerConvergesAndServesMetrics) {
       << metrics->body.substr(0, 2000);
   EXPECT_NE(metrics->body.find("workqueue_adds_total{name=\"klutch-example-echo\"}"),
             std::string::npos);
+  EXPECT_NE(metrics->body.find("rest_client_requests_total{code=\"201\",method=\"POST\"}"),
+            std::string::npos);
   auto ready = health.Do("GET", "/readyz");
   ASSERT_TRUE(ready.ok());
   EXPECT_EQ(ready->status, 200);
