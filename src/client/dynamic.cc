@@ -2,15 +2,17 @@
 
 #include <fmt/format.h>
 
+#include "core/strings.h"
+
 namespace klutch::client {
 
 std::string ResourcePath(const GroupVersionResource& gvr, std::string_view ns,
                          std::string_view name, std::string_view subresource) {
   std::string p =
       gvr.group.empty() ? "/api/" + gvr.version : "/apis/" + gvr.group + "/" + gvr.version;
-  if (!ns.empty()) p += "/namespaces/" + EscapeQuery(ns);
+  if (!ns.empty()) p += "/namespaces/" + core::PercentEncode(ns);
   p += "/" + gvr.resource;
-  if (!name.empty()) p += "/" + EscapeQuery(name);
+  if (!name.empty()) p += "/" + core::PercentEncode(name);
   if (!subresource.empty()) p += "/" + std::string(subresource);
   return p;
 }

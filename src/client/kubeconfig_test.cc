@@ -10,38 +10,14 @@
 #include <string>
 
 #include "core/strings.h"
+#include "test/support/process.h"
 
 namespace klutch::client {
 namespace {
 
 namespace fs = std::filesystem;
 
-// A fresh directory under the system temp dir, removed on destruction.
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path_ = fs::temp_directory_path() /
-            ("klutch-kubeconfig-" + std::to_string(::getpid()) + "-" + std::to_string(++counter));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-  // Writes `content` to `name` (creating parent directories); returns the full path.
-  fs::path Write(const std::string& name, const std::string& content) const {
-    fs::path p = path_ / name;
-    fs::create_directories(p.parent_path());
-    std::ofstream(p, std::ios::binary) << content;
-    return p;
-  }
-
- private:
-  fs::path path_;
-};
+using testing::TempDir;
 
 // A getenv over a fixed map, for LoadKubeconfig's KUBECONFIG/HOME lookups.
 std::function<const char*(const char*)> FakeEnv(std::map<std::string, std::string> vars) {

@@ -153,21 +153,6 @@ int RetryAfterSeconds(const http::Headers& headers) {
 
 }  // namespace
 
-std::string EscapeQuery(std::string_view s) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
-  }
-  return out;
-}
-
 void StreamCanceller::Cancel() {
   cancelled_ = true;
   std::lock_guard<std::mutex> lock(mu_);
@@ -312,9 +297,9 @@ class RestClient::Impl {
     char sep = '?';
     for (const auto& [k, v] : req.query) {
       t += sep;
-      t += EscapeQuery(k);
+      t += core::PercentEncode(k);
       t += '=';
-      t += EscapeQuery(v);
+      t += core::PercentEncode(v);
       sep = '&';
     }
     return t;

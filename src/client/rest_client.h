@@ -124,7 +124,4 @@ class RestClient {
   std::unique_ptr<Impl> impl_;
 };
 
-// Percent-encodes a query component.
-std::string EscapeQuery(std::string_view s);
-
 }  // namespace klutch::client

@@ -11,30 +11,14 @@
 #include "client/kubeconfig.h"
 #include "http/certs.h"
 #include "reconcile/committer.h"
-#include "test/support/process.h"
+#include "test/support/server_fixture.h"
 
 namespace klutch::testing {
 namespace {
 
 using client::Json;
 
-class ClientTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    std::string error;
-    server_ = ApiServerProcess::Start(dir_.path() / "data", {}, &error);
-    ASSERT_TRUE(server_) << error;
-    auto config = client::LoadKubeconfig({.paths = {server_->kubeconfig()}});
-    ASSERT_TRUE(config.ok()) << config.status().ToString();
-    config->qps = 0;
-    auto rest = client::RestClient::New(*config);
-    ASSERT_TRUE(rest.ok()) << rest.status().ToString();
-    rest_ = std::move(*rest);
-  }
-  TempDir dir_{"klutch-client"};
-  std::unique_ptr<ApiServerProcess> server_;
-  std::unique_ptr<client::RestClient> rest_;
-};
+using ClientTest = ServerTest;
 
 TEST_F(ClientTest, RestMapperResolvesKindsResourcesAndNewCrds) {
   client::RestMapper mapper(*rest_, std::chrono::milliseconds(0));

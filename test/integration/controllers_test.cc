@@ -11,21 +11,12 @@
 #include "machinery/object.h"
 #include "test/support/kube_client.h"
 #include "test/support/process.h"
+#include "test/support/wait.h"
 
 namespace klutch::testing {
 namespace {
 
 using machinery::Json;
-
-// Polls `probe` until it holds; the bound only keeps a broken build from hanging CI.
-bool Eventually(const std::function<bool()>& probe) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (probe()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return probe();
-}
 
 class Controllers : public ::testing::Test {
  protected:

@@ -15,21 +15,13 @@
 #include "client/kubeconfig.h"
 #include "test/support/process.h"
 #include "test/support/tcp_proxy.h"
+#include "test/support/wait.h"
 
 namespace klutch::testing {
 namespace {
 
 using client::Json;
 using client::ObjectPtr;
-
-bool Eventually(const std::function<bool()>& probe, int seconds = 60) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (probe()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return probe();
-}
 
 uint16_t PortOf(const std::string& url) {
   return static_cast<uint16_t>(std::stoi(url.substr(url.rfind(':') + 1)));

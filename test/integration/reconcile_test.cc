@@ -13,36 +13,16 @@
 #include "http/client.h"
 #include "reconcile/manager.h"
 #include "test/example/echo_reconciler.h"
-#include "test/support/process.h"
+#include "test/support/server_fixture.h"
+#include "test/support/wait.h"
 
 namespace klutch::testing {
 namespace {
 
 using client::Json;
 
-bool Eventually(const std::function<bool()>& probe, int seconds = 60) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (probe()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return probe();
-}
-
-class ReconcileTest : public ::testing::Test {
+class ReconcileTest : public ServerTest {
  protected:
-  void SetUp() override {
-    std::string error;
-    server_ = ApiServerProcess::Start(dir_.path() / "data", {}, &error);
-    ASSERT_TRUE(server_) << error;
-    auto config = client::LoadKubeconfig({.paths = {server_->kubeconfig()}});
-    ASSERT_TRUE(config.ok()) << config.status().ToString();
-    config->qps = 0;
-    auto rest = client::RestClient::New(*config);
-    ASSERT_TRUE(rest.ok()) << rest.status().ToString();
-    rest_ = std::move(*rest);
-  }
-
   client::ResourceClient ConfigMaps() {
     return client::ResourceClient(*rest_, client::resources::kConfigMaps, "default");
   }
@@ -60,10 +40,6 @@ class ReconcileTest : public ::testing::Test {
     return r.ok() ? machinery::GetString(*r, {"data", "v"}) : "";
   }
   bool Exists(const std::string& name) { return ConfigMaps().Get(name).ok(); }
-
-  TempDir dir_{"klutch-reconcile"};
-  std::unique_ptr<ApiServerProcess> server_;
-  std::unique_ptr<client::RestClient> rest_;
 };
 
 TEST_F(ReconcileTest, ExampleControllerConvergesAndServesMetrics) {

@@ -30,6 +30,13 @@ TempDir::TempDir(const std::string& prefix) {
   fs::create_directories(path_);
 }
 
+fs::path TempDir::Write(const std::string& name, const std::string& content) const {
+  fs::path p = path_ / name;
+  fs::create_directories(p.parent_path());
+  std::ofstream(p, std::ios::binary) << content;
+  return p;
+}
+
 TempDir::~TempDir() {
   std::error_code ec;
   fs::remove_all(path_, ec);

@@ -21,6 +21,9 @@ class TempDir {
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
   const std::filesystem::path& path() const { return path_; }
+  // Writes `content` to `name` below the directory (creating parent directories); returns
+  // the full path.
+  std::filesystem::path Write(const std::string& name, const std::string& content) const;
 
  private:
   std::filesystem::path path_;
