@@ -35,7 +35,7 @@ core::Status RestMapper::LoadAggregated(bool& supported, std::vector<ResourceMap
   supported = true;
   for (const char* path : {"/api", "/apis"}) {
     KLUTCH_ASSIGN_OR_RETURN(Json doc, rest_.DoJson({.path = path, .accept = kAggregatedAccept}));
-    if (doc.value("kind", "") != "APIGroupDiscoveryList") {
+    if (machinery::GetString(doc, {"kind"}) != "APIGroupDiscoveryList") {
       supported = false;
       return core::Status::Ok();
     }

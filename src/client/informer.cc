@@ -33,11 +33,34 @@ core::Status Indexer::AddIndex(const std::string& name, IndexFunc fn) {
   return core::Status::Ok();
 }
 
+namespace {
+// An index function that throws indexes the object under nothing (and says so once).
+std::vector<std::string> IndexValues(const Indexer::IndexFunc& fn, const Json* obj) {
+  if (!obj) return {};
+  try {
+    return fn(*obj);
+  } catch (const std::exception& e) {
+    KLUTCH_LOG(kWarn, "informer", "index function threw: {}", e.what());
+    return {};
+  }
+}
+
+// Handlers are user code: one that throws must not take the reflector thread down.
+template <typename F>
+void Safely(F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    KLUTCH_LOG(kWarn, "informer", "event handler threw: {}", e.what());
+  }
+}
+}  // namespace
+
 void Indexer::IndexLocked(const std::string& key, const Json* old_obj, const Json* new_obj) {
   for (const auto& [name, fn] : index_funcs_) {
     auto& index = indexes_[name];
-    std::vector<std::string> old_values = old_obj ? fn(*old_obj) : std::vector<std::string>{};
-    std::vector<std::string> new_values = new_obj ? fn(*new_obj) : std::vector<std::string>{};
+    std::vector<std::string> old_values = IndexValues(fn, old_obj);
+    std::vector<std::string> new_values = IndexValues(fn, new_obj);
     if (old_values == new_values) continue;
     for (const auto& v : old_values) {
       auto it = index.find(v);
@@ -129,7 +152,7 @@ Informer::~Informer() { Stop(); }
 void Informer::AddEventHandler(EventHandler handler) {
   std::lock_guard<std::mutex> lock(handlers_mu_);
   if (handler.on_add) {
-    for (const auto& obj : indexer_.List()) handler.on_add(obj);
+    for (const auto& obj : indexer_.List()) Safely([&] { handler.on_add(obj); });
   }
   handlers_.push_back(std::move(handler));
 }
@@ -166,11 +189,11 @@ ObjectPtr Informer::Shape(Json object) const {
     auto meta = object.find("metadata");
     if (meta != object.end() && meta->is_object()) meta->erase("managedFields");
   }
-  if (options_.transform) options_.transform(object);
+  if (options_.transform) Safely([&] { options_.transform(object); });
   if (options_.metadata_only) {
     Json slim = {
-        {"apiVersion", object.value("apiVersion", "")},
-        {"kind", object.value("kind", "")},
+        {"apiVersion", machinery::GetString(object, {"apiVersion"})},
+        {"kind", machinery::GetString(object, {"kind"})},
         {"metadata", object.contains("metadata") ? std::move(object["metadata"]) : Json::object()}};
     slim["metadata"].erase("managedFields");
     return std::make_shared<const Json>(std::move(slim));
@@ -186,9 +209,9 @@ void Informer::Deliver(EventType type, const ObjectPtr& obj) {
       ObjectPtr old = indexer_.Upsert(obj);
       for (const auto& h : handlers_) {
         if (old) {
-          if (h.on_update) h.on_update(old, obj);
+          if (h.on_update) Safely([&] { h.on_update(old, obj); });
         } else if (h.on_add) {
-          h.on_add(obj);
+          Safely([&] { h.on_add(obj); });
         }
       }
       break;
@@ -197,7 +220,7 @@ void Informer::Deliver(EventType type, const ObjectPtr& obj) {
       ObjectPtr old = indexer_.Delete(ObjectKey(*obj));
       // Deliver the last state known: the event's object is the server's final one.
       for (const auto& h : handlers_) {
-        if (h.on_delete) h.on_delete(obj ? obj : old);
+        if (h.on_delete) Safely([&] { h.on_delete(obj ? obj : old); });
       }
       break;
     }
@@ -287,7 +310,9 @@ core::Status Informer::WatchOnce(bool& gone) {
           std::string rv = machinery::ResourceVersion(*e.object);
           std::lock_guard<std::mutex> lock(mu_);
           if (!rv.empty()) last_rv_ = rv;
-          return true;
+          // A quiet resource still resyncs on time: bookmarks end the watch when it is due.
+          return !stopping_ && (options_.resync_period.count() <= 0 ||
+                                std::chrono::steady_clock::now() < next_resync_);
         }
         std::string rv = machinery::ResourceVersion(*e.object);
         Deliver(e.type, Shape(Json(*e.object)));
@@ -322,7 +347,7 @@ void Informer::Resync() {
   std::lock_guard<std::mutex> lock(handlers_mu_);
   for (const auto& obj : indexer_.List()) {
     for (const auto& h : handlers_) {
-      if (h.on_update) h.on_update(obj, obj);
+      if (h.on_update) Safely([&] { h.on_update(obj, obj); });
     }
   }
 }

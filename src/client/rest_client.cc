@@ -79,7 +79,7 @@ bool IsReadVerb(std::string_view verb) { return verb == "GET" || verb == "HEAD";
 // The status a non-2xx response stands for: the server's metav1.Status when it sent one.
 core::Status ErrorFromResponse(const Request& req, int code, const std::string& body) {
   Json parsed = Json::parse(body, nullptr, false);
-  if (parsed.is_object() && parsed.value("kind", "") == "Status") {
+  if (parsed.is_object() && machinery::GetString(parsed, {"kind"}) == "Status") {
     core::Status st = machinery::StatusFromJson(parsed);
     if (!st.ok()) return st.set_code(code);
   }

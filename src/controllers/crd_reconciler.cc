@@ -130,7 +130,7 @@ core::Result<reconcile::Result> CrdReconciler::Cleanup(const Json& crd) {
       if (!del.ok() && !core::IsNotFound(del.status())) return del.status();
     }
   }
-  if (remaining) return reconcile::Result::RequeueAfter(std::chrono::milliseconds(100));
+  if (remaining) return reconcile::Result::RequeueAfter(std::chrono::milliseconds(500));
   if (!machinery::HasFinalizer(crd, kCleanupFinalizer)) return reconcile::Result::Done();
   Json modified = crd;
   Json kept = Json::array();

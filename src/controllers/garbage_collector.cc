@@ -129,6 +129,14 @@ void GarbageCollector::Observe(const std::string& resource, const Json& obj, boo
   for (const auto& k : keys) controller_->queue().Add(k);
 }
 
+bool GarbageCollector::AllSynced() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [name, informer] : informers_) {
+    if (!informer->HasSynced()) return false;
+  }
+  return true;
+}
+
 std::vector<reconcile::Request> GarbageCollector::DependentsOf(const std::string& uid) {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<reconcile::Request> out;
@@ -231,15 +239,18 @@ core::Result<reconcile::Result> GarbageCollector::ProcessAsOwner(const reconcile
       std::lock_guard<std::mutex> lock(mu_);
       m = followed_[dep.resource];
     }
-    auto res = client::ResourceClient(rest_, m.gvr, dep.ns)
-                   .Delete(dep.name, {.propagation_policy = "Foreground",
-                                      .precondition_uid = machinery::Uid(*d)});
+    auto res =
+        client::ResourceClient(rest_, m.gvr, dep.ns)
+            .Delete(dep.name, {.propagation_policy = "Foreground",
+                               .precondition_uid = machinery::Uid(*d),
+                               .precondition_resource_version = machinery::ResourceVersion(*d)});
     if (!res.ok() && !core::IsNotFound(res.status()) && !core::IsConflict(res.status())) {
       return res.status();
     }
   }
   if (foreground && !DependentsOf(uid).empty()) {
-    return reconcile::Result::RequeueAfter(std::chrono::milliseconds(100));
+    // Dependents' deletions show up as events; this only covers ones held by finalizers.
+    return reconcile::Result::RequeueAfter(std::chrono::milliseconds(500));
   }
   client::ResourceMapping m;
   {
@@ -276,9 +287,12 @@ core::Status GarbageCollector::ProcessAsDependent(const reconcile::Request& r, c
     std::lock_guard<std::mutex> lock(mu_);
     m = followed_[r.resource];
   }
-  auto res = client::ResourceClient(rest_, m.gvr, r.ns)
-                 .Delete(r.name, {.propagation_policy = "Background",
-                                  .precondition_uid = machinery::Uid(obj)});
+  auto res =
+      client::ResourceClient(rest_, m.gvr, r.ns)
+          .Delete(r.name, {.propagation_policy = "Background",
+                           .precondition_uid = machinery::Uid(obj),
+                           // The cache may be behind a user removing the reference by hand.
+                           .precondition_resource_version = machinery::ResourceVersion(obj)});
   if (!res.ok() && !core::IsNotFound(res.status()) && !core::IsConflict(res.status())) {
     return res.status();
   }
@@ -290,6 +304,9 @@ core::Result<reconcile::Result> GarbageCollector::Reconcile(const reconcile::Req
     KLUTCH_RETURN_IF_ERROR(SyncResources());
     return reconcile::Result::Done();
   }
+  // Decisions need the whole graph: while any followed resource (e.g. of a CRD just added)
+  // has not listed yet, a dependent could be missed and later look orphaned.
+  if (!AllSynced()) return reconcile::Result::RequeueAfter(std::chrono::milliseconds(200));
   client::ObjectPtr obj = Cached(request);
   if (!obj) return reconcile::Result::Done();
   KLUTCH_ASSIGN_OR_RETURN(reconcile::Result owner_result, ProcessAsOwner(request, *obj));

@@ -56,6 +56,7 @@ class GarbageCollector final : public reconcile::Reconciler {
   core::Status DropOwners(const reconcile::Request& r, const client::Json& obj,
                           const std::set<std::string>& uids);
   std::vector<reconcile::Request> DependentsOf(const std::string& uid);
+  bool AllSynced();
 
   client::RestClient& rest_;
   client::RestMapper& mapper_;

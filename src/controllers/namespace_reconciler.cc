@@ -62,7 +62,9 @@ core::Result<reconcile::Result> NamespaceReconciler::Reconcile(const reconcile::
     std::lock_guard<std::mutex> lock(mu_);
     if (remaining) {
       empty_once_.erase(request.name);
-      return reconcile::Result::RequeueAfter(std::chrono::milliseconds(100));
+      // Each pass costs a request per resource type: poll gently while finalizers hold
+      // objects (their removal is not an event this controller watches).
+      return reconcile::Result::RequeueAfter(std::chrono::milliseconds(500));
     }
     // A create admitted just before the namespace turned Terminating may commit after the
     // lists above: finalize only after a second empty pass, once such writes have landed.

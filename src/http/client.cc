@@ -168,8 +168,9 @@ class Client::Impl {
     // One retry on a stale keep-alive connection (the server may have closed it): when the
     // request could not be written or the connection closed with no response at all, and
     // after any other failed read only for idempotent methods, which may be seen twice.
-    const bool idempotent = method == "GET" || method == "HEAD" || method == "PUT" ||
-                            method == "DELETE" || method == "OPTIONS";
+    // Like Go's transport: only reads are replayed after a failed read; a PUT or DELETE
+    // that took effect would come back as a confusing Conflict or NotFound.
+    const bool idempotent = method == "GET" || method == "HEAD" || method == "OPTIONS";
     for (int attempt = 0; attempt < 2; ++attempt) {
       bool reused = connected_;
       bool written = false;
@@ -211,10 +212,21 @@ class Client::Impl {
   core::Result<ClientResponse> Stream(std::string_view method, std::string_view target,
                                       const Headers& headers,
                                       const std::function<bool(std::string_view)>& on_data) {
-    if (TakeDisconnectRequest()) Close();
     if (!connected_) KLUTCH_RETURN_IF_ERROR(Connect());
     {
       std::lock_guard<std::mutex> lock(mu_);
+      if (disconnect_requested_) {
+        // Cancelled while connecting: do not start the stream at all.
+        disconnect_requested_ = false;
+        boost::system::error_code ec;
+        if (tls_) beast::get_lowest_layer(*tls_).socket().close(ec);
+        if (plain_) plain_->socket().close(ec);
+        connected_ = false;
+        ClientResponse cut;
+        cut.complete = false;
+        cut.stream_error = "disconnected before the stream started";
+        return cut;
+      }
       streaming_ = true;
       ++stream_gen_;
     }

@@ -66,7 +66,9 @@ class Client {
                                       const std::function<bool(std::string_view)>& on_data);
 
   // Drops the connection: a running Stream() returns (with complete=false); otherwise the
-  // next request opens a new connection. The one call that is safe from any thread.
+  // next Do() opens a new connection and the next Stream() returns at once (complete=false),
+  // so a cancel racing with a stream's start is never lost. The one call that is safe from
+  // any thread.
   void Disconnect();
 
   class Impl;

@@ -116,6 +116,9 @@ void Controller::Start() {
 }
 
 void Controller::Stop() {
+  // Keys still queued are not reconciled any more (a replica that lost its lease must stop
+  // writing at once); only reconciles already running finish.
+  stopping_ = true;
   queue_.ShutDownWithDrain();
   std::vector<std::thread> workers;
   {
@@ -127,7 +130,7 @@ void Controller::Stop() {
 
 void Controller::Worker() {
   while (auto key = queue_.Get()) {
-    ProcessOne(*key);
+    if (!stopping_) ProcessOne(*key);
     queue_.Done(*key);
   }
 }

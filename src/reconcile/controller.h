@@ -14,6 +14,7 @@
 // Thread-safe.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -123,6 +124,7 @@ class Controller {
   client::WorkQueue queue_;
   std::mutex mu_;
   bool started_ = false;  // guarded by mu_
+  std::atomic<bool> stopping_{false};
   std::vector<std::thread> workers_;
 };
 

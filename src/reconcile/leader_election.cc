@@ -17,19 +17,37 @@ std::string DefaultIdentity() {
 }
 
 // The fields that say who holds the lease; a change in them restarts the expiry clock.
+int64_t IntField(const Json& lease, const char* key, int64_t fallback) {
+  const Json* v = machinery::Find(lease, {"spec", key});
+  return v && v->is_number_integer() ? v->get<int64_t>() : fallback;
+}
+
 std::string Record(const Json& lease) {
-  const Json* spec = machinery::Find(lease, {"spec"});
-  if (!spec || !spec->is_object()) return "";
-  Json r = {{"holder", spec->value("holderIdentity", "")},
-            {"renew", spec->value("renewTime", "")},
-            {"transitions", spec->value("leaseTransitions", 0)}};
+  Json r = {{"holder", machinery::GetString(lease, {"spec", "holderIdentity"})},
+            {"renew", machinery::GetString(lease, {"spec", "renewTime"})},
+            {"transitions", IntField(lease, "leaseTransitions", 0)}};
   return r.dump();
+}
+
+// The elector's own client: one attempt per request, bounded in time, so a renewal can never
+// outlast the renew deadline in retries (client-go bounds each attempt the same way).
+std::unique_ptr<client::RestClient> LeaseClient(client::RestClient& rest,
+                                                const LeaderElectionOptions& o) {
+  client::RestConfig config = rest.config();
+  config.timeout =
+      std::min(config.timeout, std::max(o.retry_period, std::chrono::milliseconds(500)));
+  config.timeout = std::min<std::chrono::milliseconds>(config.timeout, o.renew_deadline);
+  config.qps = 0;
+  auto c = client::RestClient::New(config, {.max_retries = 0});
+  return c.ok() ? std::move(*c) : nullptr;
 }
 }  // namespace
 
 LeaderElector::LeaderElector(client::RestClient& rest, LeaderElectionOptions options,
                              const core::Clock& clock)
-    : leases_(rest, client::resources::kLeases, options.lease_namespace),
+    : lease_client_(LeaseClient(rest, options)),
+      leases_(lease_client_ ? *lease_client_ : rest, client::resources::kLeases,
+              options.lease_namespace),
       options_(std::move(options)),
       clock_(clock) {
   if (options_.identity.empty()) options_.identity = DefaultIdentity();
@@ -94,12 +112,8 @@ bool LeaderElector::TryAcquireOrRenew() {
     observed_record_ = record;
     observed_at_ = std::chrono::steady_clock::now();
   }
-  const Json& spec = lease["spec"];
-  std::string holder = spec.is_object() ? spec.value("holderIdentity", "") : "";
-  int held_for_s = spec.is_object() && spec.contains("leaseDurationSeconds") &&
-                           spec["leaseDurationSeconds"].is_number_integer()
-                       ? spec["leaseDurationSeconds"].get<int>()
-                       : duration_s;
+  std::string holder = machinery::GetString(lease, {"spec", "holderIdentity"});
+  int64_t held_for_s = IntField(lease, "leaseDurationSeconds", duration_s);
   bool ours = holder == options_.identity;
   bool expired =
       std::chrono::steady_clock::now() >= observed_at_ + std::chrono::seconds(held_for_s);
@@ -108,13 +122,12 @@ bool LeaderElector::TryAcquireOrRenew() {
     return false;
   }
 
-  int transitions = spec.is_object() ? spec.value("leaseTransitions", 0) : 0;
+  int64_t transitions = IntField(lease, "leaseTransitions", 0);
   Json& s = lease["spec"];
   if (!s.is_object()) s = Json::object();
   if (!ours) {
     s["acquireTime"] = now;
     s["leaseTransitions"] = holder.empty() && transitions == 0 ? 0 : transitions + 1;
-    if (options_.on_new_leader) options_.on_new_leader(options_.identity);
   }
   s["holderIdentity"] = options_.identity;
   s["leaseDurationSeconds"] = duration_s;
@@ -122,6 +135,7 @@ bool LeaderElector::TryAcquireOrRenew() {
   // PUT with the resourceVersion we read: a concurrent candidate's write makes this fail.
   auto updated = leases_.Update(lease);
   if (!updated.ok()) return false;
+  if (!ours && options_.on_new_leader) options_.on_new_leader(options_.identity);
   observed_record_ = Record(*updated);
   observed_at_ = std::chrono::steady_clock::now();
   observed_rv_ = machinery::ResourceVersion(*updated);

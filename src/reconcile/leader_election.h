@@ -31,6 +31,7 @@ struct LeaderElectionOptions {
   std::chrono::milliseconds retry_period{2000};
   std::function<void()> on_started_leading;  // called on the elector's thread
   std::function<void()> on_stopped_leading;  // called when leadership is lost or released
+  // Called when this replica becomes the holder (after the lease write succeeded).
   std::function<void(const std::string& holder)> on_new_leader;
 };
 
@@ -55,6 +56,7 @@ class LeaderElector {
   void Release();
   bool Wait(std::chrono::milliseconds d);
 
+  std::unique_ptr<client::RestClient> lease_client_;
   client::ResourceClient leases_;
   LeaderElectionOptions options_;
   const core::Clock& clock_;

@@ -22,8 +22,9 @@ Manager::~Manager() {
 
 client::Informer& Manager::Informer(const client::GroupVersionResource& gvr,
                                     client::InformerOptions options) {
-  std::string key = fmt::format("{}/{}/{}|{}|{}|{}", gvr.group, gvr.version, gvr.resource,
-                                options.ns, options.label_selector, options.field_selector);
+  std::string key = fmt::format("{}/{}/{}|{}|{}|{}|{}", gvr.group, gvr.version, gvr.resource,
+                                options.ns, options.label_selector, options.field_selector,
+                                options.metadata_only ? "metadata" : "full");
   std::lock_guard<std::mutex> lock(mu_);
   auto& slot = informers_[key];
   if (!slot) {
@@ -116,6 +117,11 @@ core::Status Manager::Start() {
       {
         std::lock_guard<std::mutex> lock(mu_);
         stopping = stopped_;
+        lost_leadership_ = !stopping;
+      }
+      if (!stopping) {
+        KLUTCH_LOG(kError, options_.name,
+                   "leader election lost: controllers stopped; the process should exit");
       }
       if (!stopping && options_.on_lost_leadership) options_.on_lost_leadership();
     };
@@ -161,7 +167,7 @@ void Manager::Stop() {
 
 bool Manager::Ready() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return synced_ && !stopped_;
+  return synced_ && !stopped_ && !lost_leadership_;
 }
 
 bool Manager::Leading() const { return !elector_ || elector_->IsLeader(); }

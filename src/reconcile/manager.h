@@ -36,7 +36,8 @@ struct ManagerOptions {
   std::optional<LeaderElectionOptions> leader_election;
   std::chrono::milliseconds cache_sync_timeout{60000};
   // Called (on the elector's thread) when leadership is lost; controllers are already
-  // stopped then. Processes usually exit here, as controller-runtime does.
+  // stopped then and cannot start again (Ready() turns false). Processes should exit here,
+  // as controller-runtime's do.
   std::function<void()> on_lost_leadership;
 };
 
@@ -79,6 +80,7 @@ class Manager {
   bool synced_ = false;                                                 // guarded by mu_
   bool started_ = false;                                                // guarded by mu_
   bool stopped_ = false;                                                // guarded by mu_
+  bool lost_leadership_ = false;  // guarded by mu_: controllers stopped for good
   std::unique_ptr<LeaderElector> elector_;
   std::unique_ptr<http::Server> health_;
 };
