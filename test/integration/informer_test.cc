@@ -189,6 +189,10 @@ TEST_F(InformerTest, RelistsWhenCompactionExpiresItsResourceVersion) {
   StartServer({"--compaction-interval", "1"});
   for (int i = 0; i < 10; ++i) Create("cm-" + std::to_string(i));
   StartInformer();
+  // The watch is live once a change made now reaches the cache (a connection still being set
+  // up when the proxy cuts would otherwise survive the cut).
+  Update("cm-9", "live");
+  ExpectConverged();
   // Take the informer off the network, change things, and wait until the history it would
   // resume from is compacted away.
   proxy_->SetRefusing(true);

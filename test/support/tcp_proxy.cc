@@ -78,14 +78,19 @@ void TcpProxy::AcceptLoop() {
 }
 
 void TcpProxy::Relay(int client_fd, int number) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_fds_.insert(client_fd);  // from now on CutAll() reaches it
+  }
   int upstream_fd = ConnectLoopback(upstream_);
   if (upstream_fd < 0) {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_fds_.erase(client_fd);
     ::close(client_fd);
     return;
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    open_fds_.insert(client_fd);
     open_fds_.insert(upstream_fd);
   }
   pollfd fds[2] = {{client_fd, POLLIN, 0}, {upstream_fd, POLLIN, 0}};
