@@ -184,18 +184,16 @@ bool Informer::SleepFor(std::chrono::milliseconds d) {
   return !stopping_;
 }
 
+// managedFields are already left out by the parser when strip_managed_fields is set (lists
+// and watch events alike), so shaping is only the transform and the metadata-only cut.
 ObjectPtr Informer::Shape(Json object) const {
-  if (options_.strip_managed_fields && object.is_object()) {
-    auto meta = object.find("metadata");
-    if (meta != object.end() && meta->is_object()) meta->erase("managedFields");
-  }
   if (options_.transform) Safely([&] { options_.transform(object); });
   if (options_.metadata_only) {
     Json slim = {
         {"apiVersion", machinery::GetString(object, {"apiVersion"})},
         {"kind", machinery::GetString(object, {"kind"})},
         {"metadata", object.contains("metadata") ? std::move(object["metadata"]) : Json::object()}};
-    slim["metadata"].erase("managedFields");
+    if (slim["metadata"].is_object()) slim["metadata"].erase("managedFields");
     return std::make_shared<const Json>(std::move(slim));
   }
   return std::make_shared<const Json>(std::move(object));
@@ -315,7 +313,9 @@ core::Status Informer::WatchOnce(bool& gone) {
                                 std::chrono::steady_clock::now() < next_resync_);
         }
         std::string rv = machinery::ResourceVersion(*e.object);
-        Deliver(e.type, Shape(Json(*e.object)));
+        // The decoded event is used as is unless it needs shaping (no copy on the hot path).
+        Deliver(e.type,
+                options_.transform || options_.metadata_only ? Shape(Json(*e.object)) : e.object);
         std::lock_guard<std::mutex> lock(mu_);
         if (!rv.empty()) last_rv_ = rv;
         if (options_.resync_period.count() > 0 &&

@@ -179,15 +179,32 @@ GarbageCollector::Owner GarbageCollector::OwnerState(const Json& ref, const std:
   return machinery::Uid(*owner) == uid ? Owner::kExists : Owner::kAbsent;
 }
 
+std::optional<client::ResourceClient> GarbageCollector::ClientFor(const reconcile::Request& r) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = followed_.find(r.resource);
+  if (it == followed_.end()) return std::nullopt;
+  return client::ResourceClient(rest_, it->second.gvr, r.ns);
+}
+
+core::Status GarbageCollector::DeleteObject(const reconcile::Request& r, const Json& obj,
+                                            const char* propagation) {
+  auto rc = ClientFor(r);
+  if (!rc) return core::Status::Ok();
+  auto res = rc->Delete(r.name, {.propagation_policy = propagation,
+                                 .precondition_uid = machinery::Uid(obj),
+                                 // The cache may be behind a user removing a reference by hand.
+                                 .precondition_resource_version = machinery::ResourceVersion(obj)});
+  // A conflict means the object changed: its event queues it again.
+  if (!res.ok() && !core::IsNotFound(res.status()) && !core::IsConflict(res.status())) {
+    return res.status();
+  }
+  return core::Status::Ok();
+}
+
 core::Status GarbageCollector::DropOwners(const reconcile::Request& r, const Json& obj,
                                           const std::set<std::string>& uids) {
-  client::ResourceMapping m;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = followed_.find(r.resource);
-    if (it == followed_.end()) return core::Status::Ok();
-    m = it->second;
-  }
+  auto rc = ClientFor(r);
+  if (!rc) return core::Status::Ok();
   Json modified = obj;
   Json kept = Json::array();
   if (const Json* refs = Find(obj, {"metadata", "ownerReferences"}); refs && refs->is_array()) {
@@ -200,8 +217,7 @@ core::Status GarbageCollector::DropOwners(const reconcile::Request& r, const Jso
   } else {
     modified["metadata"]["ownerReferences"] = std::move(kept);
   }
-  client::ResourceClient rc(rest_, m.gvr, r.ns);
-  auto res = reconcile::Committer(rc, kName).Commit(obj, modified);
+  auto res = reconcile::Committer(*rc, kName).Commit(obj, modified);
   if (!res.ok() && !core::IsNotFound(res.status())) return res.status();
   return core::Status::Ok();
 }
@@ -234,29 +250,14 @@ core::Result<reconcile::Result> GarbageCollector::ProcessAsOwner(const reconcile
       continue;
     }
     if (machinery::IsBeingDeleted(*d)) continue;
-    client::ResourceMapping m;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      m = followed_[dep.resource];
-    }
-    auto res =
-        client::ResourceClient(rest_, m.gvr, dep.ns)
-            .Delete(dep.name, {.propagation_policy = "Foreground",
-                               .precondition_uid = machinery::Uid(*d),
-                               .precondition_resource_version = machinery::ResourceVersion(*d)});
-    if (!res.ok() && !core::IsNotFound(res.status()) && !core::IsConflict(res.status())) {
-      return res.status();
-    }
+    KLUTCH_RETURN_IF_ERROR(DeleteObject(dep, *d, "Foreground"));
   }
   if (foreground && !DependentsOf(uid).empty()) {
     // Dependents' deletions show up as events; this only covers ones held by finalizers.
     return reconcile::Result::RequeueAfter(std::chrono::milliseconds(500));
   }
-  client::ResourceMapping m;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    m = followed_[r.resource];
-  }
+  auto rc = ClientFor(r);
+  if (!rc) return reconcile::Result::Done();
   const char* finalizer = orphan ? "orphan" : "foregroundDeletion";
   Json modified = obj;
   Json kept = Json::array();
@@ -264,8 +265,7 @@ core::Result<reconcile::Result> GarbageCollector::ProcessAsOwner(const reconcile
     if (f != finalizer) kept.push_back(f);
   }
   modified["metadata"]["finalizers"] = std::move(kept);
-  auto res =
-      reconcile::Committer(client::ResourceClient(rest_, m.gvr, r.ns), kName).Commit(obj, modified);
+  auto res = reconcile::Committer(*rc, kName).Commit(obj, modified);
   if (!res.ok() && !core::IsNotFound(res.status())) return res.status();
   return reconcile::Result::Done();
 }
@@ -282,21 +282,7 @@ core::Status GarbageCollector::ProcessAsDependent(const reconcile::Request& r, c
   if (dangling.empty()) return core::Status::Ok();
   if (dangling.size() < refs->size()) return DropOwners(r, obj, dangling);
   if (machinery::IsBeingDeleted(obj)) return core::Status::Ok();
-  client::ResourceMapping m;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    m = followed_[r.resource];
-  }
-  auto res =
-      client::ResourceClient(rest_, m.gvr, r.ns)
-          .Delete(r.name, {.propagation_policy = "Background",
-                           .precondition_uid = machinery::Uid(obj),
-                           // The cache may be behind a user removing the reference by hand.
-                           .precondition_resource_version = machinery::ResourceVersion(obj)});
-  if (!res.ok() && !core::IsNotFound(res.status()) && !core::IsConflict(res.status())) {
-    return res.status();
-  }
-  return core::Status::Ok();
+  return DeleteObject(r, obj, "Background");
 }
 
 core::Result<reconcile::Result> GarbageCollector::Reconcile(const reconcile::Request& request) {

@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -53,6 +54,11 @@ class GarbageCollector final : public reconcile::Reconciler {
   core::Result<reconcile::Result> ProcessAsOwner(const reconcile::Request& r,
                                                  const client::Json& obj);
   core::Status ProcessAsDependent(const reconcile::Request& r, const client::Json& obj);
+  // A client for the request's resource in its namespace; nullopt when not followed.
+  std::optional<client::ResourceClient> ClientFor(const reconcile::Request& r);
+  // Deletes the cached object, guarded by its uid and resourceVersion.
+  core::Status DeleteObject(const reconcile::Request& r, const client::Json& obj,
+                            const char* propagation);
   core::Status DropOwners(const reconcile::Request& r, const client::Json& obj,
                           const std::set<std::string>& uids);
   std::vector<reconcile::Request> DependentsOf(const std::string& uid);
