@@ -9,11 +9,11 @@ packages=(
   clang-14 libclang-rt-14-dev clang-format clang-tidy ccache
   # libraries (Boost 1.81 only; never libboost-dev 1.74, it conflicts)
   libboost1.81-dev libboost-json1.81-dev libboost-url1.81-dev libboost-system1.81-dev
-  libssl-dev nlohmann-json3-dev libyaml-dev libsqlite3-dev
+  libssl-dev nlohmann-json3-dev libyaml-dev libsqlite3-dev libre2-dev
   libcli11-dev libspdlog-dev libfmt-dev prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   # tools the tests drive
-  openssl sqlite3 curl procps
+  openssl sqlite3 curl procps tzdata
 )
 
 missing=()
