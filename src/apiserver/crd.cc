@@ -8,6 +8,7 @@
 #include "core/strings.h"
 #include "machinery/jsonpath.h"
 #include "machinery/validation.h"
+#include "schema/validation_rules.h"
 
 namespace klutch::apiserver {
 
@@ -121,6 +122,11 @@ void ValidateCrdSpec(const Json& crd, const Json* old, std::vector<core::Cause>&
       causes.push_back(machinery::FieldInvalid(base + ".schema.openAPIV3Schema.type",
                                                GetString(*schema, {"type"}),
                                                "must be object at the root"));
+    } else {
+      // CEL rules must compile (and name valid reasons and field paths) before the CRD is
+      // accepted, as kube-apiserver checks them.
+      (void)schema::ValidationRules::Compile(nullptr, *schema, base + ".schema.openAPIV3Schema",
+                                             causes);
     }
     if (const Json* cols = Find(v, {"additionalPrinterColumns"}); cols) {
       if (!cols->is_array()) {
@@ -223,6 +229,8 @@ core::Result<std::vector<ResourcePtr>> ResourcesForCrd(const Json& crd) {
       std::string name = fmt::format("{}.{}.{}", group, r.version, kind);
       auto schemas = std::make_shared<Json>(Json::object());
       (*schemas)[name] = *schema;
+      std::vector<core::Cause> rule_errors;  // reported by ValidateCrdSpec on write
+      r.rules = schema::ValidationRules::Compile(schemas, (*schemas)[name], "", rule_errors);
       r.schemas = std::move(schemas);
       r.schema_name = std::move(name);
     }

@@ -23,6 +23,10 @@
 #include "machinery/schema_cursor.h"
 #include "machinery/validation.h"
 
+namespace klutch::schema {
+class ValidationRules;
+}
+
 namespace klutch::apiserver {
 
 using machinery::Json;
@@ -83,6 +87,8 @@ struct ResourceInfo {
   // name of this kind's schema in it.
   std::shared_ptr<const Json> schemas;
   std::string schema_name;
+  // The CRD version's x-kubernetes-validations rules, compiled once (null for built-ins).
+  std::shared_ptr<const schema::ValidationRules> rules;
   Strategy strategy;
   // CRD that defines this resource (empty for built-ins).
   std::string crd_name;

@@ -16,6 +16,7 @@
 #include "machinery/strategic_merge_patch.h"
 #include "machinery/validation.h"
 #include "schema/structural.h"
+#include "schema/validation_rules.h"
 
 namespace klutch::apiserver {
 
@@ -506,6 +507,15 @@ core::Status RestStorage::ValidateObject(const ResourceInfo& r, Json& object, co
     // custom resources: built-in kinds are checked by their strategies.
     schema::ApplyDefaults(object, schema);
     if (r.custom) schema::Validate(object, schema, causes);
+  }
+  // x-kubernetes-validations, skipped (with a note) when the schema errors already found
+  // would make rules misread the object, as kube-apiserver does.
+  if (r.rules && !r.rules->empty()) {
+    if (schema::HasBlockingError(causes)) {
+      causes.push_back(schema::RulesNotCheckedCause());
+    } else {
+      r.rules->Validate(object, old, causes);
+    }
   }
   if (old == nullptr) {
     if (r.strategy.prepare_create) r.strategy.prepare_create(object, causes);

@@ -114,6 +114,9 @@ class Program {
   // The value of the expression for `vars`; an error Value on failure.
   EvalResult Evaluate(const Activation& vars, const EvalOptions& options = {}) const;
   const std::string& source() const { return source_; }
+  // Whether the expression reads the variable `name` (free occurrences, not shadowed by a
+  // comprehension variable): how Kubernetes tells transition rules (oldSelf) apart.
+  bool References(std::string_view name) const;
 
  private:
   friend class Env;

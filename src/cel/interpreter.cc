@@ -574,6 +574,36 @@ Program::Program(const Env* env, std::string source, std::unique_ptr<Expr> root)
 
 Program::~Program() = default;
 
+namespace {
+bool ReferencesIn(const Expr& e, std::string_view name, std::vector<std::string_view>& bound) {
+  auto shadowed = [&] { return std::find(bound.begin(), bound.end(), name) != bound.end(); };
+  if (e.type == Expr::Type::kIdent) return e.name == name && !shadowed();
+  if (e.type == Expr::Type::kComprehension) {
+    if (ReferencesIn(*e.iter_range, name, bound) || ReferencesIn(*e.accu_init, name, bound)) {
+      return true;
+    }
+    bound.push_back(e.accu_var);
+    bound.push_back(e.iter_var);
+    bound.push_back(e.iter_var2);
+    bool found =
+        ReferencesIn(*e.loop_condition, name, bound) || ReferencesIn(*e.loop_step, name, bound);
+    bound.resize(bound.size() - 2);
+    found = found || ReferencesIn(*e.result, name, bound);
+    bound.pop_back();
+    return found;
+  }
+  for (const auto& a : e.args) {
+    if (ReferencesIn(*a, name, bound)) return true;
+  }
+  return false;
+}
+}  // namespace
+
+bool Program::References(std::string_view name) const {
+  std::vector<std::string_view> bound;
+  return ReferencesIn(*root_, name, bound);
+}
+
 EvalResult Program::Evaluate(const Activation& vars, const EvalOptions& options) const {
   EvalContext ctx;
   ctx.cost_limit = options.cost_limit;

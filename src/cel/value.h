@@ -219,6 +219,20 @@ struct Ordering {
 };
 Ordering Compare(const Value& a, const Value& b);
 
+// Text forms of timestamps and durations, as CEL's string()/timestamp()/duration() use them.
+// RFC 3339 with fractional seconds only as needed ("2009-02-13T23:31:30Z",
+// "2009-02-13T23:31:30.123Z"), always in UTC.
+std::string FormatTimestamp(Timestamp t);
+// Seconds with fractional part as needed and an "s" suffix ("1.5s", "-3s"), as protobuf
+// JSON renders durations.
+std::string FormatDuration(Duration d);
+// RFC 3339 (with "Z" or a numeric offset); nullopt when malformed or out of CEL's range.
+std::optional<Timestamp> ParseTimestamp(std::string_view text);
+// Go's duration syntax ("1h2m3.5s", "-1.5ms", "300us"); nullopt when malformed or out of range.
+std::optional<Duration> ParseDuration(std::string_view text);
+bool TimestampInRange(Timestamp t);
+bool DurationInRange(Duration d);
+
 // Whether a value may be a map key (bool, int, uint, string).
 bool IsValidMapKey(const Value& key);
 

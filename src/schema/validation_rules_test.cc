@@ -1,0 +1,312 @@
+#include "schema/validation_rules.h"
+
+#include <gtest/gtest.h>
+
+#include "machinery/json.h"
+
+namespace klutch::schema {
+namespace {
+
+Json Yaml(const char* text) {
+  auto j = machinery::ParseYaml(text);
+  EXPECT_TRUE(j.ok()) << j.status().message();
+  return j.ok() ? *j : Json();
+}
+
+std::shared_ptr<const ValidationRules> Rules(const char* schema_yaml,
+                                             std::vector<core::Cause>* errors = nullptr) {
+  auto schema = std::make_shared<Json>(Yaml(schema_yaml));
+  std::vector<core::Cause> local;
+  auto rules = ValidationRules::Compile(schema, *schema, "spec.versions[0].schema.openAPIV3Schema",
+                                        errors ? *errors : local);
+  if (!errors) {
+    EXPECT_TRUE(local.empty()) << local[0].field << ": " << local[0].message;
+  }
+  return rules;
+}
+
+std::vector<std::string> Check(const ValidationRules& rules, const char* object,
+                               const char* old = nullptr) {
+  Json o = Yaml(object);
+  Json old_json = old ? Yaml(old) : Json();
+  std::vector<core::Cause> causes;
+  rules.Validate(o, old ? &old_json : nullptr, causes);
+  std::vector<std::string> out;
+  for (const auto& c : causes) out.push_back(c.field + ": " + c.message);
+  return out;
+}
+
+using Lines = std::vector<std::string>;
+
+const char* kPlanSchema = R"y(
+type: object
+properties:
+  spec:
+    type: object
+    x-kubernetes-validations:
+      - rule: "self.compositionRef.name == 'a' || self.plan != 'x'"
+        message: Unsupported plan used for postgresql
+    properties:
+      compositionRef:
+        type: object
+        properties:
+          name: {type: string}
+      plan:
+        type: string
+        x-kubernetes-validations:
+          - rule: "!(self.contains('small') && oldSelf.contains('big'))"
+            message: Transition from bigger to smaller plan size is not supported.
+      service:
+        type: string
+        x-kubernetes-validations:
+          - rule: self == oldSelf
+            message: Service is an immutable field
+      size:
+        type: integer
+        x-kubernetes-validations:
+          - rule: self >= 0
+)y";
+
+TEST(ValidationRules, ReportsFailedRulesAsKubeApiserverFormatsThem) {
+  auto rules = Rules(kPlanSchema);
+  EXPECT_EQ(rules->size(), 4u);
+  EXPECT_EQ(Check(*rules, "spec: {compositionRef: {name: b}, plan: x, service: s}"),
+            (Lines{"spec: Invalid value: \"object\": Unsupported plan used for postgresql"}));
+  EXPECT_EQ(Check(*rules, "spec: {compositionRef: {name: a}, plan: x, size: -1}"),
+            (Lines{"spec.size: Invalid value: \"integer\": failed rule: self >= 0"}));
+  EXPECT_TRUE(Check(*rules, "spec: {compositionRef: {name: a}, plan: x}").empty());
+}
+
+TEST(ValidationRules, ReportsEvaluationErrorsWithTheRule) {
+  auto rules = Rules(kPlanSchema);
+  EXPECT_EQ(Check(*rules, "spec: {plan: x}"),
+            (Lines{"spec: Invalid value: \"object\": no such key: compositionRef evaluating rule: "
+                   "Unsupported plan used for postgresql"}));
+}
+
+TEST(ValidationRules, TransitionRulesRunOnlyOnUpdate) {
+  auto rules = Rules(kPlanSchema);
+  // On create oldSelf does not exist: the transition rules are skipped.
+  EXPECT_TRUE(
+      Check(*rules, "spec: {compositionRef: {name: a}, plan: single-small, service: s}").empty());
+  EXPECT_EQ(Check(*rules, "spec: {compositionRef: {name: a}, plan: single-small, service: t}",
+                  "spec: {compositionRef: {name: a}, plan: single-big, service: s}"),
+            (Lines{"spec.plan: Invalid value: \"string\": Transition from bigger to smaller plan "
+                   "size is not supported.",
+                   "spec.service: Invalid value: \"string\": Service is an immutable field"}));
+  EXPECT_TRUE(Check(*rules, "spec: {compositionRef: {name: a}, plan: single-big, service: s}",
+                    "spec: {compositionRef: {name: a}, plan: single-small, service: s}")
+                  .empty());
+}
+
+TEST(ValidationRules, UnchangedInvalidValuesAreRatcheted) {
+  auto rules = Rules(kPlanSchema);
+  // size -1 was stored before the rule existed; an update that leaves it alone passes.
+  EXPECT_TRUE(Check(*rules, "spec: {compositionRef: {name: a}, size: -1, plan: p}",
+                    "spec: {compositionRef: {name: a}, size: -1, plan: q}")
+                  .empty());
+  EXPECT_EQ(Check(*rules, "spec: {compositionRef: {name: a}, size: -2}",
+                  "spec: {compositionRef: {name: a}, size: -1}"),
+            (Lines{"spec.size: Invalid value: \"integer\": failed rule: self >= 0"}));
+}
+
+TEST(ValidationRules, HonoursReasonFieldPathAndMessageExpression) {
+  auto rules = Rules(R"y(
+type: object
+properties:
+  spec:
+    type: object
+    x-kubernetes-validations:
+      - rule: self.replicas <= self.max
+        messageExpression: "'replicas ' + string(self.replicas) + ' above ' + string(self.max)"
+        fieldPath: .replicas
+        reason: FieldValueForbidden
+      - rule: has(self.name)
+        reason: FieldValueRequired
+        message: name is required
+    properties:
+      replicas: {type: integer}
+      max: {type: integer}
+      name: {type: string}
+)y");
+  EXPECT_EQ(Check(*rules, "spec: {replicas: 5, max: 3}"),
+            (Lines{"spec.replicas: Forbidden: replicas 5 above 3",
+                   "spec: Required value: name is required"}));
+}
+
+TEST(ValidationRules, OptionalOldSelfRunsOnCreateToo) {
+  auto rules = Rules(R"y(
+type: object
+properties:
+  spec:
+    type: object
+    properties:
+      mode:
+        type: string
+        x-kubernetes-validations:
+          - rule: "oldSelf.hasValue() ? self == oldSelf.value() : self == 'initial'"
+            optionalOldSelf: true
+            message: must start as initial and never change
+)y");
+  EXPECT_EQ(
+      Check(*rules, "spec: {mode: other}"),
+      (Lines{"spec.mode: Invalid value: \"string\": must start as initial and never change"}));
+  EXPECT_TRUE(Check(*rules, "spec: {mode: initial}").empty());
+  EXPECT_EQ(Check(*rules, "spec: {mode: x}", "spec: {mode: initial}").size(), 1u);
+}
+
+TEST(ValidationRules, TypesValuesByTheirSchema) {
+  auto rules = Rules(R"y(
+type: object
+x-kubernetes-validations:
+  - rule: "self.metadata.name.startsWith('ok') && !has(self.metadata.labels)"
+properties:
+  spec:
+    type: object
+    x-kubernetes-validations:
+      - rule: "type(self.ratio) == double && type(self.count) == int"
+      - rule: "self.created < timestamp('2030-01-01T00:00:00Z') && self.timeout == duration('5s')"
+      - rule: "self.my__dash__field == 'v' && self.__namespace__ == 'n'"
+      - rule: "self.tags == ['b', 'a']"
+      - rule: "self.ports.all(p, p.port > 0) && self.labels.all(k, self.labels[k] != '')"
+    properties:
+      ratio: {type: number}
+      count: {type: integer}
+      created: {type: string, format: date-time}
+      timeout: {type: string, format: duration}
+      my-field: {type: string}
+      namespace: {type: string}
+      tags:
+        type: array
+        x-kubernetes-list-type: set
+        items: {type: string}
+      ports:
+        type: array
+        x-kubernetes-list-type: map
+        x-kubernetes-list-map-keys: [name]
+        items:
+          type: object
+          properties:
+            name: {type: string}
+            port: {type: integer}
+      labels:
+        type: object
+        additionalProperties: {type: string}
+)y");
+  EXPECT_TRUE(Check(*rules, R"y(
+metadata: {name: ok-1, labels: {a: b}}
+spec:
+  ratio: 2
+  count: 3
+  created: "2024-05-01T10:00:00Z"
+  timeout: 5s
+  my-field: v
+  namespace: n
+  tags: [a, b]
+  ports: [{name: http, port: 80}]
+  labels: {x: y}
+)y")
+                  .empty());
+  EXPECT_EQ(Check(*rules, "metadata: {name: bad}").size(), 1u);
+}
+
+TEST(ValidationRules, CorrelatesListMapItemsByKey) {
+  auto rules = Rules(R"y(
+type: object
+properties:
+  spec:
+    type: object
+    properties:
+      ports:
+        type: array
+        x-kubernetes-list-type: map
+        x-kubernetes-list-map-keys: [name]
+        items:
+          type: object
+          properties:
+            name: {type: string}
+            port:
+              type: integer
+              x-kubernetes-validations:
+                - rule: self >= oldSelf
+                  message: ports only grow
+)y");
+  // Reordered items are matched by name: 80 -> 81 and 90 -> 70 (rejected at its new index).
+  EXPECT_EQ(Check(*rules, "spec: {ports: [{name: b, port: 70}, {name: a, port: 81}]}",
+                  "spec: {ports: [{name: a, port: 80}, {name: b, port: 90}]}"),
+            (Lines{"spec.ports[0].port: Invalid value: \"integer\": ports only grow"}));
+  // A new item has no old value: its transition rule does not run.
+  EXPECT_TRUE(
+      Check(*rules, "spec: {ports: [{name: c, port: 1}]}", "spec: {ports: [{name: a, port: 80}]}")
+          .empty());
+}
+
+TEST(ValidationRules, StopsRunawayRulesWithTheCostLimit) {
+  auto rules = Rules(R"y(
+type: object
+properties:
+  spec:
+    type: object
+    x-kubernetes-validations:
+      - rule: "self.items.all(a, self.items.all(b, self.items.all(c, a + b + c >= 0)))"
+    properties:
+      items:
+        type: array
+        items: {type: integer}
+)y");
+  std::string items;
+  for (int i = 0; i < 150; ++i) items += (i ? "," : "") + std::to_string(i);
+  std::string obj = "spec: {items: [" + items + "]}";
+  auto lines = Check(*rules, obj.c_str());
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0],
+            "spec: Invalid value: \"object\": call cost exceeds limit for rule: "
+            "self.items.all(a, self.items.all(b, self.items.all(c, a + b + c >= 0)))");
+}
+
+TEST(ValidationRules, ReportsBadRulesWhenTheCrdIsWritten) {
+  std::vector<core::Cause> errors;
+  Rules(R"y(
+type: object
+properties:
+  spec:
+    type: object
+    x-kubernetes-validations:
+      - rule: "self.foo ==="
+      - rule: "nope > 1"
+      - rule: "self.a > 0"
+        reason: Wrong
+      - rule: "self.a > 0"
+        fieldPath: .missing
+      - rule: "self.a > 0"
+        optionalOldSelf: true
+    properties:
+      a: {type: integer}
+)y",
+        &errors);
+  ASSERT_EQ(errors.size(), 5u);
+  const std::string base =
+      "spec.versions[0].schema.openAPIV3Schema.properties[spec].x-kubernetes-validations";
+  EXPECT_EQ(errors[0].field, base + "[0].rule");
+  EXPECT_NE(errors[0].message.find("compilation failed: ERROR: <input>:1:"), std::string::npos)
+      << errors[0].message;
+  EXPECT_EQ(errors[1].field, base + "[1].rule");
+  EXPECT_NE(errors[1].message.find("undeclared reference to 'nope'"), std::string::npos);
+  EXPECT_EQ(errors[2].field, base + "[2].reason");
+  EXPECT_EQ(errors[2].message,
+            "Unsupported value: \"Wrong\": supported values: \"FieldValueDuplicate\", "
+            "\"FieldValueForbidden\", \"FieldValueInvalid\", \"FieldValueRequired\"");
+  EXPECT_EQ(errors[3].field, base + "[3].fieldPath");
+  EXPECT_EQ(errors[4].field, base + "[4].optionalOldSelf");
+}
+
+TEST(ValidationRules, BlockingSchemaErrorsSkipRules) {
+  std::vector<core::Cause> causes = {
+      {"FieldValueNotSupported", "Unsupported value: \"x\"", "spec.a"}};
+  EXPECT_TRUE(HasBlockingError(causes));
+  EXPECT_FALSE(HasBlockingError({{"FieldValueInvalid", "Invalid value", "spec.a"}}));
+  EXPECT_EQ(RulesNotCheckedCause().field, "<nil>");
+}
+
+}  // namespace
+}  // namespace klutch::schema
