@@ -6,6 +6,7 @@
 // functions over caller-owned JSON; thread-safe.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,13 +29,31 @@ void PruneUnknownFields(Json& object, const SchemaCursor& schema, const SchemaCu
 // Fills `default` values for absent properties, recursively.
 void ApplyDefaults(Json& object, const SchemaCursor& schema);
 
-// Checks type, format (int32/int64), nullable, enum, required, minimum/maximum (with
-// exclusive forms), multipleOf, minLength/maxLength, pattern, minItems/maxItems,
-// uniqueItems, minProperties/maxProperties, x-kubernetes-int-or-string and
-// x-kubernetes-list-type uniqueness, appending one cause per failure with kube-apiserver's
-// field paths and wording ("spec.size: Invalid value: \"string\": spec.size in body must be
-// of type integer: \"string\""). metadata and apiVersion/kind are skipped at the top.
+// Validates a custom resource as kube-apiserver's custom resource strategy does after the
+// metadata checks: the OpenAPI value validation of kube-openapi (type, format, nullable,
+// enum, bounds, lengths, pattern, items, required, min/maxProperties, additionalProperties,
+// allOf/anyOf/oneOf/not, x-kubernetes-int-or-string), then embedded resources
+// (x-kubernetes-embedded-resource: apiVersion/kind required, metadata validated), then
+// x-kubernetes-list-type set/map uniqueness. Appends one cause per failure with the field
+// path, message and CauseType kube-apiserver gives ("spec.size: Invalid value: \"string\":
+// spec.size in body must be of type integer: \"string\"", reason FieldValueTypeInvalid).
+// Sibling fields are visited in sorted key order (Kubernetes' order is random).
 void Validate(const Json& object, const SchemaCursor& schema, std::vector<core::Cause>& causes);
+
+// The kube-openapi part of Validate for any value against a schema node, with the causes
+// rooted at `fld_path` as apiextensions' ValidateCustomResource roots them (nullopt: no
+// prefix; composite anyOf/oneOf/allOf/not failures are then reported at "<nil>").
+void ValidateValue(const Json& value, const Json& schema,
+                   const std::optional<std::string>& fld_path, std::vector<core::Cause>& causes);
+
+// Embedded resources under `object` (and `object` itself when `is_resource_root`).
+void ValidateEmbeddedResources(const Json& object, const Json& schema, const std::string& fld_path,
+                               bool is_resource_root, std::vector<core::Cause>& causes);
+
+// x-kubernetes-list-type set/map uniqueness under `object`: "spec.ports[1]: Duplicate
+// value: map[string]interface {}{\"name\":\"http\"}".
+void ValidateListSetsAndMaps(const Json& object, const Json& schema, const std::string& fld_path,
+                             std::vector<core::Cause>& causes);
 
 // Only the type checks of Validate, over the whole object including metadata: what decoding
 // into typed structs enforces for built-in kinds.

@@ -1,0 +1,24 @@
+// String formats as kube-apiserver checks them on custom resources: the formats CRD schemas
+// may use (apiextensions' supported list; others are ignored, as kube-apiserver strips them)
+// and the checks of kube-openapi's strfmt registry (uuid, date-time, byte, ipv4, ...).
+//
+// Numeric formats (int32, int64, float, double) are accepted but, exactly as in
+// kube-openapi, not range-checked. Pure functions; thread-safe.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace klutch::schema {
+
+// The registry's name for a format: dashes removed ("date-time" -> "datetime").
+std::string NormalizeFormat(std::string_view format);
+
+// Whether kube-apiserver validates `format` on a schema of `type` ("" or "string"); false
+// for formats it strips (unknown names, numeric formats, formats on other types).
+bool IsValidatedFormat(std::string_view type, std::string_view format);
+
+// Whether `value` is valid for the (validated) `format`.
+bool MatchesFormat(std::string_view format, const std::string& value);
+
+}  // namespace klutch::schema
