@@ -441,6 +441,10 @@ Value FormatClause(char clause, int precision, const Value& arg) {
       return Value::String(std::move(out));
     }
     case 'd':
+      // As cel-go's newer formatter (and the conformance data): doubles print in full.
+      if (arg.kind() == Kind::kDouble) {
+        return Value::String(FormatDoubleForString(arg.double_value()));
+      }
       if (!IntegerParts(arg, &negative, &magnitude)) {
         return FormatError("decimal clause can only be used on integers, was given " +
                            arg.TypeName());

@@ -91,6 +91,7 @@ TEST(StringsExtension, FormatsLikeCelGo) {
       {"'%o %x %X'.format([11, 30, 30])", "13 1e 1E"},
       {"'%x'.format([-30])", "-1e"},
       {"'%x %X'.format(['Hello', b'byte'])", "48656c6c6f 62797465"},
+      {"'%d %d'.format([2.5, double('NaN')])", "2.5 NaN"},
       {"'%s'.format([null])", "null"},
       {"'%s'.format([b'xyz'])", "xyz"},
       {"'%s'.format([type('')])", "string"},
