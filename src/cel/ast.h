@@ -38,6 +38,7 @@ struct Expr {
   std::string name;  // kIdent name, kSelect field, kCall function, kStruct type name
   bool test_only = false;
   bool optional = false;  // kSelect `.?`
+  bool quoted = false;    // kSelect of a `quoted` field name
   bool member = false;    // kCall with a target
   std::vector<std::unique_ptr<Expr>> args;
   std::vector<int> optional_indices;     // kList element / kMap entry indices marked `?`
@@ -54,6 +55,9 @@ struct Expr {
   const std::vector<Overload>* overloads = nullptr;
   std::shared_ptr<const re2::RE2> regex;
   int op = -1;  // built-in operator code (interpreter.cc)
+  // kSelect chains that spell a dotted name ("a.b.c"): the name, tried as a variable (or a
+  // type such as google.protobuf.Timestamp) before field selection, longest name first.
+  std::string qualified;
 };
 
 // Parses `source`; macros expanded. On error returns nullptr and sets `error` to

@@ -101,14 +101,71 @@ struct CompileState {
     return TypeIdentifiers().count(name) > 0;
   }
 
+  static bool Qualified(const Expr& e, std::string& out) {
+    if (e.type == Expr::Type::kIdent) {
+      out = e.name;
+      return true;
+    }
+    if (e.type == Expr::Type::kSelect && !e.optional && !e.quoted && Qualified(*e.args[0], out)) {
+      out += "." + e.name;
+      return true;
+    }
+    return false;
+  }
+
+  // The root identifier of a select chain.
+  static const Expr* Root(const Expr& e) {
+    const Expr* at = &e;
+    while (at->type == Expr::Type::kSelect) at = at->args[0].get();
+    return at;
+  }
+
+  bool InScope(std::string_view name) const {
+    return std::find(scope.begin(), scope.end(), name) != scope.end();
+  }
+
   void Resolve(Expr& e) {
     switch (e.type) {
+      case Expr::Type::kSelect: {
+        std::string q;
+        const Expr* root = Root(e);
+        if (!e.test_only && Qualified(e, q) && !InScope(root->name)) {
+          e.qualified = q;
+          // A declared dotted variable (or type name) makes the whole chain a reference.
+          bool declared = TypeIdentifiers().count(q) > 0;
+          for (const auto& v : options->variables) {
+            if (v == q || (v.size() > q.size() && v.starts_with(q + "."))) declared = true;
+            if (q.starts_with(v + ".")) declared = true;
+          }
+          if (declared) {
+            for (Expr* at = e.args[0].get(); at->type == Expr::Type::kSelect;
+                 at = at->args[0].get()) {
+              Qualified(*at, at->qualified);
+            }
+            return;
+          }
+        }
+        for (auto& a : e.args) Resolve(*a);
+        return;
+      }
       case Expr::Type::kIdent:
         if (options->check_identifiers && !Declared(e.name)) {
           Fail(e, "undeclared reference to '" + e.name + "' (in container '')");
         }
         return;
       case Expr::Type::kCall: {
+        // `ns.f(x)` where `ns` is no variable but a function namespace: a global call.
+        if (e.member && !e.args.empty() && e.args[0]->type == Expr::Type::kIdent &&
+            !InScope(e.args[0]->name) &&
+            std::find(options->variables.begin(), options->variables.end(), e.args[0]->name) ==
+                options->variables.end()) {
+          std::string qualified = e.args[0]->name + "." + e.name;
+          if (functions->Find(qualified) != nullptr) {
+            e.name = std::move(qualified);
+            e.member = false;
+            e.args.erase(e.args.begin());
+          }
+        }
         for (auto& a : e.args) Resolve(*a);
         e.op = OperatorCode(e.name, e.member, e.args.size());
         if (e.op == kOpNone) {
@@ -228,9 +285,8 @@ class Evaluator {
   Value SelectField(const Value& target, const std::string& field, bool test_only, bool optional) {
     if (target.is_error()) return target;
     if (target.kind() == Kind::kOptional) {
-      if (!target.has_optional_value()) return target;
-      Value inner = SelectField(target.optional_value(), field, test_only, true);
-      return inner;
+      if (!target.has_optional_value()) return test_only ? Value::Bool(false) : target;
+      return SelectField(target.optional_value(), field, test_only, !test_only);
     }
     if (target.kind() != Kind::kMap) {
       return Value::MakeError(test_only ? "invalid type for field selection."
@@ -243,13 +299,25 @@ class Evaluator {
     return *found;
   }
 
-  Value EvalSelect(const Expr& e) {
-    // A dotted name may be a declared variable ("a.b.c") rather than field selection.
-    Value target = Eval(*e.args[0]);
-    if (target.is_error() && e.args[0]->type == Expr::Type::kIdent && !e.test_only) {
-      std::string qualified = e.args[0]->name + "." + e.name;
-      if (auto v = vars_.Find(qualified)) return *v;
+  bool IsLocal(std::string_view name) const {
+    for (const auto& l : locals_) {
+      if (l.first == name) return true;
     }
+    return false;
+  }
+
+  Value EvalSelect(const Expr& e) {
+    // A dotted name may be a variable ("a.b.c") or a type rather than field selection; the
+    // longest name wins because the outermost select is tried first.
+    if (!e.qualified.empty()) {
+      const Expr* root = &e;
+      while (root->type == Expr::Type::kSelect) root = root->args[0].get();
+      if (!IsLocal(root->name)) {
+        if (auto v = vars_.Find(e.qualified)) return *v;
+        if (TypeIdentifiers().count(e.qualified)) return Value::Type(e.qualified);
+      }
+    }
+    Value target = Eval(*e.args[0]);
     return SelectField(target, e.name, e.test_only, e.optional);
   }
 

@@ -17,6 +17,7 @@ namespace {
 enum class Tok {
   kEof,
   kIdent,
+  kQuotedIdent,  // `field.name` (only valid as a selected field)
   kInt,
   kUint,
   kDouble,
@@ -151,6 +152,26 @@ class Lexer {
       return LexNumber(t);
     }
     if (c == '"' || c == '\'') return LexString(t, false, false);
+    if (c == '`') {
+      size_t end = src_.find('`', pos_ + 1);
+      if (end == std::string_view::npos || end == pos_ + 1) {
+        t.kind = Tok::kError;
+        t.error = "token recognition error at: '`'";
+        return t;
+      }
+      t.kind = Tok::kQuotedIdent;
+      t.text = std::string(src_.substr(pos_ + 1, end - pos_ - 1));
+      for (char ch : t.text) {
+        if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '_' && ch != '.' && ch != '-' &&
+            ch != '/' && ch != ' ') {
+          t.kind = Tok::kError;
+          t.error = "invalid quoted field name";
+          return t;
+        }
+      }
+      pos_ = end + 1;
+      return t;
+    }
     ++pos_;
     switch (c) {
       case '(':
@@ -782,7 +803,7 @@ class Parser {
       out = e.name;
       return true;
     }
-    if (e.type == Expr::Type::kSelect && !e.test_only && !e.optional &&
+    if (e.type == Expr::Type::kSelect && !e.test_only && !e.optional && !e.quoted &&
         QualifiedName(*e.args[0], out)) {
       out += "." + e.name;
       return true;
@@ -800,15 +821,16 @@ class Parser {
           opt = true;
           Advance();
         }
-        if (tok_.kind != Tok::kIdent) {
+        if (tok_.kind != Tok::kIdent && tok_.kind != Tok::kQuotedIdent) {
           ErrorAt(tok_.offset,
                   "Syntax error: mismatched input '" + TokenText() + "' expecting IDENTIFIER");
           return Fail();
         }
+        bool quoted = tok_.kind == Tok::kQuotedIdent;
         std::string name = tok_.text;
         int32_t name_off = tok_.offset;
         Advance();
-        if (!opt && tok_.kind == Tok::kLParen) {
+        if (!opt && !quoted && tok_.kind == Tok::kLParen) {
           Advance();
           auto args = ParseArgs(Tok::kRParen);
           if (!Expect(Tok::kRParen, "')'")) return Fail();
@@ -821,6 +843,7 @@ class Parser {
         auto sel = MakeExpr(Expr::Type::kSelect, off);
         sel->name = std::move(name);
         sel->optional = opt;
+        sel->quoted = quoted;
         sel->args.push_back(std::move(e));
         e = std::move(sel);
         continue;
@@ -1134,14 +1157,8 @@ class Parser {
                            MakeConst(Value::Bool(false), off), MakeIdent(tmp, off), std::move(cond),
                            tmp);
     }
-    // Namespaced global functions written with dots (optional.of(x)).
-    std::string qualified;
-    if (QualifiedName(*args[0], qualified) && (qualified == "optional" || qualified == "math" ||
-                                               qualified == "strings" || qualified == "base64")) {
-      std::vector<std::unique_ptr<Expr>> rest;
-      for (size_t i = 1; i < args.size(); ++i) rest.push_back(std::move(args[i]));
-      return MakeCall(qualified + "." + name, off, std::move(rest));
-    }
+    // Namespaced global functions (optional.of(x), sets.contains(a, b)) are recognised when
+    // the program is compiled, where declared variables are known.
     return MakeCall(std::move(name), off, std::move(args), true);
   }
 

@@ -31,7 +31,7 @@ constexpr int64_t kNanosPerSecond = 1000000000;
 // CEL's timestamp range: 0001-01-01T00:00:00Z .. 9999-12-31T23:59:59.999999999Z.
 constexpr int64_t kMinTimestampSeconds = -62135596800;
 constexpr int64_t kMaxTimestampSeconds = 253402300799;
-// Duration range: about +-10,000 years (protobuf's limit).
+// Parsing gives up early past about +-10,000 years (DurationInRange has the real limit).
 constexpr int64_t kMaxDurationSeconds = 315576000000;
 
 Duration Normalize(Int128 nanos) {
@@ -329,7 +329,9 @@ bool TimestampInRange(Timestamp t) {
 }
 
 bool DurationInRange(Duration d) {
-  return d.seconds >= -kMaxDurationSeconds && d.seconds <= kMaxDurationSeconds;
+  // cel-go's durations are Go time.Durations: int64 nanoseconds (about +-292 years).
+  Int128 total = TotalNanos(d);
+  return total >= INT64_MIN && total <= INT64_MAX;
 }
 
 std::string FormatTimestamp(Timestamp t) {

@@ -222,6 +222,22 @@ std::partial_ordering CompareNumbers(const Value& a, const Value& b) {
   };
   if (a.kind() == Kind::kInt && b.kind() == Kind::kInt) return a.int_value() <=> b.int_value();
   if (a.kind() == Kind::kUint && b.kind() == Kind::kUint) return a.uint_value() <=> b.uint_value();
+  // Against a double the integer is converted to double, as the CEL spec's conformance
+  // tests require (9223372036854775807 compares equal to 9223372036854775808.0); int
+  // against uint compares exactly.
+  if (a.kind() == Kind::kDouble || b.kind() == Kind::kDouble) {
+    auto as_d = [](const Value& v) -> double {
+      switch (v.kind()) {
+        case Kind::kInt:
+          return static_cast<double>(v.int_value());
+        case Kind::kUint:
+          return static_cast<double>(v.uint_value());
+        default:
+          return v.double_value();
+      }
+    };
+    return as_d(a) <=> as_d(b);
+  }
   return as_ld(a) <=> as_ld(b);
 }
 

@@ -278,7 +278,8 @@ void RunFile(const std::string& file) {
   ASSERT_TRUE(parsed.ok()) << path << ": " << parsed.status().message();
 
   bool run_skipped = std::getenv("KLUTCH_CEL_RUN_SKIPPED") != nullptr;
-  std::ofstream log("cel_spec_" + file + ".log");
+  // Beside the test binary's build output, never in the source tree.
+  std::ofstream log(std::string(KLUTCH_BIN_DIR) + "/../cel_spec_" + file + ".log");
   FileStats& stats = AllStats()[file];
   stats = FileStats();
   std::set<std::string> used_skips;
