@@ -8,6 +8,7 @@
 #include "core/strings.h"
 #include "machinery/jsonpath.h"
 #include "machinery/validation.h"
+#include "schema/crd_schema.h"
 #include "schema/validation_rules.h"
 
 namespace klutch::apiserver {
@@ -123,10 +124,26 @@ void ValidateCrdSpec(const Json& crd, const Json* old, std::vector<core::Cause>&
                                                GetString(*schema, {"type"}),
                                                "must be object at the root"));
     } else {
+      // Structural-schema and OpenAPI checks; an update keeps the rules the stored version
+      // of this schema already broke, as kube-apiserver does.
+      const Json* old_schema = nullptr;
+      if (const Json* old_versions = old ? Find(*old, {"spec", "versions"}) : nullptr;
+          old_versions && old_versions->is_array()) {
+        for (const auto& ov : *old_versions) {
+          if (ov.is_object() && GetString(ov, {"name"}) == name) {
+            old_schema = Find(ov, {"schema", "openAPIV3Schema"});
+          }
+        }
+      }
+      const size_t before = causes.size();
+      schema::ValidateCrdSchema(*schema, base + ".schema.openAPIV3Schema",
+                                schema::CrdSchemaOptionsFor(old_schema), causes);
       // CEL rules must compile (and name valid reasons and field paths) before the CRD is
-      // accepted, as kube-apiserver checks them.
-      (void)schema::ValidationRules::Compile(nullptr, *schema, base + ".schema.openAPIV3Schema",
-                                             causes);
+      // accepted, as kube-apiserver checks them; it skips them for schemas with errors.
+      if (causes.size() == before) {
+        (void)schema::ValidationRules::Compile(nullptr, *schema, base + ".schema.openAPIV3Schema",
+                                               causes);
+      }
     }
     if (const Json* cols = Find(v, {"additionalPrinterColumns"}); cols) {
       if (!cols->is_array()) {

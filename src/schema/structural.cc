@@ -1043,6 +1043,22 @@ void PruneUnknownFields(Json& object, const SchemaCursor& schema, const SchemaCu
 
 void ApplyDefaults(Json& object, const SchemaCursor& schema) { Defaults(object, schema, 0); }
 
+void PruneValue(Json& value, const Json& schema, bool is_resource_root) {
+  std::vector<std::string> pruned;
+  SchemaCursor cursor(&schema, nullptr);
+  Json aside = Json::object();
+  if (is_resource_root && value.is_object()) {
+    for (const char* k : {"apiVersion", "kind", "metadata"}) {
+      auto it = value.find(k);
+      if (it == value.end()) continue;
+      aside[k] = std::move(*it);
+      value.erase(k);
+    }
+  }
+  Prune(value, cursor, "", pruned, 0);
+  for (auto& [k, v] : aside.items()) value[k] = std::move(v);
+}
+
 void ValidateValue(const Json& value, const Json& schema,
                    const std::optional<std::string>& fld_path, std::vector<core::Cause>& causes) {
   OpenApiValidator validator;

@@ -26,6 +26,10 @@ using machinery::SchemaCursor;
 void PruneUnknownFields(Json& object, const SchemaCursor& schema, const SchemaCursor& object_meta,
                         std::vector<std::string>& pruned);
 
+// Prunes `value` against the schema node alone (kube-apiserver's pruning of a default
+// value); with `is_resource_root`, apiVersion, kind and metadata are kept.
+void PruneValue(Json& value, const Json& schema, bool is_resource_root);
+
 // Fills `default` values for absent properties, recursively.
 void ApplyDefaults(Json& object, const SchemaCursor& schema);
 
