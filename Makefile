@@ -33,6 +33,7 @@ up: build
 bench: build
 	./build/bin/klutch-bench-apiserver
 	./build/bin/klutch-bench-informer
+	./build/bin/klutch-bench-cel
 
 FUZZ_SECONDS ?= 30
 

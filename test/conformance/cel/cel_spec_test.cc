@@ -7,7 +7,7 @@
 // are checked only when the test declares a type_env and does not disable the checker. A
 // compile error counts as the error an eval_error test expects; the suite only requires that
 // an error happens, so message mismatches go to a debug log, cel_spec_<file>.log in the
-// working directory (build/test/conformance/cel under ctest), never to a failure.
+// build directory (beside tests/), never to a failure.
 //
 // Tests this project does not support by design are listed with a reason in skipped.txt;
 // everything else must pass. One TEST per file; a failure lists every failing test with its
