@@ -105,6 +105,18 @@ struct EvalResult {
 
 class Env;
 
+// A chain of field selections on a free variable (`self.spec.plan` is {"self", {"spec",
+// "plan"}}), with each selection's source offset: what a schema-aware check needs to find
+// fields the schema does not declare.
+struct FieldChain {
+  std::string variable;
+  std::vector<std::string> fields;
+  std::vector<int32_t> offsets;
+};
+
+// "ERROR: <input>:L:C: message" plus the source line and a caret, as cel-go reports errors.
+std::string FormatError(std::string_view source, int32_t offset, std::string_view message);
+
 class Program {
  public:
   ~Program();
@@ -117,6 +129,8 @@ class Program {
   // Whether the expression reads the variable `name` (free occurrences, not shadowed by a
   // comprehension variable): how Kubernetes tells transition rules (oldSelf) apart.
   bool References(std::string_view name) const;
+  // Every maximal field-selection chain on a free variable.
+  std::vector<FieldChain> FieldChains() const;
 
  private:
   friend class Env;

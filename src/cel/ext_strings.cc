@@ -368,7 +368,7 @@ bool AppendAsString(const Value& v, std::string* out, Value* error) {
   }
 }
 
-Value FormatError(std::string message) {
+Value FormatClauseError(std::string message) {
   return Value::MakeError("error during formatting: " + std::move(message));
 }
 
@@ -446,16 +446,17 @@ Value FormatClause(char clause, int precision, const Value& arg) {
         return Value::String(FormatDoubleForString(arg.double_value()));
       }
       if (!IntegerParts(arg, &negative, &magnitude)) {
-        return FormatError("decimal clause can only be used on integers, was given " +
-                           arg.TypeName());
+        return FormatClauseError("decimal clause can only be used on integers, was given " +
+                                 arg.TypeName());
       }
       return Value::String(FormatInBase(negative, magnitude, 10, false));
     case 'f':
     case 'e': {
       double d = 0;
       if (!AsDouble(arg, &d)) {
-        return FormatError(std::string(clause == 'f' ? "fixed-point" : "scientific") +
-                           " clause can only be used on doubles, was given " + arg.TypeName());
+        return FormatClauseError(std::string(clause == 'f' ? "fixed-point" : "scientific") +
+                                 " clause can only be used on doubles, was given " +
+                                 arg.TypeName());
       }
       const char* conversion = clause == 'f' ? "f" : "e";
       return Value::String(
@@ -464,14 +465,14 @@ Value FormatClause(char clause, int precision, const Value& arg) {
     case 'b':
       if (arg.kind() == Kind::kBool) return Value::String(arg.bool_value() ? "1" : "0");
       if (!IntegerParts(arg, &negative, &magnitude)) {
-        return FormatError("only integers and bools can be formatted as binary, was given " +
-                           arg.TypeName());
+        return FormatClauseError("only integers and bools can be formatted as binary, was given " +
+                                 arg.TypeName());
       }
       return Value::String(FormatInBase(negative, magnitude, 2, false));
     case 'o':
       if (!IntegerParts(arg, &negative, &magnitude)) {
-        return FormatError("octal clause can only be used on integers, was given " +
-                           arg.TypeName());
+        return FormatClauseError("octal clause can only be used on integers, was given " +
+                                 arg.TypeName());
       }
       return Value::String(FormatInBase(negative, magnitude, 8, false));
     case 'x':
@@ -490,7 +491,7 @@ Value FormatClause(char clause, int precision, const Value& arg) {
         return Value::String(std::move(out));
       }
       if (!IntegerParts(arg, &negative, &magnitude)) {
-        return FormatError(
+        return FormatClauseError(
             "only integers, byte buffers, and strings can be formatted as hex, was given " +
             arg.TypeName());
       }

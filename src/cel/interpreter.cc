@@ -77,17 +77,7 @@ struct CompileState {
   std::string_view source;
 
   void Fail(const Expr& e, const std::string& msg) {
-    if (!error.empty()) return;
-    int line = 1;
-    size_t line_start = 0;
-    for (size_t i = 0; i < static_cast<size_t>(e.offset) && i < source.size(); ++i) {
-      if (source[i] == '\n') {
-        ++line;
-        line_start = i + 1;
-      }
-    }
-    error = "ERROR: <input>:" + std::to_string(line) + ":" +
-            std::to_string(e.offset - line_start + 1) + ": " + msg;
+    if (error.empty()) error = FormatError(source, e.offset, msg);
   }
 
   bool Declared(std::string_view name) const {
@@ -666,6 +656,54 @@ bool ReferencesIn(const Expr& e, std::string_view name, std::vector<std::string_
   return false;
 }
 }  // namespace
+
+namespace {
+void CollectChains(const Expr& e, std::vector<std::string_view>& bound,
+                   std::vector<FieldChain>& out) {
+  if (e.type == Expr::Type::kSelect) {
+    std::vector<const Expr*> selects;
+    const Expr* at = &e;
+    while (at->type == Expr::Type::kSelect) {
+      selects.push_back(at);
+      at = at->args[0].get();
+    }
+    if (at->type == Expr::Type::kIdent &&
+        std::find(bound.begin(), bound.end(), at->name) == bound.end()) {
+      FieldChain chain;
+      chain.variable = at->name;
+      for (auto it = selects.rbegin(); it != selects.rend(); ++it) {
+        chain.fields.push_back((*it)->name);
+        chain.offsets.push_back((*it)->offset);
+      }
+      out.push_back(std::move(chain));
+      return;
+    }
+    CollectChains(*at, bound, out);
+    return;
+  }
+  if (e.type == Expr::Type::kComprehension) {
+    CollectChains(*e.iter_range, bound, out);
+    CollectChains(*e.accu_init, bound, out);
+    bound.push_back(e.accu_var);
+    bound.push_back(e.iter_var);
+    bound.push_back(e.iter_var2);
+    CollectChains(*e.loop_condition, bound, out);
+    CollectChains(*e.loop_step, bound, out);
+    bound.resize(bound.size() - 2);
+    CollectChains(*e.result, bound, out);
+    bound.pop_back();
+    return;
+  }
+  for (const auto& a : e.args) CollectChains(*a, bound, out);
+}
+}  // namespace
+
+std::vector<FieldChain> Program::FieldChains() const {
+  std::vector<std::string_view> bound;
+  std::vector<FieldChain> out;
+  CollectChains(*root_, bound, out);
+  return out;
+}
 
 bool Program::References(std::string_view name) const {
   std::vector<std::string_view> bound;

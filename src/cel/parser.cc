@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "cel/ast.h"
+#include "cel/cel.h"
 #include "core/strings.h"
 
 namespace klutch::cel {
@@ -566,21 +567,7 @@ class Parser {
   void ErrorAt(int32_t offset, const std::string& msg) {
     if (failed_) return;
     failed_ = true;
-    // Line and column (1-based column as cel-go prints it).
-    int line = 1;
-    size_t line_start = 0;
-    for (size_t i = 0; i < static_cast<size_t>(offset) && i < src_.size(); ++i) {
-      if (src_[i] == '\n') {
-        ++line;
-        line_start = i + 1;
-      }
-    }
-    int col = static_cast<int>(offset - line_start);
-    size_t line_end = src_.find('\n', line_start);
-    if (line_end == std::string_view::npos) line_end = src_.size();
-    error_ = "ERROR: <input>:" + std::to_string(line) + ":" + std::to_string(col + 1) + ": " + msg +
-             "\n | " + std::string(src_.substr(line_start, line_end - line_start)) + "\n | " +
-             std::string(col, '.') + "^";
+    error_ = FormatError(src_, offset, msg);
   }
 
   bool Expect(Tok kind, const char* what) {
@@ -1172,6 +1159,25 @@ class Parser {
 };
 
 }  // namespace
+
+std::string FormatError(std::string_view source, int32_t offset, std::string_view message) {
+  // Line and 1-based column as cel-go prints them, then the line and a caret under it.
+  int line = 1;
+  size_t line_start = 0;
+  for (size_t i = 0; i < static_cast<size_t>(offset) && i < source.size(); ++i) {
+    if (source[i] == '\n') {
+      ++line;
+      line_start = i + 1;
+    }
+  }
+  size_t col = static_cast<size_t>(offset) - line_start;
+  size_t line_end = source.find('\n', line_start);
+  if (line_end == std::string_view::npos) line_end = source.size();
+  return "ERROR: <input>:" + std::to_string(line) + ":" + std::to_string(col + 1) + ": " +
+         std::string(message) + "\n | " +
+         std::string(source.substr(line_start, line_end - line_start)) + "\n | " +
+         std::string(col, '.') + "^";
+}
 
 std::unique_ptr<Expr> ParseExpr(std::string_view source, int max_depth, std::string& error) {
   if (source.size() > 100000) {

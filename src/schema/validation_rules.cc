@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 #include <optional>
 #include <utility>
 
@@ -115,7 +116,8 @@ class Compiler {
  public:
   explicit Compiler(std::vector<core::Cause>& errors) : errors_(errors) {}
 
-  std::unique_ptr<Node> Build(const Json& schema, const std::string& path, size_t& count) {
+  std::unique_ptr<Node> Build(const Json& schema, const std::string& path, size_t& count,
+                              bool root = false) {
     if (!schema.is_object()) return nullptr;
     auto node = std::make_unique<Node>();
     node->schema = &schema;
@@ -133,7 +135,7 @@ class Compiler {
         errors_.push_back(machinery::FieldInvalid(base, *rules, "must be a list"));
       } else {
         for (size_t i = 0; i < rules->size(); ++i) {
-          CompileRule((*rules)[i], fmt::format("{}[{}]", base, i), *node);
+          CompileRule((*rules)[i], fmt::format("{}[{}]", base, i), *node, root);
         }
       }
       any = !node->rules.empty();
@@ -161,7 +163,54 @@ class Compiler {
   }
 
  private:
-  void CompileRule(const Json& rule, const std::string& path, Node& node) {
+  // What kube-apiserver's type check of a rule against the schema reports for field
+  // selections: fields an object schema does not declare, and selection on scalars.
+  // Empty when the chain is fine (or leaves the typed part of the schema).
+  static std::string CheckChain(const Json* at, bool root, const cel::FieldChain& chain,
+                                int32_t& offset) {
+    static const Json kString = {{"type", "string"}};
+    static const Json kRootMeta = {{"type", "object"},
+                                   {"properties", {{"name", kString}, {"generateName", kString}}}};
+    bool embedded = root;
+    for (size_t i = 0; i < chain.fields.size(); ++i) {
+      if (at == nullptr || !at->is_object()) return "";
+      const Json* ios = Member(*at, "x-kubernetes-int-or-string");
+      if (ios && ios->is_boolean() && ios->get<bool>()) return "";
+      std::string type = StringMember(*at, "type");
+      offset = chain.offsets[i];
+      if (type == "string" || type == "integer" || type == "number" || type == "boolean") {
+        static const std::map<std::string, std::string> kCelType = {
+            {"string", "string"}, {"integer", "int"}, {"number", "double"}, {"boolean", "bool"}};
+        return "type '" + kCelType.at(type) + "' does not support field selection";
+      }
+      if (type != "object") return "";
+      const Json* emb = Member(*at, "x-kubernetes-embedded-resource");
+      embedded = embedded || (emb && emb->is_boolean() && emb->get<bool>());
+      std::string name = UnescapePropertyName(chain.fields[i]);
+      const Json* props = Member(*at, "properties");
+      const Json* ap = Member(*at, "additionalProperties");
+      const Json* next = nullptr;
+      if (root && i == 0 && name == "metadata") {
+        next = &kRootMeta;
+      } else if (props && props->is_object() && props->contains(name)) {
+        next = &(*props)[name];
+      } else if (ap && ap->is_object()) {
+        next = ap;
+      } else if (embedded && (name == "apiVersion" || name == "kind" || name == "metadata")) {
+        next = name == "metadata" ? nullptr : &kString;
+      } else {
+        const Json* pu = Member(*at, "x-kubernetes-preserve-unknown-fields");
+        if ((pu && pu->is_boolean() && pu->get<bool>()) || (ap && ap->is_boolean())) return "";
+        return "undefined field '" + chain.fields[i] + "'";
+      }
+      at = next;
+      root = false;
+      embedded = false;
+    }
+    return "";
+  }
+
+  void CompileRule(const Json& rule, const std::string& path, Node& node, bool root) {
     if (!rule.is_object()) {
       errors_.push_back(machinery::FieldInvalid(path, rule, "must be an object"));
       return;
@@ -237,6 +286,17 @@ class Compiler {
       return;
     }
     r.program = std::move(*program);
+    for (const auto& chain : r.program->FieldChains()) {
+      if (chain.variable != "self" && chain.variable != "oldSelf") continue;
+      int32_t offset = 0;
+      std::string problem = CheckChain(node.schema, root, chain, offset);
+      if (!problem.empty()) {
+        errors_.push_back(
+            InvalidRule(path + ".rule", rule,
+                        "compilation failed: " + cel::FormatError(r.text, offset, problem)));
+        return;
+      }
+    }
     r.transition = r.program->References("oldSelf");
     if (r.optional_old_self && !r.transition) {
       errors_.push_back(machinery::FieldInvalid(path + ".optionalOldSelf", true,
@@ -439,7 +499,7 @@ std::shared_ptr<const ValidationRules> ValidationRules::Compile(std::shared_ptr<
   std::shared_ptr<ValidationRules> rules(new ValidationRules());
   rules->owner_ = std::move(owner);
   Compiler compiler(errors);
-  rules->root_ = compiler.Build(schema, std::string(path), rules->count_);
+  rules->root_ = compiler.Build(schema, std::string(path), rules->count_, /*root=*/true);
   return rules;
 }
 

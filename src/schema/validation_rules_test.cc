@@ -159,7 +159,7 @@ TEST(ValidationRules, TypesValuesByTheirSchema) {
   auto rules = Rules(R"y(
 type: object
 x-kubernetes-validations:
-  - rule: "self.metadata.name.startsWith('ok') && !has(self.metadata.labels)"
+  - rule: "self.metadata.name.startsWith('ok')"
 properties:
   spec:
     type: object
@@ -280,11 +280,22 @@ properties:
         fieldPath: .missing
       - rule: "self.a > 0"
         optionalOldSelf: true
+      - rule: "self.b == 1"
+      - rule: "self.a.x == 1"
+      - rule: "self.a == 1"
+        fieldPath: ".a"
+      - rule: "self.m.anything == 'v' && self.free.x.y == 1 && self.all(k, k != '')"
     properties:
       a: {type: integer}
+      m:
+        type: object
+        additionalProperties: {type: string}
+      free:
+        type: object
+        x-kubernetes-preserve-unknown-fields: true
 )y",
         &errors);
-  ASSERT_EQ(errors.size(), 5u);
+  ASSERT_EQ(errors.size(), 7u);
   const std::string base =
       "spec.versions[0].schema.openAPIV3Schema.properties[spec].x-kubernetes-validations";
   EXPECT_EQ(errors[0].field, base + "[0].rule");
@@ -298,6 +309,14 @@ properties:
             "\"FieldValueForbidden\", \"FieldValueInvalid\", \"FieldValueRequired\"");
   EXPECT_EQ(errors[3].field, base + "[3].fieldPath");
   EXPECT_EQ(errors[4].field, base + "[4].optionalOldSelf");
+  EXPECT_EQ(errors[5].field, base + "[5].rule");
+  EXPECT_TRUE(errors[5].message.ends_with(
+      "compilation failed: ERROR: <input>:1:5: undefined field 'b'\n | self.b == 1\n | ....^"))
+      << errors[5].message;
+  EXPECT_NE(errors[6].message.find("ERROR: <input>:1:7: type 'int' does not support field "
+                                   "selection"),
+            std::string::npos)
+      << errors[6].message;
 }
 
 TEST(ValidationRules, BlockingSchemaErrorsSkipRules) {
@@ -306,6 +325,27 @@ TEST(ValidationRules, BlockingSchemaErrorsSkipRules) {
   EXPECT_TRUE(HasBlockingError(causes));
   EXPECT_FALSE(HasBlockingError({{"FieldValueInvalid", "Invalid value", "spec.a"}}));
   EXPECT_EQ(RulesNotCheckedCause().field, "<nil>");
+}
+
+}  // namespace
+}  // namespace klutch::schema
+
+namespace klutch::schema {
+namespace {
+
+TEST(ValidationRules, RootMetadataExposesOnlyNameAndGenerateName) {
+  std::vector<core::Cause> errors;
+  Rules(R"y(
+type: object
+x-kubernetes-validations:
+  - rule: "self.metadata.name != '' && self.metadata.generateName == ''"
+  - rule: "has(self.metadata.labels)"
+)y",
+        &errors);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].field,
+            "spec.versions[0].schema.openAPIV3Schema.x-kubernetes-validations[1].rule");
+  EXPECT_NE(errors[0].message.find("undefined field 'labels'"), std::string::npos);
 }
 
 }  // namespace
