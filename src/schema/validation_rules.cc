@@ -10,6 +10,7 @@
 #include "cel/cel.h"
 #include "machinery/object.h"
 #include "schema/cel_value.h"
+#include "schema/field_error.h"
 
 namespace klutch::schema {
 
@@ -116,8 +117,10 @@ class Compiler {
  public:
   explicit Compiler(std::vector<core::Cause>& errors) : errors_(errors) {}
 
+  // `uncorrelatable` is the path of the nearest enclosing list whose items cannot be matched
+  // with old items (any list but list-type=map), empty when there is none.
   std::unique_ptr<Node> Build(const Json& schema, const std::string& path, size_t& count,
-                              bool root = false) {
+                              bool root = false, const std::string& uncorrelatable = "") {
     if (!schema.is_object()) return nullptr;
     auto node = std::make_unique<Node>();
     node->schema = &schema;
@@ -135,7 +138,7 @@ class Compiler {
         errors_.push_back(machinery::FieldInvalid(base, *rules, "must be a list"));
       } else {
         for (size_t i = 0; i < rules->size(); ++i) {
-          CompileRule((*rules)[i], fmt::format("{}[{}]", base, i), *node, root);
+          CompileRule((*rules)[i], fmt::format("{}[{}]", base, i), *node, root, uncorrelatable);
         }
       }
       any = !node->rules.empty();
@@ -143,7 +146,8 @@ class Compiler {
     }
     if (const Json* props = Member(schema, "properties"); props && props->is_object()) {
       for (auto it = props->begin(); it != props->end(); ++it) {
-        auto child = Build(it.value(), fmt::format("{}.properties[{}]", path, it.key()), count);
+        auto child = Build(it.value(), fmt::format("{}.properties[{}]", path, it.key()), count,
+                           false, uncorrelatable);
         if (child) {
           node->properties.emplace_back(it.key(), std::move(child));
           any = true;
@@ -151,11 +155,13 @@ class Compiler {
       }
     }
     if (const Json* ap = Member(schema, "additionalProperties"); ap && ap->is_object()) {
-      node->additional = Build(*ap, path + ".additionalProperties", count);
+      node->additional = Build(*ap, path + ".additionalProperties", count, false, uncorrelatable);
       any = any || node->additional != nullptr;
     }
     if (const Json* items = Member(schema, "items"); items && items->is_object()) {
-      node->items = Build(*items, path + ".items", count);
+      node->items =
+          Build(*items, path + ".items", count, false,
+                !uncorrelatable.empty() || node->list_type == "map" ? uncorrelatable : path);
       any = any || node->items != nullptr;
     }
     if (!any) return nullptr;
@@ -210,7 +216,8 @@ class Compiler {
     return "";
   }
 
-  void CompileRule(const Json& rule, const std::string& path, Node& node, bool root) {
+  void CompileRule(const Json& rule, const std::string& path, Node& node, bool root,
+                   const std::string& uncorrelatable) {
     if (!rule.is_object()) {
       errors_.push_back(machinery::FieldInvalid(path, rule, "must be an object"));
       return;
@@ -298,6 +305,13 @@ class Compiler {
       }
     }
     r.transition = r.program->References("oldSelf");
+    if (r.transition && !uncorrelatable.empty()) {
+      errors_.push_back(machinery::FieldInvalid(
+          path + ".rule", r.text,
+          "oldSelf cannot be used on the uncorrelatable portion of the schema within " +
+              uncorrelatable));
+      return;
+    }
     if (r.optional_old_self && !r.transition) {
       errors_.push_back(machinery::FieldInvalid(path + ".optionalOldSelf", true,
                                                 "may not be set if oldSelf is not used in rule"));
@@ -515,14 +529,7 @@ void ValidationRules::Validate(const Json& object, const Json* old,
 }
 
 bool HasBlockingError(const std::vector<core::Cause>& causes) {
-  for (const auto& c : causes) {
-    if (c.reason == "FieldValueNotSupported" || c.reason == "FieldValueRequired" ||
-        c.reason == "FieldValueTooLong" || c.reason == "FieldValueTooMany" ||
-        c.reason == "FieldValueTypeInvalid") {
-      return true;
-    }
-  }
-  return false;
+  return std::any_of(causes.begin(), causes.end(), IsBlocking);
 }
 
 core::Cause RulesNotCheckedCause() {

@@ -350,3 +350,47 @@ x-kubernetes-validations:
 
 }  // namespace
 }  // namespace klutch::schema
+
+namespace klutch::schema {
+namespace {
+
+TEST(ValidationRules, RejectsOldSelfWhereOldValuesCannotBeCorrelated) {
+  std::vector<core::Cause> errors;
+  Rules(R"y(
+type: object
+properties:
+  atomic:
+    type: array
+    items:
+      type: object
+      properties:
+        v:
+          type: integer
+          x-kubernetes-validations:
+            - rule: self >= oldSelf
+  keyed:
+    type: array
+    x-kubernetes-list-type: map
+    x-kubernetes-list-map-keys: [k]
+    items:
+      type: object
+      properties:
+        k: {type: string}
+        v:
+          type: integer
+          x-kubernetes-validations:
+            - rule: self >= oldSelf
+)y",
+        &errors);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].field,
+            "spec.versions[0].schema.openAPIV3Schema.properties[atomic].items.properties[v]."
+            "x-kubernetes-validations[0].rule");
+  EXPECT_EQ(errors[0].message,
+            "Invalid value: \"self >= oldSelf\": oldSelf cannot be used on the uncorrelatable "
+            "portion of the schema within "
+            "spec.versions[0].schema.openAPIV3Schema.properties[atomic]");
+}
+
+}  // namespace
+}  // namespace klutch::schema
