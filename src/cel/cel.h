@@ -134,8 +134,7 @@ class Program {
 
  private:
   friend class Env;
-  Program(const Env* env, std::string source, std::unique_ptr<Expr> root);
-  const Env* env_;
+  Program(std::string source, std::unique_ptr<Expr> root);
   std::string source_;
   std::unique_ptr<Expr> root_;
 };

@@ -627,8 +627,8 @@ std::optional<Value> MapActivation::Find(std::string_view name) const {
   return it->second;
 }
 
-Program::Program(const Env* env, std::string source, std::unique_ptr<Expr> root)
-    : env_(env), source_(std::move(source)), root_(std::move(root)) {}
+Program::Program(std::string source, std::unique_ptr<Expr> root)
+    : source_(std::move(source)), root_(std::move(root)) {}
 
 Program::~Program() = default;
 
@@ -732,7 +732,7 @@ core::Result<std::unique_ptr<Program>> Env::Compile(std::string_view source,
   CompileState state{&functions_, &options, {}, {}, source};
   state.Resolve(*root);
   if (!state.error.empty()) return core::BadRequest(state.error);
-  return std::unique_ptr<Program>(new Program(this, std::string(source), std::move(root)));
+  return std::unique_ptr<Program>(new Program(std::string(source), std::move(root)));
 }
 
 std::shared_ptr<const Env> Env::Standard() {

@@ -16,6 +16,7 @@
 #include "cel/cel.h"
 #include "cel/library_util.h"
 #include "cel/value.h"
+#include "core/strings.h"
 
 namespace klutch::cel {
 namespace {
@@ -40,8 +41,8 @@ struct Addr {
 };
 
 std::string ParseAddrError(std::string_view in, std::string_view msg, std::string_view at = {}) {
-  std::string out = "ParseAddr(" + internal::GoQuote(in) + "): " + std::string(msg);
-  if (!at.empty()) out += " (at " + internal::GoQuote(at) + ")";
+  std::string out = "ParseAddr(" + core::GoQuote(in) + "): " + std::string(msg);
+  if (!at.empty()) out += " (at " + core::GoQuote(at) + ")";
   return out;
 }
 
@@ -218,16 +219,16 @@ std::optional<Addr> ParseKubernetesIP(std::string_view raw, std::string* error) 
   std::string err;
   auto addr = ParseAddr(raw, &err);
   if (!addr) {
-    *error = "IP Address " + internal::GoQuote(raw) +
-             " parse error during conversion from string: " + err;
+    *error =
+        "IP Address " + core::GoQuote(raw) + " parse error during conversion from string: " + err;
     return std::nullopt;
   }
   if (!addr->zone.empty()) {
-    *error = "IP address " + internal::GoQuote(raw) + " with zone value is not allowed";
+    *error = "IP address " + core::GoQuote(raw) + " with zone value is not allowed";
     return std::nullopt;
   }
   if (addr->Is4In6()) {
-    *error = "IPv4-mapped IPv6 address " + internal::GoQuote(raw) + " is not allowed";
+    *error = "IPv4-mapped IPv6 address " + core::GoQuote(raw) + " is not allowed";
     return std::nullopt;
   }
   return addr;
@@ -335,7 +336,7 @@ bool PrefixContains(const Prefix& p, const Addr& a) {
 std::optional<Prefix> ParseKubernetesCIDR(std::string_view raw, std::string* error) {
   auto fail = [&](std::string msg) {
     *error = "network address parse error during conversion from string: netip.ParsePrefix(" +
-             internal::GoQuote(raw) + "): " + msg;
+             core::GoQuote(raw) + "): " + msg;
     return std::nullopt;
   };
   const size_t slash = raw.rfind('/');
@@ -345,7 +346,7 @@ std::optional<Prefix> ParseKubernetesCIDR(std::string_view raw, std::string* err
   if (!addr) return fail(err);
   if (!addr->is4 && !addr->zone.empty()) return fail("IPv6 zones cannot be present in a prefix");
   const std::string_view bits_str = raw.substr(slash + 1);
-  const std::string bad_bits = "bad bits after slash: " + internal::GoQuote(bits_str);
+  const std::string bad_bits = "bad bits after slash: " + core::GoQuote(bits_str);
   if (bits_str.empty() || (bits_str.size() > 1 && (bits_str[0] < '1' || bits_str[0] > '9'))) {
     return fail(bad_bits);
   }
@@ -357,7 +358,7 @@ std::optional<Prefix> ParseKubernetesCIDR(std::string_view raw, std::string* err
   }
   const int bits = std::stoi(std::string(bits_str));
   if (addr->Is4In6()) {
-    *error = "IPv4-mapped IPv6 address " + internal::GoQuote(raw) + " is not allowed";
+    *error = "IPv4-mapped IPv6 address " + core::GoQuote(raw) + " is not allowed";
     return std::nullopt;
   }
   return Prefix{*addr, bits};

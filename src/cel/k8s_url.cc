@@ -15,6 +15,7 @@
 #include "cel/cel.h"
 #include "cel/library_util.h"
 #include "cel/value.h"
+#include "core/strings.h"
 
 namespace klutch::cel {
 namespace {
@@ -136,17 +137,17 @@ std::optional<std::string> Unescape(std::string_view s, Encoding mode, std::stri
     if (c == '%') {
       if (i + 2 >= s.size() || !IsHex(s[i + 1]) || !IsHex(s[i + 2])) {
         std::string_view bad = s.substr(i, 3);
-        *error = "invalid URL escape " + internal::GoQuote(bad);
+        *error = "invalid URL escape " + core::GoQuote(bad);
         return std::nullopt;
       }
       if (mode == Encoding::kHost && Unhex(s[i + 1]) < 8 && s.substr(i, 3) != "%25") {
-        *error = "invalid URL escape " + internal::GoQuote(s.substr(i, 3));
+        *error = "invalid URL escape " + core::GoQuote(s.substr(i, 3));
         return std::nullopt;
       }
       if (mode == Encoding::kZone) {
         const auto v = static_cast<unsigned char>(Unhex(s[i + 1]) << 4 | Unhex(s[i + 2]));
         if (s.substr(i, 3) != "%25" && v != ' ' && ShouldEscape(v, Encoding::kHost)) {
-          *error = "invalid URL escape " + internal::GoQuote(s.substr(i, 3));
+          *error = "invalid URL escape " + core::GoQuote(s.substr(i, 3));
           return std::nullopt;
         }
       }
@@ -154,7 +155,7 @@ std::optional<std::string> Unescape(std::string_view s, Encoding mode, std::stri
     } else {
       if ((mode == Encoding::kHost || mode == Encoding::kZone) &&
           static_cast<unsigned char>(c) < 0x80 && ShouldEscape(c, mode)) {
-        *error = "invalid character " + internal::GoQuote(s.substr(i, 1)) + " in host name";
+        *error = "invalid character " + core::GoQuote(s.substr(i, 1)) + " in host name";
         return std::nullopt;
       }
       ++i;
@@ -207,7 +208,7 @@ std::optional<std::string> ParseHost(std::string_view host, std::string* error) 
     }
     const std::string_view colon_port = host.substr(i + 1);
     if (!ValidOptionalPort(colon_port)) {
-      *error = "invalid port " + internal::GoQuote(colon_port) + " after host";
+      *error = "invalid port " + core::GoQuote(colon_port) + " after host";
       return std::nullopt;
     }
     const size_t zone = host.substr(0, i).find("%25");
@@ -223,7 +224,7 @@ std::optional<std::string> ParseHost(std::string_view host, std::string* error) 
   } else if (const size_t i = host.rfind(':'); i != std::string_view::npos) {
     const std::string_view colon_port = host.substr(i);
     if (!ValidOptionalPort(colon_port)) {
-      *error = "invalid port " + internal::GoQuote(colon_port) + " after host";
+      *error = "invalid port " + core::GoQuote(colon_port) + " after host";
       return std::nullopt;
     }
   }
@@ -369,13 +370,13 @@ std::optional<ParsedURL> ParseWithFragment(std::string_view raw, std::string* er
   const std::string_view u = raw.substr(0, hash);
   auto url = Parse(u, false, error);
   if (!url) {
-    *error = "parse " + internal::GoQuote(u) + ": " + *error;
+    *error = "parse " + core::GoQuote(u) + ": " + *error;
     return std::nullopt;
   }
   if (hash != std::string_view::npos) {
     auto frag = Unescape(raw.substr(hash + 1), Encoding::kFragment, error);
     if (!frag) {
-      *error = "parse " + internal::GoQuote(raw) + ": " + *error;
+      *error = "parse " + core::GoQuote(raw) + ": " + *error;
       return std::nullopt;
     }
     url->fragment = *frag;
@@ -385,7 +386,7 @@ std::optional<ParsedURL> ParseWithFragment(std::string_view raw, std::string* er
 
 bool ParseRequestURI(std::string_view raw, std::string* error) {
   if (Parse(raw, true, error)) return true;
-  *error = "parse " + internal::GoQuote(raw) + ": " + *error;
+  *error = "parse " + core::GoQuote(raw) + ": " + *error;
   return false;
 }
 
@@ -476,7 +477,7 @@ class URLValue final : public OpaqueValue {
     const auto* o = dynamic_cast<const URLValue*>(&other);
     return o != nullptr && o->url_ == url_;
   }
-  std::string DebugString() const override { return "url(" + internal::GoQuote(source_) + ")"; }
+  std::string DebugString() const override { return "url(" + core::GoQuote(source_) + ")"; }
   const ParsedURL& url() const { return url_; }
 
  private:

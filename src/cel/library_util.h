@@ -37,7 +37,6 @@ std::string FromRunes(const std::vector<char32_t>& runes, size_t begin, size_t e
 int64_t RuneCount(std::string_view s, size_t byte_offset = std::string_view::npos);
 
 // Go's strconv.Quote: double-quoted, escaping quotes, backslashes and non-printable runes.
-std::string GoQuote(std::string_view s);
 
 // ceil(size * factor), the cost cel-go's Kubernetes estimator charges for a traversal.
 inline uint64_t TraversalCost(size_t size, double factor = kStringTraversalCostFactor) {

@@ -5,6 +5,7 @@
 #include <re2/re2.h>
 
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <cmath>
 #include <cstdio>
@@ -65,14 +66,12 @@ Value MakeDuration(Int128 nanos) {
   return Value::Span(d);
 }
 
-// Days since 1970-01-01 for a civil date, and back (proleptic Gregorian).
+// Days since 1970-01-01 for a civil date, and back (proleptic Gregorian, std::chrono).
 int64_t DaysFromCivil(int64_t y, unsigned m, unsigned d) {
-  y -= m <= 2;
-  const int64_t era = (y >= 0 ? y : y - 399) / 400;
-  const unsigned yoe = static_cast<unsigned>(y - era * 400);
-  const unsigned doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-  const unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-  return era * 146097 + static_cast<int64_t>(doe) - 719468;
+  return std::chrono::sys_days{std::chrono::year{static_cast<int>(y)} / std::chrono::month{m} /
+                               std::chrono::day{d}}
+      .time_since_epoch()
+      .count();
 }
 
 struct Civil {
@@ -81,16 +80,9 @@ struct Civil {
 };
 
 Civil CivilFromDays(int64_t z) {
-  z += 719468;
-  const int64_t era = (z >= 0 ? z : z - 146096) / 146097;
-  const unsigned doe = static_cast<unsigned>(z - era * 146097);
-  const unsigned yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-  const int64_t y = static_cast<int64_t>(yoe) + era * 400;
-  const unsigned doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-  const unsigned mp = (5 * doy + 2) / 153;
-  const unsigned d = doy - (153 * mp + 2) / 5 + 1;
-  const unsigned m = mp + (mp < 10 ? 3 : -9);
-  return Civil{y + (m <= 2), m, d};
+  std::chrono::year_month_day ymd{std::chrono::sys_days{std::chrono::days{z}}};
+  return Civil{static_cast<int>(ymd.year()), static_cast<unsigned>(ymd.month()),
+               static_cast<unsigned>(ymd.day())};
 }
 
 int64_t FloorDiv(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }

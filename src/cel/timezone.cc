@@ -1,6 +1,7 @@
 #include "cel/timezone.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -122,40 +123,23 @@ PosixRule ParsePosix(std::string_view s) {
   return r;
 }
 
-int64_t DaysFromCivil(int64_t y, unsigned m, unsigned d) {
-  y -= m <= 2;
-  const int64_t era = (y >= 0 ? y : y - 399) / 400;
-  const unsigned yoe = static_cast<unsigned>(y - era * 400);
-  const unsigned doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-  const unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-  return era * 146097 + static_cast<int64_t>(doe) - 719468;
-}
-
-// Local seconds-since-epoch of rule date Mm.w.d at `time` in year `y`.
+// Local seconds-since-epoch of rule date Mm.w.d (week 5 = the last such weekday) at `time`
+// in year `y`.
 int64_t RuleInstant(int64_t y, int month, int week, int day, int64_t time) {
-  static constexpr int kDays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-  int64_t first = DaysFromCivil(y, static_cast<unsigned>(month), 1);
-  int64_t wday_first = ((first % 7) + 7 + 4) % 7;
-  int64_t d = (day - wday_first + 7) % 7 + 7 * (week - 1);
-  int mdays = kDays[month - 1];
-  bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
-  if (month == 2 && leap) mdays = 29;
-  while (d >= mdays) d -= 7;
-  return (first + d) * 86400 + time;
+  using namespace std::chrono;
+  const year_month ym =
+      year{static_cast<int>(y)} / std::chrono::month{static_cast<unsigned>(month)};
+  const weekday wd{static_cast<unsigned>(day)};
+  sys_days date =
+      week == 5 ? sys_days{ym / wd[last]} : sys_days{ym / wd[static_cast<unsigned>(week)]};
+  return static_cast<int64_t>(date.time_since_epoch().count()) * 86400 + time;
 }
 
 int64_t PosixOffset(const PosixRule& r, int64_t utc) {
   if (!r.has_dst) return r.std_offset;
-  int64_t days = utc / 86400 - (utc % 86400 < 0);
-  // Year of the instant (approximate via civil conversion of the UTC day).
-  int64_t z = days + 719468;
-  const int64_t era = (z >= 0 ? z : z - 146096) / 146097;
-  const unsigned doe = static_cast<unsigned>(z - era * 146097);
-  const unsigned yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-  int64_t y = static_cast<int64_t>(yoe) + era * 400;
-  const unsigned doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-  const unsigned mp = (5 * doy + 2) / 153;
-  if (mp >= 10) ++y;
+  const int64_t days = utc / 86400 - (utc % 86400 < 0);
+  const std::chrono::year_month_day ymd{std::chrono::sys_days{std::chrono::days{days}}};
+  const int64_t y = static_cast<int>(ymd.year());
   int64_t start =
       RuleInstant(y, r.start_month, r.start_week, r.start_day, r.start_time) - r.std_offset;
   int64_t end = RuleInstant(y, r.end_month, r.end_week, r.end_day, r.end_time) - r.dst_offset;

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <charconv>
 #include <cstdint>
+#include <cstdio>
 
 namespace klutch::core {
 
@@ -186,6 +187,128 @@ std::optional<int64_t> ParseInt64(std::string_view s) {
   auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (ec != std::errc() || ptr != s.data() + s.size()) return std::nullopt;
   return v;
+}
+
+namespace {
+
+// Go's strconv.IsPrint, for the code points Kubernetes messages meet.
+bool IsGoPrintable(int32_t cp) {
+  if (cp < 0x20 || cp == 0x7F) return false;
+  if (cp >= 0x80 && cp <= 0xA0) return false;  // C1 controls and NBSP
+  if (cp == 0xAD) return false;                // soft hyphen
+  if (cp == 0xFEFF || cp == 0xFFFE || cp == 0xFFFF) return false;
+  if (cp >= 0x2028 && cp <= 0x202E) return false;  // separators and bidi controls
+  if (cp >= 0x200B && cp <= 0x200F) return false;
+  if (cp >= 0x2060 && cp <= 0x206F) return false;
+  if (cp >= 0xE000 && cp <= 0xF8FF) return false;  // private use
+  return true;
+}
+
+}  // namespace
+
+int32_t DecodeUtf8(std::string_view s, size_t& i) {
+  auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  unsigned char c = byte(i);
+  if (c < 0x80) {
+    ++i;
+    return c;
+  }
+  int len = 0;
+  int32_t cp = 0;
+  int32_t min = 0;
+  if ((c & 0xE0) == 0xC0) {
+    len = 2, cp = c & 0x1F, min = 0x80;
+  } else if ((c & 0xF0) == 0xE0) {
+    len = 3, cp = c & 0x0F, min = 0x800;
+  } else if ((c & 0xF8) == 0xF0) {
+    len = 4, cp = c & 0x07, min = 0x10000;
+  } else {
+    ++i;
+    return -1;
+  }
+  if (i + len > s.size()) {
+    ++i;
+    return -1;
+  }
+  for (int k = 1; k < len; ++k) {
+    unsigned char cc = byte(i + k);
+    if ((cc & 0xC0) != 0x80) {
+      ++i;
+      return -1;
+    }
+    cp = (cp << 6) | (cc & 0x3F);
+  }
+  if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
+    ++i;
+    return -1;
+  }
+  i += len;
+  return cp;
+}
+
+std::string GoQuote(std::string_view s) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out = "\"";
+  size_t i = 0;
+  while (i < s.size()) {
+    size_t start = i;
+    int32_t cp = DecodeUtf8(s, i);
+    if (cp < 0) {
+      auto b = static_cast<unsigned char>(s[start]);
+      out += "\\x";
+      out.push_back(kHex[b >> 4]);
+      out.push_back(kHex[b & 0xF]);
+      continue;
+    }
+    switch (cp) {
+      case '"':
+        out += "\\\"";
+        continue;
+      case '\\':
+        out += "\\\\";
+        continue;
+      case '\a':
+        out += "\\a";
+        continue;
+      case '\b':
+        out += "\\b";
+        continue;
+      case '\f':
+        out += "\\f";
+        continue;
+      case '\n':
+        out += "\\n";
+        continue;
+      case '\r':
+        out += "\\r";
+        continue;
+      case '\t':
+        out += "\\t";
+        continue;
+      case '\v':
+        out += "\\v";
+        continue;
+      default:
+        break;
+    }
+    if (IsGoPrintable(cp)) {
+      out.append(s.substr(start, i - start));
+    } else if (cp < 0x80) {
+      out += "\\x";
+      out.push_back(kHex[cp >> 4]);
+      out.push_back(kHex[cp & 0xF]);
+    } else if (cp < 0x10000) {
+      char buf[12];
+      std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(cp));
+      out += buf;
+    } else {
+      char buf[12];
+      std::snprintf(buf, sizeof buf, "\\U%08x", static_cast<unsigned>(cp));
+      out += buf;
+    }
+  }
+  out += "\"";
+  return out;
 }
 
 }  // namespace klutch::core

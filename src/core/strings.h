@@ -3,6 +3,7 @@
 // Pure functions; thread-safe.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -35,5 +36,12 @@ std::string PercentEncode(std::string_view s);
 
 // Parses a decimal int64 with no sign games or trailing junk.
 std::optional<int64_t> ParseInt64(std::string_view s);
+
+// The UTF-8 code point of `s` at byte `i`, advancing `i` past it; -1 (advancing one byte)
+// for a malformed, overlong or surrogate sequence.
+int32_t DecodeUtf8(std::string_view s, size_t& i);
+// `s` quoted as Go's strconv.Quote / %q does: Kubernetes quotes names and values in its
+// messages this way. Invalid bytes become \xNN, non-printable code points \uNNNN.
+std::string GoQuote(std::string_view s);
 
 }  // namespace klutch::core

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "core/strings.h"
 #include "fmt/format.h"
 
 namespace klutch::machinery {
@@ -67,45 +68,6 @@ int CompareStrings(std::string_view a, std::string_view b) {
 
 // Decodes one UTF-8 sequence at s[i]; returns the code point and advances i, or -1 (and
 // advances one byte) for an invalid sequence.
-int32_t DecodeUtf8(std::string_view s, size_t& i) {
-  auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
-  unsigned char c = byte(i);
-  if (c < 0x80) {
-    ++i;
-    return c;
-  }
-  int len = 0;
-  int32_t cp = 0;
-  int32_t min = 0;
-  if ((c & 0xE0) == 0xC0) {
-    len = 2, cp = c & 0x1F, min = 0x80;
-  } else if ((c & 0xF0) == 0xE0) {
-    len = 3, cp = c & 0x0F, min = 0x800;
-  } else if ((c & 0xF8) == 0xF0) {
-    len = 4, cp = c & 0x07, min = 0x10000;
-  } else {
-    ++i;
-    return -1;
-  }
-  if (i + len > s.size()) {
-    ++i;
-    return -1;
-  }
-  for (int k = 1; k < len; ++k) {
-    unsigned char cc = byte(i + k);
-    if ((cc & 0xC0) != 0x80) {
-      ++i;
-      return -1;
-    }
-    cp = (cp << 6) | (cc & 0x3F);
-  }
-  if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
-    ++i;
-    return -1;
-  }
-  i += len;
-  return cp;
-}
 
 void AppendGoJsonString(std::string& out, std::string_view s) {
   static constexpr char kHex[] = "0123456789abcdef";
@@ -113,7 +75,7 @@ void AppendGoJsonString(std::string& out, std::string_view s) {
   size_t i = 0;
   while (i < s.size()) {
     size_t start = i;
-    int32_t cp = DecodeUtf8(s, i);
+    int32_t cp = core::DecodeUtf8(s, i);
     if (cp < 0) {
       out += "\\ufffd";
       continue;
@@ -239,7 +201,7 @@ std::string ValueToString(const Json& v) {
     case Json::value_t::number_float:
       return GoFloatString(v.get<double>());
     case Json::value_t::string:
-      return GoQuote(v.get_ref<const std::string&>());
+      return core::GoQuote(v.get_ref<const std::string&>());
     case Json::value_t::array: {
       std::string out = "[";
       bool first = true;
@@ -258,18 +220,6 @@ std::string ValueToString(const Json& v) {
     default:
       return "{{undefined}}";
   }
-}
-
-bool IsGoPrintable(int32_t cp) {
-  if (cp < 0x20 || cp == 0x7F) return false;
-  if (cp >= 0x80 && cp <= 0xA0) return false;  // C1 controls and NBSP
-  if (cp == 0xAD) return false;                // soft hyphen
-  if (cp == 0xFEFF || cp == 0xFFFE || cp == 0xFFFF) return false;
-  if (cp >= 0x2028 && cp <= 0x202E) return false;  // separators and bidi controls
-  if (cp >= 0x200B && cp <= 0x200F) return false;
-  if (cp >= 0x2060 && cp <= 0x206F) return false;
-  if (cp >= 0xE000 && cp <= 0xF8FF) return false;  // private use
-  return true;
 }
 
 int CompareKeyFields(const PathElement::KeyFields& a, const PathElement::KeyFields& b) {
@@ -319,67 +269,6 @@ int CompareJsonValues(const Json& a, const Json& b) {
 std::string GoJson(const Json& value) {
   std::string out;
   AppendGoJson(out, value);
-  return out;
-}
-
-std::string GoQuote(std::string_view s) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out = "\"";
-  size_t i = 0;
-  while (i < s.size()) {
-    size_t start = i;
-    int32_t cp = DecodeUtf8(s, i);
-    if (cp < 0) {
-      auto b = static_cast<unsigned char>(s[start]);
-      out += "\\x";
-      out.push_back(kHex[b >> 4]);
-      out.push_back(kHex[b & 0xF]);
-      continue;
-    }
-    switch (cp) {
-      case '"':
-        out += "\\\"";
-        continue;
-      case '\\':
-        out += "\\\\";
-        continue;
-      case '\a':
-        out += "\\a";
-        continue;
-      case '\b':
-        out += "\\b";
-        continue;
-      case '\f':
-        out += "\\f";
-        continue;
-      case '\n':
-        out += "\\n";
-        continue;
-      case '\r':
-        out += "\\r";
-        continue;
-      case '\t':
-        out += "\\t";
-        continue;
-      case '\v':
-        out += "\\v";
-        continue;
-      default:
-        break;
-    }
-    if (IsGoPrintable(cp)) {
-      out.append(s.substr(start, i - start));
-    } else if (cp < 0x80) {
-      out += "\\x";
-      out.push_back(kHex[cp >> 4]);
-      out.push_back(kHex[cp & 0xF]);
-    } else if (cp < 0x10000) {
-      out += fmt::format("\\u{:04x}", cp);
-    } else {
-      out += fmt::format("\\U{:08x}", cp);
-    }
-  }
-  out += "\"";
   return out;
 }
 
@@ -442,12 +331,13 @@ core::Result<Json> ParseElementJson(std::string_view text, std::string_view body
   // (as Go's decoder does), which machinery::ParseJson reports by throwing.
   Json value = Json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (value.is_discarded()) {
-    return core::BadRequest(fmt::format("invalid path element {}: invalid JSON", GoQuote(text)));
+    return core::BadRequest(
+        fmt::format("invalid path element {}: invalid JSON", core::GoQuote(text)));
   }
   // Keys and values are scalars in practice; the bound keeps every later walk shallow.
   if (TooDeep(value, kMaxElementDepth)) {
     return core::BadRequest(
-        fmt::format("invalid path element {}: nesting is too deep", GoQuote(text)));
+        fmt::format("invalid path element {}: nesting is too deep", core::GoQuote(text)));
   }
   return value;
 }
@@ -457,10 +347,11 @@ core::Result<Json> ParseElementJson(std::string_view text, std::string_view body
 core::Result<PathElement> PathElement::Parse(std::string_view text) {
   if (text.size() < 2) {
     return core::BadRequest(
-        fmt::format("invalid path element {}: key must be 2 characters long", GoQuote(text)));
+        fmt::format("invalid path element {}: key must be 2 characters long", core::GoQuote(text)));
   }
   if (text[1] != ':') {
-    return core::BadRequest(fmt::format("invalid path element {}: missing colon", GoQuote(text)));
+    return core::BadRequest(
+        fmt::format("invalid path element {}: missing colon", core::GoQuote(text)));
   }
   std::string_view body = text.substr(2);
   switch (text[0]) {
@@ -474,7 +365,7 @@ core::Result<PathElement> PathElement::Parse(std::string_view text) {
       KLUTCH_ASSIGN_OR_RETURN(Json value, ParseElementJson(text, body));
       if (!value.is_object()) {
         return core::BadRequest(
-            fmt::format("invalid path element {}: key must be a JSON object", GoQuote(text)));
+            fmt::format("invalid path element {}: key must be a JSON object", core::GoQuote(text)));
       }
       KeyFields fields;
       for (auto& [k, v] : value.items()) fields.emplace_back(k, v);
@@ -492,14 +383,14 @@ core::Result<PathElement> PathElement::Parse(std::string_view text) {
       if (digits.empty() || ec != std::errc() || ptr != digits.data() + digits.size() ||
           magnitude > static_cast<uint64_t>(INT64_MAX)) {
         return core::BadRequest(
-            fmt::format("invalid path element {}: index is not an integer", GoQuote(text)));
+            fmt::format("invalid path element {}: index is not an integer", core::GoQuote(text)));
       }
       auto index = static_cast<int64_t>(magnitude);
       return Index(negative ? -index : index);
     }
     default:
       return core::NotFound(
-          fmt::format("invalid path element {}: unknown path element type", GoQuote(text)));
+          fmt::format("invalid path element {}: unknown path element type", core::GoQuote(text)));
   }
 }
 

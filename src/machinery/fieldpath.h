@@ -47,9 +47,6 @@ int CompareJsonValues(const Json& a, const Json& b);
 // fraction. Never fails; invalid UTF-8 bytes become U+FFFD as in Go.
 std::string GoJson(const Json& value);
 
-// `s` quoted the way Go's %q verb quotes a string (used in conflict messages).
-std::string GoQuote(std::string_view s);
-
 class PathElement {
  public:
   enum class Kind { kField, kKey, kValue, kIndex };

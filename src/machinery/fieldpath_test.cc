@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "core/strings.h"
+
 namespace klutch::machinery {
 namespace {
 
@@ -212,7 +214,7 @@ TEST(GoJson, EscapesLikeGoEncodingJson) {
   EXPECT_EQ(GoJson(J(R"({"b":1,"a":"<&>\u2028\t\u0001é"})")),
             R"({"a":"\u003c\u0026\u003e\u2028\t\u0001é","b":1})");
   EXPECT_EQ(GoJson(J("[1.5,1e21,0.0000001,80.0,-3]")), "[1.5,1e+21,1e-7,80,-3]");
-  EXPECT_EQ(GoQuote("a\"b\\c\x01\xff"), R"("a\"b\\c\x01\xff")");
+  EXPECT_EQ(core::GoQuote("a\"b\\c\x01\xff"), R"("a\"b\\c\x01\xff")");
 }
 
 }  // namespace

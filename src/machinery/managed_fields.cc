@@ -140,7 +140,7 @@ std::optional<PathElement> ElementOf(const Json& elem, const ListShape& shape,
       *error = fmt::format(
           "associative list with keys has an element that omits key field {} (and doesn't "
           "have default value)",
-          GoQuote(key));
+          core::GoQuote(key));
       return std::nullopt;
     }
     return PathElement::Key(std::move(fields));
@@ -579,8 +579,8 @@ std::string Identity(const Entry& e) {
 
 // How conflict messages name a manager: "m", "m" using v1, "m" with subresource "status" ...
 std::string PrintManager(const Entry& e) {
-  std::string out = GoQuote(e.manager);
-  if (!e.subresource.empty()) out += " with subresource " + GoQuote(e.subresource);
+  std::string out = core::GoQuote(e.manager);
+  if (!e.subresource.empty()) out += " with subresource " + core::GoQuote(e.subresource);
   if (e.operation == kUpdate) out += " using " + e.api_version;
   return out;
 }
@@ -683,7 +683,7 @@ core::Result<std::vector<Entry>> DecodeEntries(const Json& managed_fields, bool*
     }
     if (!e.time.empty() && !IsRfc3339(e.time)) {
       return core::BadRequest(
-          fmt::format("{}.time: {} is not an RFC 3339 time", at, GoQuote(e.time)));
+          fmt::format("{}.time: {} is not an RFC 3339 time", at, core::GoQuote(e.time)));
     }
     if (auto it = raw.find("fieldsV1"); it != raw.end() && !it->is_null()) {
       auto fields = FieldSet::FromJson(*it);
@@ -695,9 +695,9 @@ core::Result<std::vector<Entry>> DecodeEntries(const Json& managed_fields, bool*
     }
 
     if (e.operation != kApply && e.operation != kUpdate) {
-      errors.push_back(
-          {"FieldValueInvalid", at + ".operation",
-           fmt::format("Invalid value: {}: must be `Apply` or `Update`", GoQuote(e.operation))});
+      errors.push_back({"FieldValueInvalid", at + ".operation",
+                        fmt::format("Invalid value: {}: must be `Apply` or `Update`",
+                                    core::GoQuote(e.operation))});
     }
     if (e.api_version.empty()) {
       errors.push_back({"FieldValueRequired", at + ".apiVersion", "Required value"});
@@ -707,7 +707,7 @@ core::Result<std::vector<Entry>> DecodeEntries(const Json& managed_fields, bool*
     } else if (e.fields_type != kFieldsV1) {
       errors.push_back(
           {"FieldValueInvalid", at + ".fieldsType",
-           fmt::format("Invalid value: {}: must be `FieldsV1`", GoQuote(e.fields_type))});
+           fmt::format("Invalid value: {}: must be `FieldsV1`", core::GoQuote(e.fields_type))});
     }
     if (e.manager.size() > kFieldManagerMaxLength) {
       errors.push_back(
@@ -720,7 +720,7 @@ core::Result<std::vector<Entry>> DecodeEntries(const Json& managed_fields, bool*
       len = std::min(len, e.manager.size() - pos);
       std::string_view rune(e.manager.data() + pos, len);
       // A rune Go's %q leaves unescaped is printable (quote and backslash aside).
-      if (rune == "\"" || rune == "\\" || GoQuote(rune) == "\"" + std::string(rune) + "\"") {
+      if (rune == "\"" || rune == "\\" || core::GoQuote(rune) == "\"" + std::string(rune) + "\"") {
         pos += len;
         continue;
       }
@@ -731,7 +731,7 @@ core::Result<std::vector<Entry>> DecodeEntries(const Json& managed_fields, bool*
       }
       errors.push_back({"FieldValueInvalid", at + ".manager",
                         fmt::format("Invalid value: {}: invalid character {} (at position {})",
-                                    GoQuote(e.manager), RuneName(cp), pos)});
+                                    core::GoQuote(e.manager), RuneName(cp), pos)});
       break;
     }
     entries.push_back(std::move(e));
@@ -861,7 +861,7 @@ core::Result<Json> UpdateManagedFields(const Json& old_object, const Json& new_o
     return core::BadRequest(
         fmt::format("managed fields update: operation must be \"Update\", "
                     "not {}",
-                    GoQuote(who.operation)));
+                    core::GoQuote(who.operation)));
   }
   bool cleared = false;
   KLUTCH_ASSIGN_OR_RETURN(std::vector<Entry> entries, DecodeEntries(managed_fields, &cleared));

@@ -11,14 +11,17 @@
 #include <vector>
 
 #include "core/status.h"
+#include "core/strings.h"
 #include "machinery/json.h"
 
 namespace klutch::schema {
 
+using core::GoQuote;
+
 using machinery::Json;
 
 // strconv.Quote: a string as Go's %q prints it.
-std::string GoQuote(std::string_view s);
+
 // Go's fmt "%v" of a float64 ("10", "1.5", "1e+21", "1e-05").
 std::string GoFloat(double d);
 // A JSON value as encoding/json marshals it after decoding into interface{} (numbers:

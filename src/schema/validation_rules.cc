@@ -39,9 +39,6 @@ std::string StringMember(const Json& schema, const char* key) {
   return v && v->is_string() ? v->get<std::string>() : "";
 }
 
-// Go's %q for the rendering of a ValidationRule in CRD errors.
-std::string GoQuote(const std::string& s) { return machinery::Dump(Json(s)); }
-
 std::string RenderRule(const Json& rule) {
   auto str = [&](const char* k) { return GoQuote(StringMember(rule, k)); };
   const Json* reason = Member(rule, "reason");
