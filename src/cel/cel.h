@@ -131,6 +131,12 @@ class Program {
   bool References(std::string_view name) const;
   // Every maximal field-selection chain on a free variable.
   std::vector<FieldChain> FieldChains() const;
+  // The chain when the whole expression is one (`self.enabled`), else nullopt.
+  std::optional<FieldChain> WholeChain() const;
+  // Whether the expression certainly yields no bool (a non-bool literal, a list or map
+  // literal, arithmetic, a conversion to another type): what a type checker would reject for
+  // a rule that must evaluate to a bool.
+  bool ObviouslyNotBool() const;
 
  private:
   friend class Env;

@@ -474,7 +474,8 @@ class Evaluator {
     }
     std::string sig;
     for (size_t i = 0; i < n; ++i) sig += (i ? ", " : "") + args[i].TypeName();
-    return Value::MakeError("no matching overload for '" + e.name + "' applied to '(" + sig + ")'");
+    // cel-go's runtime wording (kube-apiserver matches on the "no such overload" prefix).
+    return Value::MakeError("no such overload: " + e.name + "(" + sig + ")");
   }
 
   Value EvalList(const Expr& e) {
@@ -703,6 +704,33 @@ std::vector<FieldChain> Program::FieldChains() const {
   std::vector<FieldChain> out;
   CollectChains(*root_, bound, out);
   return out;
+}
+
+std::optional<FieldChain> Program::WholeChain() const {
+  if (root_->type != Expr::Type::kSelect || root_->test_only) return std::nullopt;
+  auto chains = FieldChains();
+  if (chains.size() != 1) return std::nullopt;
+  return chains[0];
+}
+
+bool Program::ObviouslyNotBool() const {
+  const Expr& e = *root_;
+  switch (e.type) {
+    case Expr::Type::kConst:
+      return e.constant.kind() != Kind::kBool;
+    case Expr::Type::kList:
+    case Expr::Type::kMap:
+    case Expr::Type::kStruct:
+      return true;
+    case Expr::Type::kCall: {
+      static const std::set<std::string, std::less<>> kNonBool = {
+          "_+_",  "_-_",    "_*_",    "_/_",   "_%_",       "-_",       "size", "int",
+          "uint", "double", "string", "bytes", "timestamp", "duration", "type"};
+      return kNonBool.count(e.name) > 0;
+    }
+    default:
+      return false;
+  }
 }
 
 bool Program::References(std::string_view name) const {

@@ -546,6 +546,33 @@ class Parser {
     Parser* p;
   };
 
+  // Left-associative chains (a + b + c, a.b.c, !!x) deepen the tree by one level per link
+  // without recursing in the parser: each link is counted here until the chain ends.
+  struct Spine {
+    explicit Spine(Parser* p) : p(p) {}
+    void Grow() {
+      ++added;
+      if (++p->depth_ > p->max_depth_ && !p->failed_) {
+        p->ErrorAt(p->tok_.offset,
+                   "expression recursion limit exceeded: " + std::to_string(p->max_depth_));
+      }
+    }
+    ~Spine() { p->depth_ -= added; }
+    Parser* p;
+    int added = 0;
+  };
+
+  // `&&` and `||` chains become balanced trees (as cel-go builds them): the result is the
+  // same, since both are associative, and long chains stay shallow.
+  std::unique_ptr<Expr> Balance(const char* fn, std::vector<std::unique_ptr<Expr>>& terms,
+                                std::vector<int32_t>& offs, size_t lo, size_t hi) {
+    if (lo == hi) return std::move(terms[lo]);
+    size_t mid = (lo + hi) / 2;
+    auto left = Balance(fn, terms, offs, lo, mid);
+    auto right = Balance(fn, terms, offs, mid + 1, hi);
+    return Call(fn, offs[mid], std::move(left), std::move(right));
+  }
+
   void Advance() {
     tok_ = lexer_.Next();
     if (tok_.kind == Tok::kError && !failed_) ErrorAt(tok_.offset, "Syntax error: " + tok_.error);
@@ -596,32 +623,25 @@ class Parser {
     return Call("_?_:_", off, std::move(cond), std::move(a), std::move(b));
   }
 
-  std::unique_ptr<Expr> ParseOr() {
-    auto left = ParseAnd();
-    while (tok_.kind == Tok::kOr && !failed_) {
-      int32_t off = tok_.offset;
-      Advance();
-      DepthGuard g(this);
-      auto right = ParseAnd();
-      left = Call("_||_", off, std::move(left), std::move(right));
-    }
-    return left;
-  }
+  std::unique_ptr<Expr> ParseOr() { return ParseLogical(Tok::kOr); }
+  std::unique_ptr<Expr> ParseAnd() { return ParseLogical(Tok::kAnd); }
 
-  std::unique_ptr<Expr> ParseAnd() {
-    auto left = ParseRelation();
-    while (tok_.kind == Tok::kAnd && !failed_) {
-      int32_t off = tok_.offset;
+  std::unique_ptr<Expr> ParseLogical(Tok op) {
+    std::vector<std::unique_ptr<Expr>> terms;
+    std::vector<int32_t> offs;
+    terms.push_back(op == Tok::kOr ? ParseAnd() : ParseRelation());
+    while (tok_.kind == op && !failed_) {
+      offs.push_back(tok_.offset);
       Advance();
-      DepthGuard g(this);
-      auto right = ParseRelation();
-      left = Call("_&&_", off, std::move(left), std::move(right));
+      terms.push_back(op == Tok::kOr ? ParseAnd() : ParseRelation());
     }
-    return left;
+    if (terms.size() == 1) return std::move(terms[0]);
+    return Balance(op == Tok::kOr ? "_||_" : "_&&_", terms, offs, 0, terms.size() - 1);
   }
 
   std::unique_ptr<Expr> ParseRelation() {
     auto left = ParseAddition();
+    Spine spine(this);
     while (!failed_) {
       const char* fn = nullptr;
       switch (tok_.kind) {
@@ -652,7 +672,7 @@ class Parser {
       if (fn == nullptr) break;
       int32_t off = tok_.offset;
       Advance();
-      DepthGuard g(this);
+      spine.Grow();
       auto right = ParseAddition();
       left = Call(fn, off, std::move(left), std::move(right));
     }
@@ -661,11 +681,12 @@ class Parser {
 
   std::unique_ptr<Expr> ParseAddition() {
     auto left = ParseMultiplication();
+    Spine spine(this);
     while (!failed_ && (tok_.kind == Tok::kPlus || tok_.kind == Tok::kMinus)) {
       const char* fn = tok_.kind == Tok::kPlus ? "_+_" : "_-_";
       int32_t off = tok_.offset;
       Advance();
-      DepthGuard g(this);
+      spine.Grow();
       auto right = ParseMultiplication();
       left = Call(fn, off, std::move(left), std::move(right));
     }
@@ -674,12 +695,13 @@ class Parser {
 
   std::unique_ptr<Expr> ParseMultiplication() {
     auto left = ParseUnary();
+    Spine spine(this);
     while (!failed_ &&
            (tok_.kind == Tok::kStar || tok_.kind == Tok::kSlash || tok_.kind == Tok::kPercent)) {
       const char* fn = tok_.kind == Tok::kStar ? "_*_" : tok_.kind == Tok::kSlash ? "_/_" : "_%_";
       int32_t off = tok_.offset;
       Advance();
-      DepthGuard g(this);
+      spine.Grow();
       auto right = ParseUnary();
       left = Call(fn, off, std::move(left), std::move(right));
     }
@@ -696,7 +718,8 @@ class Parser {
         Advance();
       }
       auto e = ParseMember();
-      for (auto it = offs.rbegin(); it != offs.rend(); ++it) e = Call("!_", *it, std::move(e));
+      // cel-go keeps only the parity of a run of '!' (and of '-').
+      if (offs.size() % 2 == 1) e = Call("!_", offs.front(), std::move(e));
       return e;
     }
     if (tok_.kind == Tok::kMinus) {
@@ -715,7 +738,7 @@ class Parser {
       } else {
         e = ParseMember();
       }
-      for (auto it = offs.rbegin(); it != offs.rend(); ++it) e = Call("-_", *it, std::move(e));
+      if (offs.size() % 2 == 1) e = Call("-_", offs.front(), std::move(e));
       return e;
     }
     return ParseMember();
@@ -799,7 +822,12 @@ class Parser {
   }
 
   std::unique_ptr<Expr> ParseMemberSuffix(std::unique_ptr<Expr> e) {
+    Spine spine(this);
     while (!failed_) {
+      if (tok_.kind == Tok::kDot || tok_.kind == Tok::kLBracket || tok_.kind == Tok::kLBrace) {
+        spine.Grow();
+        if (failed_) break;
+      }
       if (tok_.kind == Tok::kDot) {
         int32_t off = tok_.offset;
         Advance();

@@ -41,6 +41,27 @@ TEST(CelParser, LimitsNesting) {
   std::string ok(50, '[');
   ok += std::string(50, ']');
   EXPECT_TRUE(Env::Kubernetes()->Compile(ok).ok());
+  // Left-associative chains and operator runs must not build trees deep enough to exhaust
+  // the stack while compiling, evaluating or destroying them.
+  std::string sum = "1";
+  for (int i = 0; i < 30000; ++i) sum += "+1";
+  auto deep_sum = Env::Kubernetes()->Compile(sum);
+  ASSERT_FALSE(deep_sum.ok());
+  EXPECT_NE(deep_sum.status().message().find("recursion limit"), std::string::npos);
+  std::string select = "{'a': 1}";
+  for (int i = 0; i < 30000; ++i) select += ".a";
+  EXPECT_FALSE(Env::Kubernetes()->Compile(select).ok());
+  // Runs of ! and - keep only their parity, as cel-go's parser does; && and || chains are
+  // balanced, so long ones stay shallow.
+  auto nots = Env::Kubernetes()->Compile(std::string(30001, '!') + "true");
+  ASSERT_TRUE(nots.ok());
+  EXPECT_EQ((*nots)->Evaluate(MapActivation()).value.DebugString(), "false");
+  std::string ors = "false";
+  for (int i = 0; i < 9000; ++i) ors += " || false";
+  ors += " || true";
+  auto long_or = Env::Kubernetes()->Compile(ors);
+  ASSERT_TRUE(long_or.ok()) << long_or.status().message();
+  EXPECT_EQ((*long_or)->Evaluate(MapActivation()).value.DebugString(), "true");
 }
 
 TEST(CelParser, DecodesLiterals) {

@@ -575,8 +575,8 @@ void InstallStandardLibrary(FunctionRegistry& r) {
     r.Add(rel.name, false, {Param::Any(), Param::Any()}, [test, name](Args a, EvalContext&) {
       Ordering o = Compare(a[0], a[1]);
       if (!o.comparable) {
-        return Err("no matching overload for '" + name + "' applied to '(" + a[0].TypeName() +
-                   ", " + a[1].TypeName() + ")'");
+        return Err("no such overload: " + name + "(" + a[0].TypeName() + ", " + a[1].TypeName() +
+                   ")");
       }
       return Value::Bool(test(o.order));
     });
@@ -757,6 +757,8 @@ void InstallStandardLibrary(FunctionRegistry& r) {
   // Internal: transformMap's accumulation step.
   r.Add("@map_insert", false, {P(kM), Param::Any(), Param::Any()}, [](Args a, EvalContext&) {
     if (!IsValidMapKey(a[1])) return Err("unsupported key type");
+    if (a[0].map().Find(a[1]))
+      return Err("insert failed: key " + a[1].DebugString() + " already exists");
     std::vector<std::pair<Value, Value>> entries;
     for (const Value& k : a[0].map().Keys()) entries.emplace_back(k, *a[0].map().Find(k));
     entries.emplace_back(a[1], a[2]);

@@ -330,8 +330,8 @@ Value Equal(const Value& a, const Value& b) {
       std::optional<Value> error;
       for (const Value& k : ma.Keys()) {
         auto vb = mb.Find(k);
-        if (!vb) return Value::Bool(false);
         auto va = ma.Find(k);
+        if (!vb || !va) return Value::Bool(false);
         Value r = Equal(*va, *vb);
         if (r.is_error()) {
           if (!error) error = r;

@@ -1,5 +1,6 @@
 #include "schema/cel_value.h"
 
+#include <cmath>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -55,7 +56,11 @@ class ObjectValue final : public cel::MapValue {
     typed_ = properties_ != nullptr || additional_ != nullptr;
   }
 
-  size_t size() const override { return json_.size(); }
+  size_t size() const override {
+    size_t n = 0;
+    for (auto it = json_.begin(); it != json_.end(); ++it) n += Visible(it.key(), *it) ? 1 : 0;
+    return n;
+  }
 
   std::optional<cel::Value> Find(const cel::Value& key) const override {
     if (key.kind() != cel::Kind::kString) return std::nullopt;
@@ -70,31 +75,40 @@ class ObjectValue final : public cel::MapValue {
     std::vector<cel::Value> keys;
     keys.reserve(json_.size());
     for (auto it = json_.begin(); it != json_.end(); ++it) {
-      keys.push_back(cel::Value::String(it.key()));
+      if (Visible(it.key(), *it)) keys.push_back(cel::Value::String(it.key()));
     }
     return keys;
   }
 
  private:
+  // Whether rules see this member: a declared (or, untyped, any) non-null field. A null
+  // property of an object is absent to CEL, as in Kubernetes.
+  bool Visible(const std::string& name, const Json& value) const {
+    if (value.is_null() && properties_ != nullptr) return false;
+    return FieldSchema(name).has_value();
+  }
+
+  // The schema of member `name`: nullptr when untyped, nullopt when not visible.
+  std::optional<const Json*> FieldSchema(const std::string& name) const {
+    if (root_ && name == "metadata") return &RootMetadataSchema();
+    if (properties_ != nullptr && properties_->contains(name)) return &(*properties_)[name];
+    if (additional_ != nullptr) return additional_;
+    if ((root_ || embedded_) && (name == "apiVersion" || name == "kind" || name == "metadata")) {
+      return &EmbeddedFieldSchema(name);
+    }
+    if (typed_ || (schema_ != nullptr && !Flag(schema_, "x-kubernetes-preserve-unknown-fields"))) {
+      return std::nullopt;  // not declared: pruning removes such fields anyway
+    }
+    return nullptr;
+  }
+
   std::optional<cel::Value> Lookup(const std::string& name) const {
     auto it = json_.find(name);
     if (it == json_.end()) return std::nullopt;
-    const Json* field_schema = nullptr;
-    if (root_ && name == "metadata") {
-      field_schema = &RootMetadataSchema();
-    } else if (properties_ != nullptr && properties_->contains(name)) {
-      field_schema = &(*properties_)[name];
-    } else if (additional_ != nullptr) {
-      field_schema = additional_;
-    } else if ((root_ || embedded_) &&
-               (name == "apiVersion" || name == "kind" || name == "metadata")) {
-      field_schema = &EmbeddedFieldSchema(name);
-    } else if (typed_ ||
-               (schema_ != nullptr && !Flag(schema_, "x-kubernetes-preserve-unknown-fields"))) {
-      // Not declared: not visible to rules (pruning removes such fields anyway).
-      return std::nullopt;
-    }
-    return ToCelValue(*it, field_schema);
+    if (it->is_null() && properties_ != nullptr) return std::nullopt;
+    auto field_schema = FieldSchema(name);
+    if (!field_schema) return std::nullopt;
+    return ToCelValue(*it, *field_schema);
   }
 
   const Json& json_;
@@ -200,8 +214,10 @@ cel::Value ToCelValue(const Json& value, const Json* schema, bool root) {
   if (type == "number" && value.is_number()) return cel::Value::Double(value.get<double>());
   if (type == "integer" && value.is_number_float()) {
     double d = value.get<double>();
-    if (d == static_cast<double>(static_cast<int64_t>(d)))
+    // Only integral values inside int64's range convert (the cast is undefined outside).
+    if (d >= -9223372036854775808.0 && d < 9223372036854775808.0 && d == std::trunc(d)) {
       return cel::Value::Int(static_cast<int64_t>(d));
+    }
   }
   if (type == "string" && value.is_string()) {
     const Json* f = Child(schema, "format");

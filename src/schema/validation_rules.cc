@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "cel/cel.h"
+#include "core/strings.h"
 #include "machinery/object.h"
 #include "schema/cel_value.h"
 #include "schema/field_error.h"
@@ -290,6 +291,23 @@ class Compiler {
       return;
     }
     r.program = std::move(*program);
+    bool not_bool = r.program->ObviouslyNotBool();
+    if (auto whole = r.program->WholeChain(); whole && !not_bool) {
+      // A rule that is just a field: its schema type must be boolean.
+      const Json* at = node.schema;
+      for (size_t i = 0; at && i < whole->fields.size(); ++i) {
+        const Json* props = Member(*at, "properties");
+        std::string name = UnescapePropertyName(whole->fields[i]);
+        at = props && props->is_object() && props->contains(name) ? &(*props)[name] : nullptr;
+      }
+      std::string type = at ? StringMember(*at, "type") : "";
+      not_bool = !type.empty() && type != "boolean";
+    }
+    if (not_bool) {
+      errors_.push_back(
+          InvalidRule(path + ".rule", rule, "cel expression must evaluate to a bool"));
+      return;
+    }
     for (const auto& chain : r.program->FieldChains()) {
       if (chain.variable != "self" && chain.variable != "oldSelf") continue;
       int32_t offset = 0;
@@ -346,7 +364,8 @@ class Walker {
   explicit Walker(std::vector<core::Cause>& causes) : causes_(causes) {}
 
   void Walk(const Node& n, const Json& value, const Json* old, const std::string& path, bool root) {
-    if (exhausted_) return;
+    // A null value has nothing to check (kube-apiserver returns early too).
+    if (exhausted_ || value.is_null()) return;
     if (!n.rules.empty()) EvaluateRules(n, value, old, path, root);
     if (exhausted_) return;
     if (value.is_object()) {
@@ -380,15 +399,10 @@ class Walker {
   }
 
  private:
-  // Old list items are correlated only for list-type=map (same keys) and set (same value).
+  // Old list items are correlated only for list-type=map, by their keys (kube-apiserver's
+  // MakeMapList); items of other lists have no old value.
   static const Json* CorrelateItem(const Node& n, const Json& item, const Json* old) {
     if (!old || !old->is_array()) return nullptr;
-    if (n.list_type == "set") {
-      for (const auto& o : *old) {
-        if (o == item) return &o;
-      }
-      return nullptr;
-    }
     if (n.list_type != "map" || n.map_keys.empty() || !item.is_object()) return nullptr;
     for (const auto& o : *old) {
       if (!o.is_object()) continue;
@@ -455,16 +469,25 @@ class Walker {
           exhausted_ = true;
           return;
         }
-        Fail(n, r, path, "call cost exceeds limit for rule: " + RuleErrorString(r));
-        remaining_ -= std::min(remaining_, result.cost);
-        continue;
+        causes_.push_back(machinery::FieldInvalid(
+            path.empty() ? "<nil>" : path, Json(n.type),
+            "'operation cancelled: actual cost limit exceeded': no further validation rules "
+            "will be run due to call cost exceeds limit for rule: " +
+                RuleErrorString(r)));
+        exhausted_ = true;
+        return;
       }
       remaining_ -= std::min(remaining_, result.cost);
       const cel::Value& v = result.value;
       if (v.is_error()) {
         std::string field = path.empty() ? "<nil>" : path;
-        causes_.push_back(machinery::FieldInvalid(
-            field, Json(n.type), v.error_message() + " evaluating rule: " + RuleErrorString(r)));
+        std::string detail =
+            v.error_message().starts_with("no such overload")
+                ? "'no such overload': call arguments did not match a supported operator, "
+                  "function or macro signature for rule: " +
+                      RuleErrorString(r)
+                : v.error_message() + " evaluating rule: " + RuleErrorString(r);
+        causes_.push_back(machinery::FieldInvalid(field, Json(n.type), detail));
         continue;
       }
       if (v.kind() != cel::Kind::kBool) {
@@ -479,15 +502,32 @@ class Walker {
         cel::EvalOptions mopts;
         mopts.cost_limit = std::min(kPerCallCostLimit, remaining_);
         cel::EvalResult m = r.message_expression->Evaluate(vars, mopts);
+        if (m.cost_exceeded) {
+          causes_.push_back(machinery::FieldInvalid(
+              path.empty() ? "<nil>" : path, Json(n.type),
+              remaining_ < kPerCallCostLimit
+                  ? "messageExpression evaluation failed due to running out of cost budget, no "
+                    "further validation rules will be run"
+                  : "no further validation rules will be run due to call cost exceeds limit "
+                    "for messageExpression: " +
+                        GoQuote(r.message_expression_text)));
+          exhausted_ = true;
+          return;
+        }
         remaining_ -= std::min(remaining_, m.cost);
-        if (m.value.kind() == cel::Kind::kString &&
-            m.value.string_value().find_first_not_of(" \t\r\n") != std::string::npos &&
-            m.value.string_value().find('\n') == std::string::npos) {
-          message = m.value.string_value();
+        if (m.value.kind() == cel::Kind::kString) {
+          std::string trimmed(core::Trim(m.value.string_value()));
+          // Kubernetes falls back to the static message for empty, multi-line or overlong
+          // (over 5 KiB) results.
+          if (!trimmed.empty() && trimmed.find('\n') == std::string::npos &&
+              trimmed.size() <= 5 * 1024) {
+            message = std::move(trimmed);
+          }
         }
       }
       if (message.empty()) {
-        message = r.message.empty() ? "failed rule: " + RuleErrorString(r) : r.message;
+        message = r.message.empty() ? "failed rule: " + RuleErrorString(r)
+                                    : std::string(core::Trim(r.message));
       }
       Fail(n, r, path, message);
     }

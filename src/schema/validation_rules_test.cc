@@ -260,7 +260,8 @@ properties:
   auto lines = Check(*rules, obj.c_str());
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_EQ(lines[0],
-            "spec: Invalid value: \"object\": call cost exceeds limit for rule: "
+            "spec: Invalid value: \"object\": 'operation cancelled: actual cost limit exceeded': "
+            "no further validation rules will be run due to call cost exceeds limit for rule: "
             "self.items.all(a, self.items.all(b, self.items.all(c, a + b + c >= 0)))");
 }
 
@@ -390,6 +391,77 @@ properties:
             "Invalid value: \"self >= oldSelf\": oldSelf cannot be used on the uncorrelatable "
             "portion of the schema within "
             "spec.versions[0].schema.openAPIV3Schema.properties[atomic]");
+}
+
+}  // namespace
+}  // namespace klutch::schema
+
+namespace klutch::schema {
+namespace {
+
+TEST(ValidationRules, RulesMustEvaluateToABool) {
+  std::vector<core::Cause> errors;
+  Rules(R"y(
+type: object
+properties:
+  spec:
+    type: object
+    x-kubernetes-validations:
+      - rule: "self.replicas"
+      - rule: "self.replicas + 1"
+      - rule: "'text'"
+      - rule: "self.enabled"
+    properties:
+      replicas: {type: integer}
+      enabled: {type: boolean}
+)y",
+        &errors);
+  ASSERT_EQ(errors.size(), 3u);
+  for (const auto& e : errors) {
+    EXPECT_TRUE(e.message.ends_with(": cel expression must evaluate to a bool")) << e.message;
+  }
+}
+
+TEST(ValidationRules, NullsAndUndeclaredFieldsAreInvisibleToRules) {
+  auto rules = Rules(R"y(
+type: object
+properties:
+  spec:
+    type: object
+    x-kubernetes-preserve-unknown-fields: true
+    x-kubernetes-validations:
+      - rule: "!has(self.gone) && self == {'a': 1}"
+        message: spec sees only a
+    properties:
+      a: {type: integer}
+      gone:
+        type: string
+        nullable: true
+        x-kubernetes-validations:
+          - rule: "self.size() > 0"
+)y");
+  // `extra` is kept by preserve-unknown-fields but not declared: rules do not see it; a
+  // null property is absent, and its own rules do not run.
+  EXPECT_TRUE(Check(*rules, "spec: {a: 1, extra: 2, gone: null}").empty());
+  EXPECT_EQ(Check(*rules, "spec: {a: 2}").size(), 1u);
+}
+
+TEST(ValidationRules, OverloadErrorsAtRuntimeUseKubernetesWording) {
+  auto rules = Rules(R"y(
+type: object
+properties:
+  spec:
+    type: object
+    properties:
+      port:
+        x-kubernetes-int-or-string: true
+        x-kubernetes-validations:
+          - rule: "self > 1024"
+)y");
+  EXPECT_EQ(Check(*rules, "spec: {port: http}"),
+            (Lines{"spec.port: Invalid value: \"\": 'no such overload': call arguments did not "
+                   "match a supported operator, function or macro signature for rule: self > "
+                   "1024"}));
 }
 
 }  // namespace
