@@ -18,6 +18,22 @@ using machinery::GetString;
 
 namespace {
 
+// Whether a schema declares a `default` anywhere (keyword positions only: a property named
+// "default" is not one).
+bool HasDefault(const Json& schema) {
+  if (!schema.is_object()) return false;
+  if (schema.contains("default")) return true;
+  if (auto it = schema.find("properties"); it != schema.end() && it->is_object()) {
+    for (const auto& [name, sub] : it->items()) {
+      if (HasDefault(sub)) return true;
+    }
+  }
+  for (const char* key : {"items", "additionalProperties"}) {
+    if (auto it = schema.find(key); it != schema.end() && HasDefault(*it)) return true;
+  }
+  return false;
+}
+
 std::vector<std::string> Strings(const Json* arr) {
   std::vector<std::string> out;
   if (arr && arr->is_array()) {
@@ -248,6 +264,7 @@ core::Result<std::vector<ResourcePtr>> ResourcesForCrd(const Json& crd) {
       (*schemas)[name] = *schema;
       std::vector<core::Cause> rule_errors;  // reported by ValidateCrdSpec on write
       r.rules = schema::ValidationRules::Compile(schemas, (*schemas)[name], "", rule_errors);
+      r.defaults_on_read = HasDefault(*schema);
       r.schemas = std::move(schemas);
       r.schema_name = std::move(name);
     }

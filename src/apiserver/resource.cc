@@ -4,6 +4,8 @@
 #include <cctype>
 #include <nlohmann/json.hpp>
 
+#include "schema/structural.h"
+
 namespace klutch::apiserver {
 
 bool ResourceInfo::HasSubresource(std::string_view name) const {
@@ -11,6 +13,11 @@ bool ResourceInfo::HasSubresource(std::string_view name) const {
     if (s.name == name) return true;
   }
   return false;
+}
+
+void ResourceInfo::ToServed(Json& object) const {
+  if (version != storage_version) object["apiVersion"] = ApiVersion();
+  if (defaults_on_read) schema::ApplyDefaults(object, Schema());
 }
 
 machinery::SchemaCursor ResourceInfo::Schema() const {

@@ -93,7 +93,16 @@ struct ResourceInfo {
   // CRD that defines this resource (empty for built-ins).
   std::string crd_name;
 
+  // CRD versions whose schema has `default`s apply them to objects read from storage too,
+  // so objects stored before a default was added get it on GET, LIST and WATCH.
+  bool defaults_on_read = false;
+
   std::string ApiVersion() const { return group.empty() ? version : group + "/" + version; }
+  // Whether objects read from storage are changed before clients see them: another served
+  // version (apiVersion rewritten) or defaults applied on read.
+  bool TransformsOnRead() const { return version != storage_version || defaults_on_read; }
+  // That change, applied to an object read from storage.
+  void ToServed(Json& object) const;
   machinery::GroupVersionResource Gvr() const { return {group, version, plural}; }
   std::string GroupResource() const { return Gvr().GroupResource(); }
   bool HasSubresource(std::string_view name) const;

@@ -83,9 +83,7 @@ core::Result<Json> Parse(const std::shared_ptr<const std::string>& raw) {
 
 // Copies `r`'s apiVersion onto an object read from storage (CRDs with several versions and
 // conversion None).
-void ToRequestedVersion(const ResourceInfo& r, Json& object) {
-  if (r.version != r.storage_version) object["apiVersion"] = r.ApiVersion();
-}
+void ToRequestedVersion(const ResourceInfo& r, Json& object) { r.ToServed(object); }
 
 Json WithoutVolatile(const Json& object) {
   Json copy = object;
@@ -275,7 +273,7 @@ core::Result<Json> RestStorage::Get(const ResourceInfo& r, std::string_view ns,
 core::Result<std::shared_ptr<const std::string>> RestStorage::GetRaw(const ResourceInfo& r,
                                                                      std::string_view ns,
                                                                      std::string_view name) {
-  if (r.version != r.storage_version) {
+  if (r.TransformsOnRead()) {
     KLUTCH_ASSIGN_OR_RETURN(Json obj, Get(r, ns, name));
     return std::make_shared<const std::string>(machinery::Dump(obj));
   }
@@ -393,7 +391,7 @@ core::Result<ListOutcome> RestStorage::List(const ResourceInfo& r, std::string_v
 
   // A field selector on metadata.name narrows the scan to one key per namespace.
   ListOutcome out;
-  const bool needs_parse = !filter.Empty() || r.version != r.storage_version;
+  const bool needs_parse = !filter.Empty() || r.TransformsOnRead();
   const int64_t limit = options.limit > 0 ? options.limit : 0;
   std::string last_key;
   bool more = false;
@@ -426,7 +424,7 @@ core::Result<ListOutcome> RestStorage::List(const ResourceInfo& r, std::string_v
           if (limit > 0 && static_cast<int64_t>(out.items.size()) == limit) break;
           continue;
         }
-        if (r.version != r.storage_version) {
+        if (r.TransformsOnRead()) {
           Json copy = obj;
           ToRequestedVersion(r, copy);
           item.parsed = std::make_shared<const Json>(std::move(copy));

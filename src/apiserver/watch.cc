@@ -140,7 +140,7 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
   void SendObject(const char* type, const std::shared_ptr<const std::string>& raw,
                   std::shared_ptr<const Json> parsed, int64_t revision) {
     const ResourceInfo& r = *request_.resource;
-    if (!request_.table && r.version == r.storage_version && raw) {
+    if (!request_.table && !r.TransformsOnRead() && raw) {
       Emit(Frame(type, *raw), revision);
       return;
     }
@@ -150,7 +150,7 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
       parsed = std::make_shared<const Json>(std::move(p).value());
     }
     Json obj = *parsed;
-    if (r.version != r.storage_version) obj["apiVersion"] = r.ApiVersion();
+    r.ToServed(obj);
     if (request_.table) {
       bool first = !sent_columns_.exchange(true);
       Json meta = {{"resourceVersion", machinery::ResourceVersion(obj)}};
