@@ -21,10 +21,17 @@ std::vector<std::string> IsValidLabelValue(std::string_view value);
 // ConfigMap and Secret data keys.
 std::vector<std::string> IsConfigMapKey(std::string_view value);
 
-// Validates the common metadata of an object being written: name (by `name_check`),
-// generateName, labels, annotations (keys and the 256 KiB total), finalizers,
-// ownerReferences. Appends causes with field paths under "metadata.".
+// How a kind's names are checked (apimachinery's ValidateNameFunc): NameIsDNSSubdomain,
+// NameIsDNSLabel, path.ValidatePathSegmentName.
 enum class NameRule { kDns1123Subdomain, kDns1123Label, kPathSegment };
+
+// Validates the common metadata of an object being written, as apimachinery's
+// ValidateObjectMetaAccessor does and in its order: generateName (by `rule`, as a prefix),
+// name (by `rule`), namespace (required and a DNS label when `namespaced`, forbidden
+// otherwise), generation (not negative), labels, annotations (keys and the 256 KiB total),
+// ownerReferences, finalizers. Appends causes with kube-apiserver's field paths and messages
+// under "metadata." (owner references and finalizers are reported unindexed, as upstream).
+// metadata.managedFields is checked where managed fields are decoded (managed_fields.h).
 void ValidateObjectMeta(const Json& metadata, bool namespaced, NameRule rule,
                         std::vector<core::Cause>& causes);
 
