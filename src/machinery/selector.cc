@@ -10,142 +10,21 @@
 
 #include "core/strings.h"
 #include "fmt/format.h"
+#include "machinery/validation.h"
 
 namespace klutch::machinery {
 
 namespace {
 
-// ---- Kubernetes label syntax (k8s.io/apimachinery/pkg/util/validation) ----
-
-constexpr size_t kQualifiedNameMaxLength = 63;
-constexpr size_t kLabelValueMaxLength = 63;
-constexpr size_t kDns1123SubdomainMaxLength = 253;
-constexpr std::string_view kQualifiedNameFmt = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
-constexpr std::string_view kQualifiedNameErrMsg =
-    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
-    "alphanumeric character";
-constexpr std::string_view kLabelValueFmt = "(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?";
-constexpr std::string_view kLabelValueErrMsg =
-    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or "
-    "'.', and must start and end with an alphanumeric character";
-constexpr std::string_view kDns1123SubdomainFmt =
-    "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
-constexpr std::string_view kDns1123SubdomainErrMsg =
-    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or "
-    "'.', and must start and end with an alphanumeric character";
-
-bool IsAlnum(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-}
-
-// ([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]
-bool IsQualifiedNamePart(std::string_view s) {
-  if (s.empty() || !IsAlnum(s.front()) || !IsAlnum(s.back())) return false;
-  return std::all_of(s.begin(), s.end(),
-                     [](char c) { return IsAlnum(c) || c == '-' || c == '_' || c == '.'; });
-}
-
-bool IsDns1123Label(std::string_view s) {
-  auto lower_alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
-  if (s.empty() || !lower_alnum(s.front()) || !lower_alnum(s.back())) return false;
-  return std::all_of(s.begin(), s.end(), [&](char c) { return lower_alnum(c) || c == '-'; });
-}
-
-bool IsDns1123Subdomain(std::string_view s) {
-  for (std::string_view label : core::Split(s, '.')) {
-    if (!IsDns1123Label(label)) return false;
-  }
-  return true;
-}
-
-std::string RegexError(std::string_view msg, std::string_view format,
-                       std::initializer_list<std::string_view> examples) {
-  std::string out(msg);
-  out += " (e.g. ";
-  bool first = true;
-  for (std::string_view example : examples) {
-    if (!first) out += " or ";
-    first = false;
-    out += fmt::format("'{}', ", example);
-  }
-  out += fmt::format("regex used for validation is '{}')", format);
-  return out;
-}
-
-std::string MaxLenError(size_t n) { return fmt::format("must be no more than {} characters", n); }
-
-// validation.IsQualifiedName: the problems with a label key, empty when valid.
-std::vector<std::string> QualifiedNameErrors(std::string_view value) {
-  std::vector<std::string> errs;
-  std::vector<std::string_view> parts = core::Split(value, '/');
-  std::string_view name;
-  if (parts.size() == 1) {
-    name = parts[0];
-  } else if (parts.size() == 2) {
-    std::string_view prefix = parts[0];
-    name = parts[1];
-    if (prefix.empty()) {
-      errs.push_back("prefix part must be non-empty");
-    } else {
-      if (prefix.size() > kDns1123SubdomainMaxLength) {
-        errs.push_back("prefix part " + MaxLenError(kDns1123SubdomainMaxLength));
-      }
-      if (!IsDns1123Subdomain(prefix)) {
-        errs.push_back("prefix part " +
-                       RegexError(kDns1123SubdomainErrMsg, kDns1123SubdomainFmt, {"example.com"}));
-      }
-    }
-  } else {
-    errs.push_back(
-        "a qualified name " +
-        RegexError(kQualifiedNameErrMsg, kQualifiedNameFmt, {"MyName", "my.name", "123-abc"}) +
-        " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')");
-    return errs;
-  }
-  if (name.empty()) {
-    errs.push_back("name part must be non-empty");
-  } else if (name.size() > kQualifiedNameMaxLength) {
-    errs.push_back("name part " + MaxLenError(kQualifiedNameMaxLength));
-  }
-  if (!IsQualifiedNamePart(name)) {
-    errs.push_back("name part " + RegexError(kQualifiedNameErrMsg, kQualifiedNameFmt,
-                                             {"MyName", "my.name", "123-abc"}));
-  }
-  return errs;
-}
-
-// validation.IsValidLabelValue.
-std::vector<std::string> LabelValueErrors(std::string_view value) {
-  std::vector<std::string> errs;
-  if (value.size() > kLabelValueMaxLength) errs.push_back(MaxLenError(kLabelValueMaxLength));
-  if (!value.empty() && !IsQualifiedNamePart(value)) {
-    errs.push_back(RegexError(kLabelValueErrMsg, kLabelValueFmt, {"MyValue", "my_value", "12345"}));
-  }
-  return errs;
-}
-
-// Go's %q, close enough for messages.
-std::string Quote(std::string_view s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
-      out += fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
+// Label syntax and quoting come from validation.h and core/strings.h, as upstream's
+// selector parsing uses k8s.io/apimachinery/pkg/util/validation.
 
 // Go's %#v of a []string.
 std::string QuoteList(const std::vector<std::string>& values) {
   std::string out = "[]string{";
   for (size_t i = 0; i < values.size(); ++i) {
     if (i) out += ", ";
-    out += Quote(values[i]);
+    out += core::GoQuote(values[i]);
   }
   return out + "}";
 }
@@ -164,9 +43,9 @@ using Op = LabelSelector::Operator;
 using LabelRequirement = LabelSelector::Requirement;
 
 std::string KeyError(std::string_view key) {
-  std::vector<std::string> errs = QualifiedNameErrors(key);
+  std::vector<std::string> errs = IsQualifiedName(key);
   if (errs.empty()) return "";
-  return fmt::format("key: Invalid value: {}: {}", Quote(key), core::Join(errs, "; "));
+  return fmt::format("key: Invalid value: {}: {}", core::GoQuote(key), core::Join(errs, "; "));
 }
 
 // labels.NewRequirement: validates and normalizes one requirement.
@@ -214,16 +93,16 @@ core::Result<LabelRequirement> NewRequirement(std::string key, Op op,
           errs.push_back(
               fmt::format("values[{}]: Invalid value: {}: for 'Gt', 'Lt' operators, the "
                           "value must be an integer",
-                          i, Quote(values[i])));
+                          i, core::GoQuote(values[i])));
         }
       }
       break;
   }
   for (size_t i = 0; i < values.size(); ++i) {
-    std::vector<std::string> value_errs = LabelValueErrors(values[i]);
+    std::vector<std::string> value_errs = IsValidLabelValue(values[i]);
     if (!value_errs.empty()) {
-      errs.push_back(fmt::format("values[{}][{}]: Invalid value: {}: {}", i, key, Quote(values[i]),
-                                 core::Join(value_errs, "; ")));
+      errs.push_back(fmt::format("values[{}][{}]: Invalid value: {}: {}", i, key,
+                                 core::GoQuote(values[i]), core::Join(value_errs, "; ")));
     }
   }
   if (errs.size() == 1) return core::BadRequest(errs[0]);
@@ -692,7 +571,7 @@ core::Result<LabelSelector> LabelSelector::FromJson(const Json& label_selector) 
         parsed = Operator::kDoesNotExist;
       } else {
         return core::BadRequest(
-            fmt::format("{} is not a valid label selector operator", Quote(name)));
+            fmt::format("{} is not a valid label selector operator", core::GoQuote(name)));
       }
       KLUTCH_ASSIGN_OR_RETURN(Requirement r,
                               NewRequirement(key->get<std::string>(), parsed, value_list));
