@@ -12,6 +12,7 @@
 #include "cel/ast.h"
 #include "cel/cel.h"
 #include "cel/internal.h"
+#include "cel/library_util.h"
 
 namespace klutch::cel {
 namespace {
@@ -170,7 +171,7 @@ struct CompileState {
           opts.set_log_errors(false);
           auto re = std::make_shared<RE2>(e.args[1]->constant.string_value(), opts);
           if (!re->ok()) {
-            Fail(*e.args[1], "invalid regular expression: " + re->error());
+            Fail(*e.args[1], internal::GoRegexpErrorOf(*re));
           } else {
             e.regex = std::move(re);
           }

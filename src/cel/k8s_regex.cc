@@ -17,42 +17,6 @@
 namespace klutch::cel {
 namespace {
 
-// Go's regexp/syntax error codes for RE2's.
-std::string_view GoErrorCode(re2::RE2::ErrorCode code) {
-  switch (code) {
-    case re2::RE2::ErrorBadEscape:
-      return "invalid escape sequence";
-    case re2::RE2::ErrorBadCharClass:
-      return "invalid character class";
-    case re2::RE2::ErrorBadCharRange:
-      return "invalid character class range";
-    case re2::RE2::ErrorMissingBracket:
-      return "missing closing ]";
-    case re2::RE2::ErrorMissingParen:
-      return "missing closing )";
-    case re2::RE2::ErrorUnexpectedParen:
-      return "unexpected )";
-    case re2::RE2::ErrorTrailingBackslash:
-      return "trailing backslash at end of expression";
-    case re2::RE2::ErrorRepeatArgument:
-      return "missing argument to repetition operator";
-    case re2::RE2::ErrorRepeatSize:
-      return "invalid repeat count";
-    case re2::RE2::ErrorRepeatOp:
-      return "invalid nested repetition operator";
-    case re2::RE2::ErrorBadPerlOp:
-      return "invalid or unsupported Perl syntax";
-    case re2::RE2::ErrorBadUTF8:
-      return "invalid UTF-8";
-    case re2::RE2::ErrorBadNamedCapture:
-      return "invalid named capture";
-    case re2::RE2::ErrorPatternTooLarge:
-      return "expression too large";
-    default:
-      return "regexp/syntax: internal error";
-  }
-}
-
 constexpr size_t kRegexCacheSize = 128;
 
 Value Find(const std::string& text, const std::string& pattern) {
@@ -121,8 +85,7 @@ std::shared_ptr<const re2::RE2> internal::CompileRegex(std::string_view pattern,
   auto re =
       std::make_shared<const re2::RE2>(re2::StringPiece(pattern.data(), pattern.size()), options);
   if (!re->ok()) {
-    *error = "error parsing regexp: " + std::string(GoErrorCode(re->error_code())) + ": `" +
-             re->error_arg() + "`";
+    *error = internal::GoRegexpErrorOf(*re);
     return nullptr;
   }
   // A simple bound: start over when full (patterns in rules are few and constant).

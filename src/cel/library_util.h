@@ -57,6 +57,8 @@ inline Value NoSuchOverload() { return Value::MakeError("no such overload"); }
 // A compiled RE2 for `pattern` from a bounded per-thread cache, or null with `*error` set to
 // Go's wording ("error parsing regexp: missing closing ): `(a`").
 std::shared_ptr<const re2::RE2> CompileRegex(std::string_view pattern, std::string* error);
+// Go's regexp.Compile message for a pattern RE2 rejected (see regex.h).
+std::string GoRegexpErrorOf(const re2::RE2& re);
 
 // The Kubernetes libraries installed by InstallKubernetesLibraries (k8s_library.cc).
 void InstallListsLibrary(FunctionRegistry& registry);

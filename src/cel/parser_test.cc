@@ -22,7 +22,7 @@ TEST(CelParser, RejectsMalformedExpressionsWithPositions) {
       {"9223372036854775808", "ERROR: <input>:1:1: invalid int literal"},
       {"foo(1)", "ERROR: <input>:1:4: undeclared reference to 'foo'"},
       {"nope + 1", "ERROR: <input>:1:1: undeclared reference to 'nope'"},
-      {"'x'.matches('[')", "ERROR: <input>:1:13: invalid regular expression"},
+      {"'x'.matches('[')", "ERROR: <input>:1:13: error parsing regexp: missing closing ]: `[`"},
   };
   for (const Case& c : cases) {
     auto program = Env::Kubernetes()->Compile(c.expr);

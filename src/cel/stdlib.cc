@@ -16,6 +16,7 @@
 
 #include "cel/cel.h"
 #include "cel/internal.h"
+#include "cel/library_util.h"
 #include "cel/timezone.h"
 
 namespace klutch::cel {
@@ -186,25 +187,9 @@ bool ValidUtf8(std::string_view s) {
   return true;
 }
 
-const RE2* CachedRegex(const std::string& pattern, std::string& error) {
-  thread_local std::unordered_map<std::string, std::unique_ptr<RE2>> cache;
-  auto it = cache.find(pattern);
-  if (it == cache.end()) {
-    if (cache.size() > 256) cache.clear();
-    RE2::Options opts;
-    opts.set_log_errors(false);
-    it = cache.emplace(pattern, std::make_unique<RE2>(pattern, opts)).first;
-  }
-  if (!it->second->ok()) {
-    error = "invalid regular expression: " + it->second->error();
-    return nullptr;
-  }
-  return it->second.get();
-}
-
 Value Matches(Args a, EvalContext& ctx) {
   std::string error;
-  const RE2* re = CachedRegex(a[1].string_value(), error);
+  auto re = internal::CompileRegex(a[1].string_value(), &error);
   if (!re) return Err(error);
   ctx.Charge(1 + a[0].string_value().size() / 10);
   return Value::Bool(RE2::PartialMatch(a[0].string_value(), *re));

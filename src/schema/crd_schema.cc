@@ -1,12 +1,12 @@
 #include "schema/crd_schema.h"
 
 #include <fmt/format.h>
-#include <re2/re2.h>
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "cel/regex.h"
 #include "schema/field_error.h"
 #include "schema/structural.h"
 
@@ -31,53 +31,6 @@ std::string Str(const Json& s, const char* key) {
 
 std::string Prop(const std::string& path, const std::string& k) {
   return path + ".properties[" + k + "]";
-}
-
-std::string GoRegexCompileError(const std::string& pattern) {
-  RE2::Options options;
-  options.set_log_errors(false);
-  RE2 re(pattern, options);
-  if (re.ok()) return "";
-  std::string code = re.error();
-  std::string expr = re.error_arg();
-  switch (re.error_code()) {
-    case RE2::ErrorMissingParen:
-      code = "missing closing )";
-      expr = pattern;
-      break;
-    case RE2::ErrorUnexpectedParen:
-      code = "unexpected )";
-      expr = pattern;
-      break;
-    case RE2::ErrorMissingBracket:
-      code = "missing closing ]";
-      break;
-    case RE2::ErrorBadEscape:
-      code = "invalid escape sequence";
-      break;
-    case RE2::ErrorBadCharRange:
-      code = "invalid character class range";
-      break;
-    case RE2::ErrorRepeatArgument:
-      code = "missing argument to repetition operator";
-      break;
-    case RE2::ErrorRepeatSize:
-      code = "invalid repeat count";
-      break;
-    case RE2::ErrorRepeatOp:
-      code = "invalid nested repetition operator";
-      break;
-    case RE2::ErrorBadPerlOp:
-      code = "invalid or unsupported Perl syntax";
-      break;
-    case RE2::ErrorTrailingBackslash:
-      code = "trailing backslash at end of expression";
-      expr = "";
-      break;
-    default:
-      break;
-  }
-  return "error parsing regexp: " + code + ": `" + expr + "`";
 }
 
 // ---------------------------------------------------------------------------------------
@@ -274,7 +227,7 @@ class Structural {
     if (const Json* no = Get(v, "not")) Nested(*no, false, path + ".not");
     if (const Json* p = Get(v, "pattern");
         p && p->is_string() && !p->get_ref<const std::string&>().empty()) {
-      std::string err = GoRegexCompileError(p->get<std::string>());
+      std::string err = cel::GoRegexpError(p->get<std::string>());
       if (!err.empty()) {
         errs_.push_back(Invalid(path + ".pattern", *p,
                                 "must be a valid regular expression, but isn't: " + err));

@@ -13,6 +13,7 @@
 #include <optional>
 #include <set>
 
+#include "cel/regex.h"
 #include "core/strings.h"
 #include "machinery/object.h"
 #include "machinery/validation.h"
@@ -101,62 +102,6 @@ void Defaults(Json& value, const SchemaCursor& schema, int depth) {
     SchemaCursor items = schema.Items();
     for (auto& v : value) Defaults(v, items, depth + 1);
   }
-}
-
-// The message of Go's regexp.Compile error for a pattern RE2 rejected.
-std::string GoRegexError(const RE2& re) {
-  std::string code;
-  std::string expr = re.error_arg();
-  switch (re.error_code()) {
-    case RE2::ErrorMissingParen:
-      code = "missing closing )";
-      expr = re.pattern();
-      break;
-    case RE2::ErrorUnexpectedParen:
-      code = "unexpected )";
-      expr = re.pattern();
-      break;
-    case RE2::ErrorMissingBracket:
-      code = "missing closing ]";
-      break;
-    case RE2::ErrorBadEscape:
-      code = "invalid escape sequence";
-      break;
-    case RE2::ErrorBadCharRange:
-      code = "invalid character class range";
-      break;
-    case RE2::ErrorBadCharClass:
-      code = "invalid character class";
-      break;
-    case RE2::ErrorRepeatArgument:
-      code = "missing argument to repetition operator";
-      break;
-    case RE2::ErrorRepeatSize:
-      code = "invalid repeat count";
-      break;
-    case RE2::ErrorRepeatOp:
-      code = "invalid nested repetition operator";
-      break;
-    case RE2::ErrorBadPerlOp:
-      code = "invalid or unsupported Perl syntax";
-      break;
-    case RE2::ErrorBadUTF8:
-      code = "invalid UTF-8";
-      break;
-    case RE2::ErrorBadNamedCapture:
-      code = "invalid named capture";
-      break;
-    case RE2::ErrorTrailingBackslash:
-      code = "trailing backslash at end of expression";
-      expr = "";
-      break;
-    case RE2::ErrorPatternTooLarge:
-      code = "expression too large";
-      break;
-    default:
-      code = re.error();
-  }
-  return "error parsing regexp: " + code + ": `" + expr + "`";
 }
 
 // ---------------------------------------------------------------------------------------
@@ -532,7 +477,7 @@ class OpenApiValidator {
       if (!re.ok()) {
         r.Add(Other(path, Json(str),
                     Msg(path, fmt::format("should match '{}, but pattern is invalid: {}'", pattern,
-                                          GoRegexError(re)))));
+                                          cel::GoRegexpError(pattern)))));
       } else if (!RE2::PartialMatch(str, re)) {
         r.Add(Other(path, Json(str), Msg(path, fmt::format("should match '{}'", pattern))));
       }
