@@ -512,7 +512,7 @@ core::Status RestStorage::ValidateObject(const ResourceInfo& r, Json& object, co
     if (schema::HasBlockingError(causes)) {
       causes.push_back(schema::RulesNotCheckedCause());
     } else {
-      r.rules->Validate(object, old, causes);
+      r.rules->Validate(object, old, causes, &warnings);
     }
   }
   if (old == nullptr) {

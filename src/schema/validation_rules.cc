@@ -361,12 +361,18 @@ std::string RuleErrorString(const Rule& r) {
 
 class Walker {
  public:
-  explicit Walker(std::vector<core::Cause>& causes) : causes_(causes) {}
+  Walker(std::vector<core::Cause>& causes, std::vector<std::string>* warnings)
+      : causes_(causes), warnings_(warnings) {}
 
-  void Walk(const Node& n, const Json& value, const Json* old, const std::string& path, bool root) {
+  // `correlatable`: whether `old` can exist for this node (false below items of lists other
+  // than list-type=map); `ancestor_unchanged`: for uncorrelatable nodes, whether the nearest
+  // correlatable ancestor equals its old value (kube-apiserver ratchets on that).
+  void Walk(const Node& n, const Json& value, const Json* old, const std::string& path, bool root,
+            bool correlatable = true, bool ancestor_unchanged = false) {
     // A null value has nothing to check (kube-apiserver returns early too).
     if (exhausted_ || value.is_null()) return;
-    if (!n.rules.empty()) EvaluateRules(n, value, old, path, root);
+    const bool unchanged = correlatable ? old != nullptr && *old == value : ancestor_unchanged;
+    if (!n.rules.empty()) EvaluateRules(n, value, old, path, root, unchanged);
     if (exhausted_) return;
     if (value.is_object()) {
       for (const auto& [name, child] : n.properties) {
@@ -377,7 +383,7 @@ class Walker {
           auto oi = old->find(name);
           if (oi != old->end()) old_child = &*oi;
         }
-        Walk(*child, *it, old_child, JoinPath(path, name), false);
+        Walk(*child, *it, old_child, JoinPath(path, name), false, correlatable, unchanged);
       }
       if (n.additional) {
         for (auto it = value.begin(); it != value.end(); ++it) {
@@ -386,14 +392,17 @@ class Walker {
             auto oi = old->find(it.key());
             if (oi != old->end()) old_child = &*oi;
           }
-          Walk(*n.additional, it.value(), old_child, path + "[" + it.key() + "]", false);
+          Walk(*n.additional, it.value(), old_child, path + "[" + it.key() + "]", false,
+               correlatable, unchanged);
         }
       }
     }
     if (value.is_array() && n.items) {
       for (size_t i = 0; i < value.size(); ++i) {
         const Json& item = value[i];
-        Walk(*n.items, item, CorrelateItem(n, item, old), fmt::format("{}[{}]", path, i), false);
+        const bool keyed = correlatable && n.list_type == "map";
+        Walk(*n.items, item, keyed ? CorrelateItem(n, item, old) : nullptr,
+             fmt::format("{}[{}]", path, i), false, keyed, unchanged);
       }
     }
   }
@@ -421,7 +430,21 @@ class Walker {
     return nullptr;
   }
 
-  void Fail(const Node& n, const Rule& r, const std::string& path, const std::string& message) {
+  // Ratcheting: a rule (other than a transition rule) failing on a value that did not change
+  // is a warning, not an error, as kube-apiserver reports it.
+  void Fail(const Node& n, const Rule& r, const std::string& path, const std::string& message,
+            bool unchanged) {
+    size_t before = causes_.size();
+    AddCause(n, r, path, message);
+    if (unchanged && !r.transition && causes_.size() > before) {
+      if (warnings_ != nullptr) {
+        warnings_->push_back(causes_.back().field + ": " + causes_.back().message);
+      }
+      causes_.pop_back();
+    }
+  }
+
+  void AddCause(const Node& n, const Rule& r, const std::string& path, const std::string& message) {
     std::string field = path;
     if (!r.field_path.empty()) field = JoinPath(path, r.field_path);
     if (field.empty()) field = "<nil>";
@@ -437,8 +460,7 @@ class Walker {
   }
 
   void EvaluateRules(const Node& n, const Json& value, const Json* old, const std::string& path,
-                     bool root) {
-    const bool unchanged = old != nullptr && *old == value;
+                     bool root, bool unchanged) {
     cel::MapActivation vars;
     vars.Bind("self", ToCelValue(value, n.schema, root));
     std::optional<cel::Value> old_value;
@@ -452,9 +474,6 @@ class Walker {
         } else {
           vars.Bind("oldSelf", *old_value);
         }
-      } else if (unchanged) {
-        // Ratcheting: a value that did not change is not newly rejected.
-        continue;
       }
       cel::EvalOptions options;
       options.cost_limit = std::min(kPerCallCostLimit, remaining_);
@@ -529,11 +548,12 @@ class Walker {
         message = r.message.empty() ? "failed rule: " + RuleErrorString(r)
                                     : std::string(core::Trim(r.message));
       }
-      Fail(n, r, path, message);
+      Fail(n, r, path, message, unchanged);
     }
   }
 
   std::vector<core::Cause>& causes_;
+  std::vector<std::string>* warnings_;
   uint64_t remaining_ = kRuntimeCostBudget;
   bool exhausted_ = false;
 };
@@ -559,9 +579,10 @@ bool ValidationRules::empty() const { return root_ == nullptr || count_ == 0; }
 size_t ValidationRules::size() const { return count_; }
 
 void ValidationRules::Validate(const Json& object, const Json* old,
-                               std::vector<core::Cause>& causes) const {
+                               std::vector<core::Cause>& causes,
+                               std::vector<std::string>* warnings) const {
   if (empty()) return;
-  Walker walker(causes);
+  Walker walker(causes, warnings);
   walker.Walk(*root_, object, old, "", true);
 }
 

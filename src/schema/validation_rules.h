@@ -6,8 +6,8 @@
 // kube-apiserver rejects at CRD creation (compile errors, unknown reasons, bad fieldPaths).
 // Validate() evaluates the rules top-down: rules that read oldSelf (transition rules) run
 // only on update where the old value can be correlated (object properties, map values,
-// list-type=map items by key, list-type=set items by value) unless optionalOldSelf is set;
-// rules on a value equal to its old value are not re-checked (ratcheting); each evaluation
+// list-type=map items by key) unless optionalOldSelf is set; a rule failing on a value equal
+// to its old value is only a warning (ratcheting); each evaluation
 // has kube-apiserver's per-call cost limit and the request a total budget. Failures are
 // causes with kube-apiserver's field paths and wording, e.g. `spec: Invalid value: "object":
 // Unsupported plan used for postgresql`.
@@ -51,8 +51,10 @@ class ValidationRules {
   size_t size() const;
 
   // Evaluates the rules against `object`; `old` is the stored object on update (nullptr on
-  // create). Appends one cause per failed rule.
-  void Validate(const Json& object, const Json* old, std::vector<core::Cause>& causes) const;
+  // create). Appends one cause per failed rule. A rule failing on a value equal to its old
+  // value (ratcheting) is appended to `warnings` instead ("field: message"), when given.
+  void Validate(const Json& object, const Json* old, std::vector<core::Cause>& causes,
+                std::vector<std::string>* warnings = nullptr) const;
 
   struct Node;
 

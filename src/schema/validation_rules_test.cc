@@ -101,10 +101,15 @@ TEST(ValidationRules, TransitionRulesRunOnlyOnUpdate) {
 
 TEST(ValidationRules, UnchangedInvalidValuesAreRatcheted) {
   auto rules = Rules(kPlanSchema);
-  // size -1 was stored before the rule existed; an update that leaves it alone passes.
-  EXPECT_TRUE(Check(*rules, "spec: {compositionRef: {name: a}, size: -1, plan: p}",
-                    "spec: {compositionRef: {name: a}, size: -1, plan: q}")
-                  .empty());
+  // size -1 was stored before the rule existed; an update that leaves it alone passes, with
+  // the failure as a warning, as kube-apiserver reports it.
+  Json object = Yaml("spec: {compositionRef: {name: a}, size: -1, plan: p}");
+  Json old = Yaml("spec: {compositionRef: {name: a}, size: -1, plan: q}");
+  std::vector<core::Cause> causes;
+  std::vector<std::string> warnings;
+  rules->Validate(object, &old, causes, &warnings);
+  EXPECT_TRUE(causes.empty());
+  EXPECT_EQ(warnings, (Lines{"spec.size: Invalid value: \"integer\": failed rule: self >= 0"}));
   EXPECT_EQ(Check(*rules, "spec: {compositionRef: {name: a}, size: -2}",
                   "spec: {compositionRef: {name: a}, size: -1}"),
             (Lines{"spec.size: Invalid value: \"integer\": failed rule: self >= 0"}));
@@ -462,6 +467,42 @@ properties:
             (Lines{"spec.port: Invalid value: \"\": 'no such overload': call arguments did not "
                    "match a supported operator, function or macro signature for rule: self > "
                    "1024"}));
+}
+
+}  // namespace
+}  // namespace klutch::schema
+
+namespace klutch::schema {
+namespace {
+
+TEST(ValidationRules, ItemsOfAtomicListsRatchetOnTheirUnchangedList) {
+  auto rules = Rules(R"y(
+type: object
+properties:
+  spec:
+    type: object
+    properties:
+      hosts:
+        type: array
+        items:
+          type: string
+          x-kubernetes-validations:
+            - rule: "self.endsWith('.example.com')"
+              message: hosts must be in example.com
+      replicas: {type: integer}
+)y");
+  Json old = Yaml("spec: {hosts: [a.other.org], replicas: 1}");
+  Json same_list = Yaml("spec: {hosts: [a.other.org], replicas: 2}");
+  Json changed_list = Yaml("spec: {hosts: [a.other.org, b.example.com], replicas: 2}");
+  std::vector<core::Cause> causes;
+  std::vector<std::string> warnings;
+  rules->Validate(same_list, &old, causes, &warnings);
+  EXPECT_TRUE(causes.empty());
+  EXPECT_EQ(warnings.size(), 1u);
+  causes.clear();
+  rules->Validate(changed_list, &old, causes, &warnings);
+  ASSERT_EQ(causes.size(), 1u);
+  EXPECT_EQ(causes[0].field, "spec.hosts[0]");
 }
 
 }  // namespace

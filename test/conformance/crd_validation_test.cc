@@ -172,5 +172,41 @@ TEST_F(CrdValidation, DefaultsAddedLaterAreAppliedWhenReading) {
   EXPECT_EQ((*event)["object"]["spec"]["color"], "blue") << first_line;
 }
 
+TEST_F(CrdValidation, RulesAddedLaterRatchetUnchangedValuesWithAWarning) {
+  ASSERT_EQ(Do("POST", kCrdPath, WidgetCrd(SpecSchema(false))).status, 201);
+  WaitServed();
+  Json w = {{"apiVersion", "example.com/v1"},
+            {"kind", "Widget"},
+            {"metadata", {{"name", "red"}}},
+            {"spec", {{"size", 1}, {"color", "red"}}}};
+  ASSERT_EQ(Do("POST", kWidgets, w).status, 201);
+  Json crd = Body(Do("GET", std::string(kCrdPath) + "/widgets.example.com"));
+  crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+     ["color"]["x-kubernetes-validations"] = Json::array({{{"rule", "self != 'red'"}}});
+  ASSERT_EQ(Do("PUT", std::string(kCrdPath) + "/widgets.example.com", crd).status, 200);
+  const std::string item = std::string(kWidgets) + "/red";
+  // Once the new rule is served, a new red widget is rejected ...
+  Json other = w;
+  other["metadata"]["name"] = "red2";
+  int code = 0;
+  for (int i = 0; i < 200 && code != 422; ++i) {
+    code = Do("POST", std::string(kWidgets) + "?dryRun=All", other).status;
+    if (code != 422) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  ASSERT_EQ(code, 422);
+  // ... but the stored one may still change other fields: the failure is a warning.
+  auto r = Do("PATCH", item, Json{{"spec", {{"size", 2}}}}, "application/merge-patch+json");
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.headers.Get("Warning"),
+            "299 - \"spec.color: Invalid value: \\\"string\\\": failed rule: self != 'red'\"");
+  // Changing the invalid value itself is checked.
+  EXPECT_EQ(
+      Do("PATCH", item, Json{{"spec", {{"color", "red "}}}}, "application/merge-patch+json").status,
+      200);
+  EXPECT_EQ(
+      Do("PATCH", item, Json{{"spec", {{"color", "red"}}}}, "application/merge-patch+json").status,
+      422);
+}
+
 }  // namespace
 }  // namespace klutch::testing
