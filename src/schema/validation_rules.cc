@@ -57,8 +57,9 @@ std::string RenderRule(const Json& rule) {
       str("rule"), str("message"), str("messageExpression"), reason_s, str("fieldPath"), opt_s);
 }
 
+// The rule is printed as Go's %#v prints the apiextensions.ValidationRule struct (unquoted).
 core::Cause InvalidRule(std::string field, const Json& rule, const std::string& detail) {
-  return {"FieldValueInvalid", "Invalid value: \"" + RenderRule(rule) + "\": " + detail,
+  return {"FieldValueInvalid", "Invalid value: " + RenderRule(rule) + ": " + detail,
           std::move(field)};
 }
 

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <functional>
 #include <thread>
 
 #include "machinery/json.h"
@@ -80,6 +81,19 @@ class CrdValidation : public ::testing::Test {
     return j.ok() ? *j : Json();
   }
 
+  // Read-modify-write of the CRD, retried while the CRD's status controller writes too.
+  void UpdateCrd(const std::function<void(Json&)>& change) {
+    const std::string path = std::string(kCrdPath) + "/widgets.example.com";
+    for (int i = 0; i < 50; ++i) {
+      Json crd = Body(Do("GET", path));
+      change(crd);
+      auto r = Do("PUT", path, crd);
+      if (r.status == 200) return;
+      ASSERT_EQ(r.status, 409) << r.body;
+    }
+    FAIL() << "CRD update kept conflicting";
+  }
+
   void WaitServed() {
     for (int i = 0; i < 200; ++i) {
       if (Do("GET", kWidgets).status == 200) return;
@@ -148,10 +162,10 @@ TEST_F(CrdValidation, DefaultsAddedLaterAreAppliedWhenReading) {
             {"spec", {{"size", 1}}}};
   ASSERT_EQ(Do("POST", kWidgets, w).status, 201);
   // The CRD gains a default for spec.color; the stored object does not have the field.
-  Json crd = Body(Do("GET", std::string(kCrdPath) + "/widgets.example.com"));
-  crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"] = SpecSchema(true);
-  auto put = Do("PUT", std::string(kCrdPath) + "/widgets.example.com", crd);
-  ASSERT_EQ(put.status, 200) << put.body;
+  UpdateCrd([](Json& crd) {
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"] =
+        SpecSchema(true);
+  });
   // Served resources are refreshed asynchronously after a CRD update.
   Json got;
   for (int i = 0; i < 200; ++i) {
@@ -180,10 +194,10 @@ TEST_F(CrdValidation, RulesAddedLaterRatchetUnchangedValuesWithAWarning) {
             {"metadata", {{"name", "red"}}},
             {"spec", {{"size", 1}, {"color", "red"}}}};
   ASSERT_EQ(Do("POST", kWidgets, w).status, 201);
-  Json crd = Body(Do("GET", std::string(kCrdPath) + "/widgets.example.com"));
-  crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
-     ["color"]["x-kubernetes-validations"] = Json::array({{{"rule", "self != 'red'"}}});
-  ASSERT_EQ(Do("PUT", std::string(kCrdPath) + "/widgets.example.com", crd).status, 200);
+  UpdateCrd([](Json& crd) {
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+       ["color"]["x-kubernetes-validations"] = Json::array({{{"rule", "self != 'red'"}}});
+  });
   const std::string item = std::string(kWidgets) + "/red";
   // Once the new rule is served, a new red widget is rejected ...
   Json other = w;
