@@ -17,11 +17,11 @@
 #include "cel/cel.h"
 #include "cel/library_util.h"
 #include "cel/value.h"
+#include "core/strings.h"
 
 namespace klutch::cel {
 namespace {
 
-using internal::AppendRune;
 using internal::FromRunes;
 using internal::RuneCount;
 using internal::ToRunes;
@@ -256,7 +256,7 @@ std::string Quote(const std::string& s) {
         out += "\\\"";
         break;
       default:
-        AppendRune(r, &out);
+        core::AppendUtf8(out, r);
     }
   }
   out += '"';
@@ -551,7 +551,7 @@ Value Format(const std::string& format, const ListValue& args) {
     const char32_t clause_rune = internal::DecodeRune(format, &clause_end);
     if (clause_rune >= 0x80) {
       std::string rune;
-      AppendRune(clause_rune, &rune);
+      core::AppendUtf8(rune, clause_rune);
       return Value::MakeError(
           "could not parse formatting clause: unrecognized formatting clause \"" + rune + "\"");
     }

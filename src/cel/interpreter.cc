@@ -121,7 +121,10 @@ struct CompileState {
         std::string q;
         const Expr* root = Root(e);
         if (!e.test_only && Qualified(e, q) && !InScope(root->name)) {
-          e.qualified = q;
+          // The evaluator tries a dotted name as a variable before selecting fields only
+          // where that can succeed: a declared dotted variable or type name, or any name when
+          // identifiers are not checked. `self.spec.plan` in a CRD rule never pays for it.
+          if (!options->check_identifiers) e.qualified = q;
           // A declared dotted variable (or type name) makes the whole chain a reference.
           bool declared = TypeIdentifiers().count(q) > 0;
           for (const auto& v : options->variables) {
@@ -129,6 +132,7 @@ struct CompileState {
             if (q.starts_with(v + ".")) declared = true;
           }
           if (declared) {
+            e.qualified = q;
             for (Expr* at = e.args[0].get(); at->type == Expr::Type::kSelect;
                  at = at->args[0].get()) {
               Qualified(*at, at->qualified);

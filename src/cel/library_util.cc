@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "core/strings.h"
+
 namespace klutch::cel::internal {
 
 char32_t DecodeRune(std::string_view s, size_t* pos) {
@@ -49,25 +51,6 @@ char32_t DecodeRune(std::string_view s, size_t* pos) {
   return r;
 }
 
-void AppendRune(char32_t r, std::string* out) {
-  if (r > 0x10FFFF || (r >= 0xD800 && r <= 0xDFFF)) r = kReplacementChar;
-  if (r < 0x80) {
-    out->push_back(static_cast<char>(r));
-  } else if (r < 0x800) {
-    out->push_back(static_cast<char>(0xC0 | (r >> 6)));
-    out->push_back(static_cast<char>(0x80 | (r & 0x3F)));
-  } else if (r < 0x10000) {
-    out->push_back(static_cast<char>(0xE0 | (r >> 12)));
-    out->push_back(static_cast<char>(0x80 | ((r >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (r & 0x3F)));
-  } else {
-    out->push_back(static_cast<char>(0xF0 | (r >> 18)));
-    out->push_back(static_cast<char>(0x80 | ((r >> 12) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | ((r >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (r & 0x3F)));
-  }
-}
-
 std::vector<char32_t> ToRunes(std::string_view s) {
   std::vector<char32_t> runes;
   runes.reserve(s.size());
@@ -79,7 +62,7 @@ std::vector<char32_t> ToRunes(std::string_view s) {
 std::string FromRunes(const std::vector<char32_t>& runes, size_t begin, size_t end) {
   std::string out;
   out.reserve(end - begin);
-  for (size_t i = begin; i < end; ++i) AppendRune(runes[i], &out);
+  for (size_t i = begin; i < end; ++i) core::AppendUtf8(out, runes[i]);
   return out;
 }
 

@@ -30,7 +30,7 @@ inline constexpr char32_t kReplacementChar = 0xFFFD;
 // Decodes one code point at `s[*pos]` and advances `*pos`; invalid sequences decode as
 // U+FFFD consuming one byte (as Go's range loop does).
 char32_t DecodeRune(std::string_view s, size_t* pos);
-void AppendRune(char32_t r, std::string* out);
+
 std::vector<char32_t> ToRunes(std::string_view s);
 std::string FromRunes(const std::vector<char32_t>& runes, size_t begin, size_t end);
 // Number of code points in s[0, byte_offset).

@@ -72,24 +72,6 @@ bool IsReserved(std::string_view s) {
   return false;
 }
 
-void AppendUtf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
-
 int HexDigit(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -428,7 +410,7 @@ class Lexer {
           if (bytes) {
             out += static_cast<char>(v);
           } else {
-            AppendUtf8(out, v);
+            core::AppendUtf8(out, v);
           }
           break;
         }
@@ -446,7 +428,7 @@ class Lexer {
           if ((v >= 0xD800 && v < 0xE000) || v > 0x10FFFF) {
             return fail("invalid unicode code point");
           }
-          AppendUtf8(out, v);
+          core::AppendUtf8(out, v);
           break;
         }
         default:
@@ -461,7 +443,7 @@ class Lexer {
             if (bytes) {
               out += static_cast<char>(v);
             } else {
-              AppendUtf8(out, v);
+              core::AppendUtf8(out, v);
             }
             break;
           }

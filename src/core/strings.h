@@ -40,6 +40,9 @@ std::optional<int64_t> ParseInt64(std::string_view s);
 // The UTF-8 code point of `s` at byte `i`, advancing `i` past it; -1 (advancing one byte)
 // for a malformed, overlong or surrogate sequence.
 int32_t DecodeUtf8(std::string_view s, size_t& i);
+// Appends the UTF-8 encoding of code point `cp`; surrogates and values past U+10FFFF become
+// U+FFFD, as Go encodes them.
+void AppendUtf8(std::string& out, uint32_t cp);
 // `s` quoted as Go's strconv.Quote / %q does: Kubernetes quotes names and values in its
 // messages this way. Invalid bytes become \xNN, non-printable code points \uNNNN.
 std::string GoQuote(std::string_view s);

@@ -609,23 +609,8 @@ class OpenApiValidator {
     if (allowed.is_string() && IsInt(data)) {
       // Go converts an integer to the string of that rune.
       int64_t cp = data.get<int64_t>();
-      if (cp < 0 || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) cp = 0xFFFD;
       std::string utf8;
-      if (cp < 0x80) {
-        utf8 += static_cast<char>(cp);
-      } else if (cp < 0x800) {
-        utf8 += static_cast<char>(0xC0 | (cp >> 6));
-        utf8 += static_cast<char>(0x80 | (cp & 0x3F));
-      } else if (cp < 0x10000) {
-        utf8 += static_cast<char>(0xE0 | (cp >> 12));
-        utf8 += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        utf8 += static_cast<char>(0x80 | (cp & 0x3F));
-      } else {
-        utf8 += static_cast<char>(0xF0 | (cp >> 18));
-        utf8 += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-        utf8 += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        utf8 += static_cast<char>(0x80 | (cp & 0x3F));
-      }
+      core::AppendUtf8(utf8, cp < 0 || cp > 0x10FFFF ? 0xFFFD : static_cast<uint32_t>(cp));
       return utf8 == allowed.get_ref<const std::string&>();
     }
     if (KindOf(data) != KindOf(allowed)) return false;

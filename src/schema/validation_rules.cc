@@ -29,21 +29,10 @@ struct Rule {
   std::unique_ptr<cel::Program> message_expression;
 };
 
-const Json* Member(const Json& schema, const char* key) {
-  if (!schema.is_object()) return nullptr;
-  auto it = schema.find(key);
-  return it == schema.end() ? nullptr : &*it;
-}
-
-std::string StringMember(const Json& schema, const char* key) {
-  const Json* v = Member(schema, key);
-  return v && v->is_string() ? v->get<std::string>() : "";
-}
-
 std::string RenderRule(const Json& rule) {
-  auto str = [&](const char* k) { return GoQuote(StringMember(rule, k)); };
-  const Json* reason = Member(rule, "reason");
-  const Json* opt = Member(rule, "optionalOldSelf");
+  auto str = [&](const char* k) { return GoQuote(machinery::GetString(rule, {k})); };
+  const Json* reason = machinery::Find(rule, {"reason"});
+  const Json* opt = machinery::Find(rule, {"optionalOldSelf"});
   std::string reason_s =
       reason && reason->is_string()
           ? "(*apiextensions.FieldValueErrorReason)(" + GoQuote(reason->get<std::string>()) + ")"
@@ -123,15 +112,16 @@ class Compiler {
     if (!schema.is_object()) return nullptr;
     auto node = std::make_unique<Node>();
     node->schema = &schema;
-    node->type = StringMember(schema, "type");
-    node->list_type = StringMember(schema, "x-kubernetes-list-type");
-    if (const Json* keys = Member(schema, "x-kubernetes-list-map-keys"); keys && keys->is_array()) {
+    node->type = machinery::GetString(schema, {"type"});
+    node->list_type = machinery::GetString(schema, {"x-kubernetes-list-type"});
+    if (const Json* keys = machinery::Find(schema, {"x-kubernetes-list-map-keys"});
+        keys && keys->is_array()) {
       for (const auto& k : *keys) {
         if (k.is_string()) node->map_keys.push_back(k.get<std::string>());
       }
     }
     bool any = false;
-    if (const Json* rules = Member(schema, "x-kubernetes-validations")) {
+    if (const Json* rules = machinery::Find(schema, {"x-kubernetes-validations"})) {
       std::string base = path + ".x-kubernetes-validations";
       if (!rules->is_array()) {
         errors_.push_back(machinery::FieldInvalid(base, *rules, "must be a list"));
@@ -143,7 +133,7 @@ class Compiler {
       any = !node->rules.empty();
       count += node->rules.size();
     }
-    if (const Json* props = Member(schema, "properties"); props && props->is_object()) {
+    if (const Json* props = machinery::Find(schema, {"properties"}); props && props->is_object()) {
       for (auto it = props->begin(); it != props->end(); ++it) {
         auto child = Build(it.value(), fmt::format("{}.properties[{}]", path, it.key()), count,
                            false, uncorrelatable);
@@ -153,11 +143,11 @@ class Compiler {
         }
       }
     }
-    if (const Json* ap = Member(schema, "additionalProperties"); ap && ap->is_object()) {
+    if (const Json* ap = machinery::Find(schema, {"additionalProperties"}); ap && ap->is_object()) {
       node->additional = Build(*ap, path + ".additionalProperties", count, false, uncorrelatable);
       any = any || node->additional != nullptr;
     }
-    if (const Json* items = Member(schema, "items"); items && items->is_object()) {
+    if (const Json* items = machinery::Find(schema, {"items"}); items && items->is_object()) {
       node->items =
           Build(*items, path + ".items", count, false,
                 !uncorrelatable.empty() || node->list_type == "map" ? uncorrelatable : path);
@@ -179,9 +169,9 @@ class Compiler {
     bool embedded = root;
     for (size_t i = 0; i < chain.fields.size(); ++i) {
       if (at == nullptr || !at->is_object()) return "";
-      const Json* ios = Member(*at, "x-kubernetes-int-or-string");
+      const Json* ios = machinery::Find(*at, {"x-kubernetes-int-or-string"});
       if (ios && ios->is_boolean() && ios->get<bool>()) return "";
-      std::string type = StringMember(*at, "type");
+      std::string type = machinery::GetString(*at, {"type"});
       offset = chain.offsets[i];
       if (type == "string" || type == "integer" || type == "number" || type == "boolean") {
         static const std::map<std::string, std::string> kCelType = {
@@ -189,11 +179,11 @@ class Compiler {
         return "type '" + kCelType.at(type) + "' does not support field selection";
       }
       if (type != "object") return "";
-      const Json* emb = Member(*at, "x-kubernetes-embedded-resource");
+      const Json* emb = machinery::Find(*at, {"x-kubernetes-embedded-resource"});
       embedded = embedded || (emb && emb->is_boolean() && emb->get<bool>());
       std::string name = UnescapePropertyName(chain.fields[i]);
-      const Json* props = Member(*at, "properties");
-      const Json* ap = Member(*at, "additionalProperties");
+      const Json* props = machinery::Find(*at, {"properties"});
+      const Json* ap = machinery::Find(*at, {"additionalProperties"});
       const Json* next = nullptr;
       if (root && i == 0 && name == "metadata") {
         next = &kRootMeta;
@@ -204,7 +194,7 @@ class Compiler {
       } else if (embedded && (name == "apiVersion" || name == "kind" || name == "metadata")) {
         next = name == "metadata" ? nullptr : &kString;
       } else {
-        const Json* pu = Member(*at, "x-kubernetes-preserve-unknown-fields");
+        const Json* pu = machinery::Find(*at, {"x-kubernetes-preserve-unknown-fields"});
         if ((pu && pu->is_boolean() && pu->get<bool>()) || (ap && ap->is_boolean())) return "";
         return "undefined field '" + chain.fields[i] + "'";
       }
@@ -222,18 +212,19 @@ class Compiler {
       return;
     }
     Rule r;
-    r.text = StringMember(rule, "rule");
-    r.message = StringMember(rule, "message");
-    r.message_expression_text = StringMember(rule, "messageExpression");
-    r.reason = StringMember(rule, "reason");
-    const Json* opt = Member(rule, "optionalOldSelf");
+    r.text = machinery::GetString(rule, {"rule"});
+    r.message = machinery::GetString(rule, {"message"});
+    r.message_expression_text = machinery::GetString(rule, {"messageExpression"});
+    r.reason = machinery::GetString(rule, {"reason"});
+    const Json* opt = machinery::Find(rule, {"optionalOldSelf"});
     r.optional_old_self = opt && opt->is_boolean() && opt->get<bool>();
     bool ok = true;
     if (r.text.find_first_not_of(" \t\r\n") == std::string::npos) {
       errors_.push_back(machinery::FieldRequired(path + ".rule", "rule is not specified"));
       return;
     }
-    if (Member(rule, "message") && r.message.find_first_not_of(" \t\r\n") == std::string::npos) {
+    if (machinery::Find(rule, {"message"}) &&
+        r.message.find_first_not_of(" \t\r\n") == std::string::npos) {
       errors_.push_back(
           machinery::FieldRequired(path + ".message", "message must be non-empty if specified"));
       ok = false;
@@ -243,7 +234,7 @@ class Compiler {
                                                 "message must not contain line breaks"));
       ok = false;
     }
-    if (const Json* reason = Member(rule, "reason")) {
+    if (const Json* reason = machinery::Find(rule, {"reason"})) {
       static const std::vector<std::string> kReasons = {
           "FieldValueDuplicate", "FieldValueForbidden", "FieldValueInvalid", "FieldValueRequired"};
       if (!reason->is_string() ||
@@ -252,7 +243,7 @@ class Compiler {
         ok = false;
       }
     }
-    if (const Json* fp = Member(rule, "fieldPath"); fp && fp->is_string()) {
+    if (const Json* fp = machinery::Find(rule, {"fieldPath"}); fp && fp->is_string()) {
       std::vector<std::string> segments;
       if (!ParseFieldPath(fp->get<std::string>(), segments)) {
         errors_.push_back(
@@ -262,11 +253,11 @@ class Compiler {
         // The path must lead to a declared property.
         const Json* at = node.schema;
         for (const auto& seg : segments) {
-          const Json* props = at ? Member(*at, "properties") : nullptr;
+          const Json* props = at ? machinery::Find(*at, {"properties"}) : nullptr;
           const Json* next =
               props && props->is_object() && props->contains(seg) ? &(*props)[seg] : nullptr;
           if (!next && at) {
-            const Json* ap = Member(*at, "additionalProperties");
+            const Json* ap = machinery::Find(*at, {"additionalProperties"});
             if (ap && ap->is_object()) next = ap;
           }
           if (!next) {
@@ -297,11 +288,11 @@ class Compiler {
       // A rule that is just a field: its schema type must be boolean.
       const Json* at = node.schema;
       for (size_t i = 0; at && i < whole->fields.size(); ++i) {
-        const Json* props = Member(*at, "properties");
+        const Json* props = machinery::Find(*at, {"properties"});
         std::string name = UnescapePropertyName(whole->fields[i]);
         at = props && props->is_object() && props->contains(name) ? &(*props)[name] : nullptr;
       }
-      std::string type = at ? StringMember(*at, "type") : "";
+      std::string type = at ? machinery::GetString(*at, {"type"}) : "";
       not_bool = !type.empty() && type != "boolean";
     }
     if (not_bool) {
@@ -372,8 +363,15 @@ class Walker {
             bool correlatable = true, bool ancestor_unchanged = false) {
     // A null value has nothing to check (kube-apiserver returns early too).
     if (exhausted_ || value.is_null()) return;
-    const bool unchanged = correlatable ? old != nullptr && *old == value : ancestor_unchanged;
-    if (!n.rules.empty()) EvaluateRules(n, value, old, path, root, unchanged);
+    // Whether the value equals its old value: a deep comparison, so done only where a rule
+    // or an uncorrelatable child needs it.
+    std::optional<bool> equal;
+    auto unchanged = [&] {
+      if (!correlatable) return ancestor_unchanged;
+      if (!equal) equal = old != nullptr && *old == value;
+      return *equal;
+    };
+    if (!n.rules.empty()) EvaluateRules(n, value, old, path, root, unchanged());
     if (exhausted_) return;
     if (value.is_object()) {
       for (const auto& [name, child] : n.properties) {
@@ -384,7 +382,8 @@ class Walker {
           auto oi = old->find(name);
           if (oi != old->end()) old_child = &*oi;
         }
-        Walk(*child, *it, old_child, JoinPath(path, name), false, correlatable, unchanged);
+        Walk(*child, *it, old_child, JoinPath(path, name), false, correlatable,
+             !correlatable && ancestor_unchanged);
       }
       if (n.additional) {
         for (auto it = value.begin(); it != value.end(); ++it) {
@@ -394,16 +393,17 @@ class Walker {
             if (oi != old->end()) old_child = &*oi;
           }
           Walk(*n.additional, it.value(), old_child, path + "[" + it.key() + "]", false,
-               correlatable, unchanged);
+               correlatable, !correlatable && ancestor_unchanged);
         }
       }
     }
     if (value.is_array() && n.items) {
+      const bool keyed = correlatable && n.list_type == "map";
+      const bool list_unchanged = !keyed && unchanged();
       for (size_t i = 0; i < value.size(); ++i) {
         const Json& item = value[i];
-        const bool keyed = correlatable && n.list_type == "map";
         Walk(*n.items, item, keyed ? CorrelateItem(n, item, old) : nullptr,
-             fmt::format("{}[{}]", path, i), false, keyed, unchanged);
+             fmt::format("{}[{}]", path, i), false, keyed, list_unchanged);
       }
     }
   }

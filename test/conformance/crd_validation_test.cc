@@ -11,8 +11,7 @@
 #include <thread>
 
 #include "machinery/json.h"
-#include "test/support/kube_client.h"
-#include "test/support/process.h"
+#include "test/support/server_fixture.h"
 
 namespace klutch::testing {
 namespace {
@@ -58,20 +57,11 @@ Json SpecSchema(bool with_default) {
   return s;
 }
 
-class CrdValidation : public ::testing::Test {
+class CrdValidation : public ServerTest {
  protected:
-  void SetUp() override {
-    std::string error;
-    server_ = ApiServerProcess::Start(dir_.path() / "data", {}, &error);
-    ASSERT_TRUE(server_) << error;
-    auto creds = ReadKubeconfig(server_->kubeconfig());
-    ASSERT_TRUE(creds.ok());
-    client_ = NewClient(*creds);
-  }
-
   http::ClientResponse Do(std::string_view method, const std::string& path,
                           const Json& body = nullptr, std::string_view type = "application/json") {
-    auto r = Call(*client_, method, path, body.is_null() ? "" : machinery::Dump(body), type);
+    auto r = Call(*http_, method, path, body.is_null() ? "" : machinery::Dump(body), type);
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     return r.ok() ? *r : http::ClientResponse{};
   }
@@ -101,10 +91,6 @@ class CrdValidation : public ::testing::Test {
     }
     FAIL() << "widgets never served";
   }
-
-  TempDir dir_{"klutch-crd-validation"};
-  std::unique_ptr<ApiServerProcess> server_;
-  std::unique_ptr<http::Client> client_;
 };
 
 TEST_F(CrdValidation, RulesThatDoNotCompileRejectTheCrd) {

@@ -9,8 +9,7 @@
 
 #include "machinery/json.h"
 #include "machinery/object.h"
-#include "test/support/kube_client.h"
-#include "test/support/process.h"
+#include "test/support/server_fixture.h"
 #include "test/support/wait.h"
 
 namespace klutch::testing {
@@ -18,20 +17,11 @@ namespace {
 
 using machinery::Json;
 
-class Controllers : public ::testing::Test {
+class Controllers : public ServerTest {
  protected:
-  void SetUp() override {
-    std::string error;
-    server_ = ApiServerProcess::Start(dir_.path() / "data", {}, &error);
-    ASSERT_TRUE(server_) << error;
-    auto creds = ReadKubeconfig(server_->kubeconfig());
-    ASSERT_TRUE(creds.ok()) << creds.status().ToString();
-    client_ = NewClient(*creds);
-  }
-
   http::ClientResponse Must(std::string_view method, std::string_view path,
                             const Json& body = nullptr) {
-    auto r = Call(*client_, method, path, body.is_null() ? std::string() : body.dump());
+    auto r = Call(*http_, method, path, body.is_null() ? std::string() : body.dump());
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     return r.ok() ? *r : http::ClientResponse{};
   }
@@ -56,10 +46,6 @@ class Controllers : public ::testing::Test {
     if (!owners.empty()) cm["metadata"]["ownerReferences"] = std::move(owners);
     return cm;
   }
-
-  TempDir dir_{"klutch-controllers"};
-  std::unique_ptr<ApiServerProcess> server_;
-  std::unique_ptr<http::Client> client_;
 };
 
 constexpr const char* kCms = "/api/v1/namespaces/default/configmaps";

@@ -8,6 +8,8 @@
 #include <string>
 #include <utility>
 
+#include "core/strings.h"
+
 namespace klutch::textproto {
 namespace {
 
@@ -18,24 +20,6 @@ bool IsHexDigit(char c) { return std::isxdigit(static_cast<unsigned char>(c)) !=
 int HexValue(char c) {
   if (IsDigit(c)) return c - '0';
   return std::tolower(static_cast<unsigned char>(c)) - 'a' + 10;
-}
-
-void AppendUtf8(uint32_t cp, std::string& out) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
 }
 
 class Parser {
@@ -307,7 +291,7 @@ class Parser {
             Advance();
           }
           if (cp > 0x10FFFF) return Error("\\U escape beyond U+10FFFF");
-          AppendUtf8(cp, out);
+          core::AppendUtf8(out, cp);
           break;
         }
         default:
