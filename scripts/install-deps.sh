@@ -14,6 +14,8 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   # tools the tests drive
   openssl sqlite3 curl procps tzdata
+  # the OIDC provider the authentication tests log in with (issue #5)
+  glewlwyd rnbyc
 )
 
 missing=()

@@ -287,6 +287,7 @@ ResourcePtr Namespaces() {
 ResourcePtr ServiceAccounts() {
   Builder b("", "v1", "ServiceAccount", "serviceaccounts", true);
   b.Short({"sa"});
+  b.Sub({"token", {"authentication.k8s.io", "v1", "TokenRequest"}, {"create"}});
   b.Columns({{"Secrets", "string", "", "Number of secrets listed by the service account.", 0, "",
               [](const Json& o) { return Json(CountOf(o, {"secrets"})); }},
              AgeColumn()});
@@ -665,15 +666,41 @@ ResourcePtr CustomResourceDefinitions() {
   return b.Done();
 }
 
+// Access reviews: create-only kinds answered from the request's user and the authorizer.
+ResourcePtr Review(const char* group, const char* kind, const char* plural, bool namespaced) {
+  Builder b(group, "v1", kind, plural, namespaced);
+  b.r.verbs = {"create"};
+  b.r.create_only = true;
+  b.r.strategic_merge = false;
+  return b.Done();
+}
+
 }  // namespace
 
 std::vector<ResourcePtr> BuiltinResources() {
-  return {Namespaces(),      ConfigMaps(),   Secrets(),
-          ServiceAccounts(), CoreEvents(),   Services(),
-          ResourceQuotas(),  LimitRanges(),  Events(),
-          Leases(),          Roles(false),   Roles(true),
-          Bindings(false),   Bindings(true), CustomResourceDefinitions(),
-          Deployments()};
+  return {
+      Namespaces(),
+      ConfigMaps(),
+      Secrets(),
+      ServiceAccounts(),
+      CoreEvents(),
+      Services(),
+      ResourceQuotas(),
+      LimitRanges(),
+      Events(),
+      Leases(),
+      Roles(false),
+      Roles(true),
+      Bindings(false),
+      Bindings(true),
+      CustomResourceDefinitions(),
+      Deployments(),
+      Review("authentication.k8s.io", "TokenReview", "tokenreviews", false),
+      Review("authentication.k8s.io", "SelfSubjectReview", "selfsubjectreviews", false),
+      Review("authorization.k8s.io", "SubjectAccessReview", "subjectaccessreviews", false),
+      Review("authorization.k8s.io", "SelfSubjectAccessReview", "selfsubjectaccessreviews", false),
+      Review("authorization.k8s.io", "LocalSubjectAccessReview", "localsubjectaccessreviews", true),
+      Review("authorization.k8s.io", "SelfSubjectRulesReview", "selfsubjectrulesreviews", false)};
 }
 
 }  // namespace klutch::apiserver

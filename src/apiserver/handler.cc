@@ -5,8 +5,10 @@
 #include <nlohmann/json.hpp>
 
 #include "apiserver/discovery.h"
+#include "apiserver/reviews.h"
 #include "apiserver/scale.h"
 #include "apiserver/table.h"
+#include "auth/rbac.h"
 #include "core/log.h"
 #include "core/strings.h"
 #include "machinery/protobuf.h"
@@ -207,11 +209,12 @@ bool IsTrue(std::optional<std::string_view> v) { return v && (*v == "true" || *v
 }  // namespace
 
 ApiHandler::ApiHandler(RestStorage& storage, Registry& registry, OpenApi& openapi,
-                       WatchManager& watches, HandlerOptions options)
+                       WatchManager& watches, AccessControl& access, HandlerOptions options)
     : storage_(storage),
       registry_(registry),
       openapi_(openapi),
       watches_(watches),
+      access_(access),
       options_(std::move(options)) {}
 
 bool ApiHandler::IsQuick(const http::Request& req) {
@@ -239,7 +242,7 @@ http::Response ApiHandler::StatusResponse(const core::Status& status) {
   return r;
 }
 
-http::Response ApiHandler::Handle(http::Request& req) {
+http::Response ApiHandler::Handle(http::Request& req, const Caller& caller) {
   std::vector<std::string> parts;
   for (auto p : core::SplitNonEmpty(req.path, '/')) parts.emplace_back(p);
   if (parts.empty()) {
@@ -282,7 +285,7 @@ http::Response ApiHandler::Handle(http::Request& req) {
     std::string group = legacy ? "" : parts[1];
     std::string version = legacy ? parts[1] : parts[2];
     if (parts.size() == gv_parts) return Discovery(req, parts);
-    return HandleResource(req, parts, gv_parts, group, version);
+    return HandleResource(req, caller, parts, gv_parts, group, version);
   }
   return StatusResponse(PathNotFound());
 }
@@ -394,9 +397,9 @@ http::Response ApiHandler::OpenApiV3(http::Request& req, std::string_view path) 
   return r;
 }
 
-http::Response ApiHandler::HandleResource(http::Request& req, const std::vector<std::string>& parts,
-                                          size_t start, const std::string& group,
-                                          const std::string& version) {
+http::Response ApiHandler::HandleResource(http::Request& req, const Caller& caller,
+                                          const std::vector<std::string>& parts, size_t start,
+                                          const std::string& group, const std::string& version) {
   if (!registry_.HasGroupVersion(group, version)) return StatusResponse(PathNotFound());
   // [namespaces/<ns>/]<resource>[/<name>[/<subresource>]]
   std::vector<std::string> rest(parts.begin() + static_cast<long>(start), parts.end());
@@ -426,12 +429,43 @@ http::Response ApiHandler::HandleResource(http::Request& req, const std::vector<
   if (!ns.empty() && !r.namespaced) return StatusResponse(PathNotFound());
   if (!sub.empty() && !r.HasSubresource(sub)) return StatusResponse(PathNotFound());
   if (sub == "scale") return HandleScale(req, r, ns, name);
+  if (r.create_only || sub == "token") {
+    if (req.method != "POST" || (r.create_only && !name.empty()) ||
+        (sub == "token" && name.empty())) {
+      return StatusResponse(
+          core::Status(core::Reason::kMethodNotAllowed,
+                       "the server does not allow this method on the requested resource"));
+    }
+    std::vector<std::string> duplicates;
+    auto body = DecodeBody(r, req, duplicates);
+    if (!body.ok()) return StatusResponse(body.status());
+    auto out = sub == "token"
+                   ? CreateServiceAccountToken(storage_, access_, ns, name, std::move(*body))
+                   : CreateReview(r, ns, std::move(*body), caller, access_);
+    if (!out.ok()) return StatusResponse(out.status());
+    return JsonResponse(201, *out);
+  }
   if (!sub.empty() && sub != "status" && sub != "finalize") {
     return StatusResponse(core::Status(
         core::Reason::kMethodNotAllowed,
         fmt::format("the {} subresource of {} is not served yet", sub, r.GroupResource())));
   }
   if (r.namespaced && ns.empty() && !name.empty()) return StatusResponse(PathNotFound());
+
+  // RBAC writes pass the escalation check as the caller; writes the authorizer or the token
+  // caches depend on return once those have caught up, so the caller's next request sees them.
+  const bool rbac_kind = r.group == auth::kRbacGroup;
+  const bool feeds_access =
+      rbac_kind || (r.group.empty() && (r.plural == "serviceaccounts" || r.plural == "secrets"));
+  auto guard = [&](WriteOptions& o) {
+    if (!rbac_kind) return;
+    o.admit = [this, &caller](const Json& object, const Json* old) {
+      return access_.AdmitRbac(caller.user, object, old);
+    };
+  };
+  auto settle = [&] {
+    if (feeds_access) access_.WaitForRevision(storage_.store().Revision());
+  };
 
   const std::string& method = req.method;
   const bool want_table = WantsTable(req.headers.Get("Accept"));
@@ -524,10 +558,12 @@ http::Response ApiHandler::HandleResource(http::Request& req, const std::vector<
     }
     auto opts = ParseWriteOptions(req, false);
     if (!opts.ok()) return StatusResponse(opts.status());
+    guard(*opts);
     auto body = DecodeBody(r, req, opts->duplicate_fields);
     if (!body.ok()) return StatusResponse(body.status());
     auto out = storage_.Create(r, ns, std::move(body).value(), *opts);
     if (!out.ok()) return StatusResponse(out.status());
+    settle();
     return object_response(201, out->object, out->warnings);
   }
 
@@ -539,11 +575,13 @@ http::Response ApiHandler::HandleResource(http::Request& req, const std::vector<
     }
     auto opts = ParseWriteOptions(req, false);
     if (!opts.ok()) return StatusResponse(opts.status());
+    guard(*opts);
     opts->subresource = sub;
     auto body = DecodeBody(r, req, opts->duplicate_fields);
     if (!body.ok()) return StatusResponse(body.status());
     auto out = storage_.Update(r, ns, name, std::move(body).value(), *opts);
     if (!out.ok()) return StatusResponse(out.status());
+    settle();
     return object_response(out->created ? 201 : 200, out->object, out->warnings);
   }
 
@@ -573,6 +611,7 @@ http::Response ApiHandler::HandleResource(http::Request& req, const std::vector<
     }
     auto opts = ParseWriteOptions(req, patch.type == PatchType::kApply);
     if (!opts.ok()) return StatusResponse(opts.status());
+    guard(*opts);
     opts->subresource = sub;
     if (auto f = req.Query("force")) {
       if (*f == "true") {
@@ -584,6 +623,7 @@ http::Response ApiHandler::HandleResource(http::Request& req, const std::vector<
     patch.body = std::move(req.body);
     auto out = storage_.Patch(r, ns, name, patch, *opts);
     if (!out.ok()) return StatusResponse(out.status());
+    settle();
     return object_response(out->created ? 201 : 200, out->object, out->warnings);
   }
 
@@ -605,6 +645,7 @@ http::Response ApiHandler::HandleResource(http::Request& req, const std::vector<
       if (!lo.ok()) return StatusResponse(lo.status());
       auto deleted = storage_.DeleteCollection(r, ns, *lo, *dopts);
       if (!deleted.ok()) return StatusResponse(deleted.status());
+      settle();
       Json items = Json::array();
       for (auto& o : *deleted) items.push_back(std::move(o));
       return JsonResponse(200, Json{{"kind", r.list_kind},
@@ -614,6 +655,7 @@ http::Response ApiHandler::HandleResource(http::Request& req, const std::vector<
     }
     auto out = storage_.Delete(r, ns, name, *dopts);
     if (!out.ok()) return StatusResponse(out.status());
+    settle();
     if (out->deleted) {
       core::Details d;
       d.name = std::string(name);

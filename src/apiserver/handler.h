@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "apiserver/access.h"
 #include "apiserver/openapi.h"
 #include "apiserver/rest_storage.h"
 #include "apiserver/watch.h"
@@ -22,9 +23,11 @@ struct HandlerOptions {
 class ApiHandler {
  public:
   ApiHandler(RestStorage& storage, Registry& registry, OpenApi& openapi, WatchManager& watches,
-             HandlerOptions options);
+             AccessControl& access, HandlerOptions options);
 
-  http::Response Handle(http::Request& request);
+  // Serves an authenticated and authorized request on behalf of `caller` (reviews answer
+  // for it; writes of RBAC objects are checked against its permissions).
+  http::Response Handle(http::Request& request, const Caller& caller);
 
   // Whether a request is a quick point read that may run on an I/O thread (gets of one
   // object, discovery, health); lists, watches and writes go to the worker pool.
@@ -34,9 +37,9 @@ class ApiHandler {
   static http::Response StatusResponse(const core::Status& status);
 
  private:
-  http::Response HandleResource(http::Request& request, const std::vector<std::string>& parts,
-                                size_t rest_start, const std::string& group,
-                                const std::string& version);
+  http::Response HandleResource(http::Request& request, const Caller& caller,
+                                const std::vector<std::string>& parts, size_t rest_start,
+                                const std::string& group, const std::string& version);
   http::Response Discovery(http::Request& request, const std::vector<std::string>& parts);
   http::Response OpenApiV3(http::Request& request, std::string_view path);
   http::Response OpenApiV2(http::Request& request);
@@ -47,6 +50,7 @@ class ApiHandler {
   Registry& registry_;
   OpenApi& openapi_;
   WatchManager& watches_;
+  AccessControl& access_;
   HandlerOptions options_;
 };
 

@@ -92,6 +92,8 @@ struct ResourceInfo {
   Strategy strategy;
   // CRD that defines this resource (empty for built-ins).
   std::string crd_name;
+  // Not stored: the only verb is create, answered by the handler (access reviews).
+  bool create_only = false;
 
   // CRD versions whose schema has `default`s apply them to objects read from storage too,
   // so objects stored before a default was added get it on GET, LIST and WATCH.

@@ -538,6 +538,7 @@ core::Status RestStorage::ValidateObject(const ResourceInfo& r, Json& object, co
   }
   if (!causes.empty())
     return machinery::InvalidObject(r.group, r.kind, machinery::Name(object), causes);
+  if (options.admit) return options.admit(object, old);
   return core::Status::Ok();
 }
 

@@ -10,6 +10,7 @@
 // Thread-safe.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -32,6 +33,9 @@ struct WriteOptions {
   // Keys the request body repeated within one object ("metadata.name"), found by the
   // decoder; reported like unknown fields under field validation.
   std::vector<std::string> duplicate_fields;
+  // Validating admission: called with the object about to be written (and the stored one on
+  // updates) after every other check passed; an error refuses the write as it is.
+  std::function<core::Status(const Json& object, const Json* old)> admit;
 };
 
 struct WriteOutcome {

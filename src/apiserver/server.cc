@@ -135,12 +135,6 @@ std::string Kubeconfig(const std::string& server, const std::string& ca_pem,
       core::Base64Encode(user.private_key));
 }
 
-bool IsPublicPath(std::string_view path) {
-  return path == "/healthz" || path == "/livez" || path == "/readyz" || path == "/version" ||
-         path.starts_with("/healthz/") || path.starts_with("/livez/") ||
-         path.starts_with("/readyz/");
-}
-
 }  // namespace
 
 class ApiServer::Impl {
@@ -183,11 +177,13 @@ class ApiServer::Impl {
     KLUTCH_RETURN_IF_ERROR(SeedNamespaces());
 
     KLUTCH_ASSIGN_OR_RETURN(pki_, EnsurePki(dir / "pki", host));
+    KLUTCH_ASSIGN_OR_RETURN(access_,
+                            AccessControl::Start(options_.access, (dir / "pki").string(), *rest_));
     openapi_ = std::make_unique<OpenApi>(registry_);
     watches_ = std::make_unique<WatchManager>(*rest_, options_.bookmark_interval,
                                               options_.default_watch_timeout);
     handler_ = std::make_unique<ApiHandler>(
-        *rest_, registry_, *openapi_, *watches_,
+        *rest_, registry_, *openapi_, *watches_, *access_,
         HandlerOptions{.server_address = options_.listen, .version_minor = options_.version_minor});
 
     http::ServerOptions so;
@@ -221,13 +217,25 @@ class ApiServer::Impl {
     return core::Status::Ok();
   }
 
+  // Authentication, then authorization, then the handler; one audit event per request.
   http::Response Serve(http::Request& req) {
-    // Until token and OIDC authentication arrive (issue #5), every request other than health
-    // and version must present a client certificate issued by the cluster CA.
-    if (!req.client_certificate && !IsPublicPath(req.path)) {
-      return ApiHandler::StatusResponse(core::Status(core::Reason::kUnauthorized, "Unauthorized"));
+    const RequestInfo info = ParseRequestInfo(req);
+    auto caller = access_->Authenticate(req);
+    if (!caller.ok()) {
+      http::Response resp = ApiHandler::StatusResponse(caller.status());
+      access_->Audit(req, info, nullptr, resp.status, "", "");
+      return resp;
     }
-    return handler_->Handle(req);
+    const auth::Decision decision = access_->Decide(ToAttributes(caller->user, info));
+    if (!decision.allowed) {
+      http::Response resp =
+          ApiHandler::StatusResponse(ForbiddenFor(caller->user, info, decision.reason));
+      access_->Audit(req, info, &*caller, resp.status, "forbid", decision.reason);
+      return resp;
+    }
+    http::Response resp = handler_->Handle(req, *caller);
+    access_->Audit(req, info, &*caller, resp.status, "allow", decision.reason);
+    return resp;
   }
 
   core::Status LoadCrds() {
@@ -316,6 +324,7 @@ class ApiServer::Impl {
   Registry registry_;
   std::unique_ptr<RestStorage> rest_;
   Pki pki_;
+  std::unique_ptr<AccessControl> access_;
   std::unique_ptr<OpenApi> openapi_;
   std::unique_ptr<WatchManager> watches_;
   std::unique_ptr<ApiHandler> handler_;
@@ -343,6 +352,7 @@ std::string ApiServer::admin_kubeconfig_path() const {
 std::string ApiServer::ca_file() const { return impl_->pki_.ca_file; }
 RestStorage& ApiServer::storage() { return *impl_->rest_; }
 Registry& ApiServer::registry() { return impl_->registry_; }
+AccessControl& ApiServer::access() { return *impl_->access_; }
 core::Status ApiServer::RegisterCrd(const Json& crd) { return impl_->RegisterCrd(crd); }
 void ApiServer::UnregisterCrd(const std::string& name) { impl_->registry_.RemoveOwner(name); }
 core::Status ApiServer::Compact(int64_t revision) { return impl_->store_->Compact(revision); }

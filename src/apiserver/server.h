@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "apiserver/access.h"
 #include "apiserver/rest_storage.h"
 #include "core/status.h"
 
@@ -28,6 +29,7 @@ struct ApiServerOptions {
   std::chrono::seconds bookmark_interval = std::chrono::seconds(60);
   std::chrono::seconds default_watch_timeout = std::chrono::minutes(30);
   std::string version_minor = "32";  // reported by /version
+  AccessOptions access;              // authentication, authorization, audit
 };
 
 class ApiServer {
@@ -42,6 +44,7 @@ class ApiServer {
 
   RestStorage& storage();
   Registry& registry();
+  AccessControl& access();
   // Registers the resources of a CRD object (used by the CRD controller and at startup).
   core::Status RegisterCrd(const Json& crd);
   void UnregisterCrd(const std::string& crd_name);

@@ -4,9 +4,11 @@
 #include <iostream>
 
 #include "apiserver/server.h"
+#include "cel/value.h"
 #include "cli/commands.h"
 #include "controllers/builtin_controllers.h"
 #include "core/log.h"
+#include "core/strings.h"
 
 namespace klutch::cli {
 namespace {
@@ -64,7 +66,24 @@ int RunApiServer(const apiserver::ApiServerOptions& options, bool sandbox_banner
   return 0;
 }
 
-void AddApiServerFlags(CLI::App* cmd, apiserver::ApiServerOptions& o) {
+std::chrono::seconds ParseDurationFlag(const std::string& v) {
+  auto d = cel::ParseDuration(v);
+  return std::chrono::seconds(d ? d->seconds : 0);
+}
+
+CLI::Validator DurationValidator() {
+  return CLI::Validator(
+      [](std::string& v) -> std::string {
+        auto d = cel::ParseDuration(v);
+        if (!d || d->seconds <= 0) return "must be a positive Go duration such as 10m or 24h";
+        return "";
+      },
+      "DURATION");
+}
+
+void AddApiServerFlags(CLI::App* cmd, apiserver::ApiServerOptions& o, std::string& oidc_issuer,
+                       auth::OidcOptions& oidc) {
+  using apiserver::AccessOptions;
   cmd->add_option("--data-dir", o.data_dir, "Directory for state, PKI and admin.kubeconfig")
       ->required();
   cmd->add_option("--listen", o.listen, "Address to serve HTTPS on (host:port, port 0 = any)")
@@ -84,6 +103,78 @@ void AddApiServerFlags(CLI::App* cmd, apiserver::ApiServerOptions& o) {
   cmd->add_option("--report-minor-version", o.version_minor,
                   "Minor version reported by /version (selects the kubectl dispatcher's client)")
       ->capture_default_str();
+
+  // Authentication and authorization (kube-apiserver's flag names).
+  AccessOptions& a = o.access;
+  cmd->add_flag("--anonymous-auth", a.anonymous,
+                "Serve requests without credentials as system:anonymous (default: refuse them, "
+                "except for health and version)");
+  cmd->add_option("--token-auth-file", a.token_auth_file,
+                  "Static bearer tokens: CSV lines token,user,uid[,\"group1,group2\"]");
+  cmd->add_option("--service-account-issuer", a.service_account_issuer,
+                  "Issuer (iss) of service-account tokens")
+      ->capture_default_str();
+  cmd->add_option_function<std::string>(
+      "--api-audiences",
+      [&a](const std::string& v) {
+        a.api_audiences.clear();
+        for (auto part : core::SplitNonEmpty(v, ',')) a.api_audiences.emplace_back(part);
+      },
+      "Audiences tokens must name, comma-separated (default: the service-account issuer)");
+  cmd->add_option("--service-account-signing-key-file", a.service_account_signing_key_file,
+                  "PEM RSA key signing service-account tokens (default: generated pki/sa.key)");
+  cmd->add_option("--service-account-key-file", a.service_account_key_files,
+                  "More PEM public keys whose service-account tokens are accepted (repeatable)");
+  cmd->add_option_function<std::string>(
+         "--service-account-max-token-expiration",
+         [&a](const std::string& v) { a.service_account_max_expiration = ParseDurationFlag(v); },
+         "Longest lifetime of a requested token (Go duration, default 48h)")
+      ->check(DurationValidator());
+  cmd->add_option_function<std::string>(
+         "--service-account-min-token-expiration",
+         [&a](const std::string& v) { a.service_account_min_expiration = ParseDurationFlag(v); },
+         "Shortest lifetime a TokenRequest may ask for (Go duration, default 10m; lower it "
+         "only in tests: kube-apiserver fixes it at 10m)")
+      ->check(DurationValidator());
+  cmd->add_option("--audit-log-path", a.audit_log_path,
+                  "Append one JSON line (audit.k8s.io/v1 Event, level Metadata) per request");
+
+  cmd->add_option("--oidc-issuer-url", oidc_issuer,
+                  "Accept ID tokens of this OpenID Connect issuer (https)");
+  cmd->add_option("--oidc-client-id", oidc.client_id, "Audience ID tokens must name");
+  cmd->add_option("--oidc-username-claim", oidc.username_claim, "Claim holding the user name")
+      ->capture_default_str();
+  cmd->add_option_function<std::string>(
+      "--oidc-username-prefix", [&oidc](const std::string& v) { oidc.username_prefix = v; },
+      "Prefix of user names (default: issuer URL + '#' unless the claim is email; '-' = none)");
+  cmd->add_option("--oidc-groups-claim", oidc.groups_claim, "Claim holding the user's groups");
+  cmd->add_option("--oidc-groups-prefix", oidc.groups_prefix, "Prefix of group names");
+  cmd->add_option("--oidc-ca-file", oidc.ca_file, "CA of the issuer's TLS certificate (PEM)");
+  cmd->add_option_function<std::vector<std::string>>(
+      "--oidc-required-claim",
+      [&oidc](const std::vector<std::string>& v) {
+        for (const auto& kv : v) {
+          auto eq = kv.find('=');
+          oidc.required_claims.emplace_back(kv.substr(0, eq),
+                                            eq == std::string::npos ? "" : kv.substr(eq + 1));
+        }
+      },
+      "key=value a token must carry (repeatable)");
+  cmd->add_option_function<std::string>(
+      "--oidc-signing-algs",
+      [&oidc](const std::string& v) {
+        oidc.signing_algs.clear();
+        for (auto part : core::SplitNonEmpty(v, ',')) oidc.signing_algs.emplace_back(part);
+      },
+      "Accepted signing algorithms, comma-separated (default RS256)");
+}
+
+// The OIDC flags become options only when an issuer is given.
+void FinishAccessFlags(apiserver::ApiServerOptions& o, const std::string& oidc_issuer,
+                       auth::OidcOptions oidc) {
+  if (oidc_issuer.empty()) return;
+  oidc.issuer_url = oidc_issuer;
+  o.access.oidc = std::move(oidc);
 }
 
 }  // namespace
@@ -92,8 +183,10 @@ int Main(int argc, char** argv) {
   CLI::App app{"klutch: self-service data services for Kubernetes"};
   app.require_subcommand(1);
   apiserver::ApiServerOptions api;
+  std::string oidc_issuer;
+  auth::OidcOptions oidc;
   auto* apiserver_cmd = app.add_subcommand("apiserver", "Run the Kubernetes-compatible API server");
-  AddApiServerFlags(apiserver_cmd, api);
+  AddApiServerFlags(apiserver_cmd, api, oidc_issuer, oidc);
 
   apiserver::ApiServerOptions up;
   up.data_dir = ".data";
@@ -103,7 +196,10 @@ int Main(int argc, char** argv) {
   up_cmd->add_option("--listen", up.listen, "API server address")->capture_default_str();
 
   CLI11_PARSE(app, argc, argv);
-  if (apiserver_cmd->parsed()) return RunApiServer(api, false);
+  if (apiserver_cmd->parsed()) {
+    FinishAccessFlags(api, oidc_issuer, std::move(oidc));
+    return RunApiServer(api, false);
+  }
   if (up_cmd->parsed()) {
     up.data_dir = (std::filesystem::absolute(up.data_dir) / "apiserver").string();
     return RunApiServer(up, true);

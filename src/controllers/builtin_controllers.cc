@@ -4,6 +4,7 @@
 #include <iterator>
 
 #include "client/kubeconfig.h"
+#include "controllers/access_reconcilers.h"
 #include "controllers/crd_reconciler.h"
 #include "controllers/garbage_collector.h"
 #include "controllers/namespace_reconciler.h"
@@ -74,6 +75,51 @@ class Framework final : public BuiltinControllers {
     f->crd_ = std::make_unique<CrdReconciler>(*f->rest_, crds.indexer(), *f->serving_);
     m.AddController("klutch-apiserver-crd", *f->crd_, 2).For(crds);
 
+    client::Informer& cluster_roles = m.Informer(client::resources::kClusterRoles);
+    f->aggregation_ =
+        std::make_unique<ClusterRoleAggregationReconciler>(*f->rest_, cluster_roles.indexer());
+    auto& aggregation =
+        m.AddController("klutch-apiserver-clusterrole-aggregation", *f->aggregation_);
+    // Any ClusterRole may change what an aggregated role selects: re-check them all.
+    client::Indexer& role_index = cluster_roles.indexer();
+    aggregation.Watches(cluster_roles, [&role_index](const Json&) {
+      std::vector<reconcile::Request> out;
+      for (const auto& r : role_index.List()) {
+        if (machinery::Find(*r, {"aggregationRule"})) out.push_back({"", machinery::Name(*r)});
+      }
+      return out;
+    });
+
+    client::Informer& token_secrets =
+        m.Informer(client::resources::kSecrets,
+                   {.field_selector = "type=kubernetes.io/service-account-token"});
+    client::Informer& all_accounts = m.Informer(client::resources::kServiceAccounts);
+    apiserver::AccessControl& access = server.access();
+    f->tokens_ = std::make_unique<ServiceAccountTokenReconciler>(
+        *f->rest_, token_secrets.indexer(), all_accounts.indexer(),
+        [&access](const std::string& ns, const std::string& name, const std::string& uid,
+                  const std::string& secret) {
+          return access.tokens().IssueLegacy(ns, name, uid, secret);
+        },
+        ca_pem);
+    auto& tokens = m.AddController("klutch-apiserver-serviceaccount-token", *f->tokens_);
+    tokens.For(token_secrets);
+    // A deleted or re-created account: revisit the token secrets that name it.
+    client::Indexer& secret_index = token_secrets.indexer();
+    tokens.Watches(all_accounts, [&secret_index](const Json& sa) {
+      std::vector<reconcile::Request> out;
+      const std::string ns = machinery::Namespace(sa);
+      const std::string name = machinery::Name(sa);
+      for (const auto& s : secret_index.List()) {
+        if (machinery::Namespace(*s) == ns &&
+            machinery::GetString(
+                *s, {"metadata", "annotations", "kubernetes.io/service-account.name"}) == name) {
+          out.push_back({ns, machinery::Name(*s)});
+        }
+      }
+      return out;
+    });
+
     f->gc_ = std::make_unique<GarbageCollector>(*f->rest_, *f->mapper_, m);
     KLUTCH_RETURN_IF_ERROR(f->gc_->Setup());
 
@@ -93,6 +139,8 @@ class Framework final : public BuiltinControllers {
   std::unique_ptr<NamespaceReconciler> namespace_;
   std::unique_ptr<NamespaceDefaultsReconciler> defaults_;
   std::unique_ptr<CrdReconciler> crd_;
+  std::unique_ptr<ClusterRoleAggregationReconciler> aggregation_;
+  std::unique_ptr<ServiceAccountTokenReconciler> tokens_;
   std::unique_ptr<GarbageCollector> gc_;
   std::unique_ptr<reconcile::Manager> manager_;  // last: stopped and destroyed first
 };

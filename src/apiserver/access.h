@@ -1,0 +1,103 @@
+// AccessControl: authentication, impersonation, authorization and audit for the API server.
+//
+// Owns the authenticator chain (client certificates, --token-auth-file, service-account JWTs
+// signed with the server's key, OIDC), the RBAC authorizer (fed from storage by a watch on
+// rbac.authorization.k8s.io, so every server sees every change; members of system:masters are
+// allowed everything, as kube-apiserver's privileged-group authorizer does), the
+// service-account token issuer, and the audit log. Seeds the bootstrap RBAC policy on start.
+// 401 and 403 answers carry the Status kube-apiserver sends. Thread-safe.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "apiserver/request_info.h"
+#include "apiserver/rest_storage.h"
+#include "auth/oidc.h"
+#include "auth/rbac.h"
+#include "auth/service_account.h"
+#include "auth/user.h"
+#include "http/message.h"
+
+namespace klutch::apiserver {
+
+struct AccessOptions {
+  // Requests without credentials become system:anonymous (group system:unauthenticated) and
+  // are authorized like any other. Off: they get 401, except for the health and version
+  // endpoints, which anonymous callers may always read (as kube-apiserver's
+  // AnonymousAuthConfigurableEndpoints allows).
+  bool anonymous = false;
+  std::string token_auth_file;
+  std::optional<auth::OidcOptions> oidc;
+  std::string service_account_issuer = "https://kubernetes.default.svc.cluster.local";
+  std::vector<std::string> api_audiences;  // empty: {service_account_issuer}
+  // PEM private key signing service-account tokens (default: pki/sa.key, generated).
+  std::string service_account_signing_key_file;
+  // More PEM public keys (or certificates) whose tokens are accepted.
+  std::vector<std::string> service_account_key_files;
+  std::chrono::seconds service_account_min_expiration = std::chrono::minutes(10);
+  std::chrono::seconds service_account_max_expiration = std::chrono::hours(48);
+  std::string audit_log_path;  // JSON lines, one per request; "" = no audit log
+};
+
+// Who a request is from, after impersonation.
+struct Caller {
+  auth::UserInfo user;
+  std::optional<auth::UserInfo> impersonator;  // the authenticated user, when impersonating
+};
+
+class AccessControl {
+ public:
+  // Loads or generates the service-account key under `pki_dir`, loads the token file, seeds
+  // the bootstrap policy and starts the authorizer's feed. kBadRequest naming the flag for
+  // bad configuration.
+  static core::Result<std::unique_ptr<AccessControl>> Start(const AccessOptions& options,
+                                                            const std::string& pki_dir,
+                                                            RestStorage& rest);
+  ~AccessControl();
+
+  // The caller of a request: credentials, then Impersonate-* headers (authorized with the
+  // impersonate verb). 401 for missing or bad credentials; 403 when impersonation is not
+  // allowed; 400 for malformed impersonation headers.
+  core::Result<Caller> Authenticate(const http::Request& request);
+  // 403 (with kube-apiserver's message naming user, verb, resource and namespace) unless
+  // `user` may do what `info` describes.
+  core::Status Authorize(const auth::UserInfo& user, const RequestInfo& info);
+  auth::Decision Decide(const auth::Attributes& attributes);
+  // Every rule that applies to `user` in `ns` (SelfSubjectRulesReview).
+  std::vector<auth::PolicyRule> RulesFor(const auth::UserInfo& user, std::string_view ns);
+  // Admission for writes of Roles, ClusterRoles and their bindings: the RBAC escalation check.
+  // `old` is the stored object on updates.
+  core::Status AdmitRbac(const auth::UserInfo& user, const Json& object, const Json* old);
+  // Waits (bounded) until the authorizer and token caches reflect storage revision
+  // `revision`, so a client that changed RBAC objects or service accounts sees the effect on
+  // its next request.
+  void WaitForRevision(int64_t revision);
+
+  // One audit event (JSON line) for a finished request, when the audit log is on.
+  void Audit(const http::Request& request, const RequestInfo& info, const Caller* caller, int code,
+             std::string_view decision, std::string_view reason);
+  bool auditing() const;
+
+  auth::Authenticator& authenticator();
+  auth::ServiceAccountTokens& tokens();
+  const AccessOptions& options() const;
+
+  class Impl;
+
+ private:
+  explicit AccessControl(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// The attributes the authorizer sees for `info` done by `user` (which must outlive them).
+auth::Attributes ToAttributes(const auth::UserInfo& user, const RequestInfo& info);
+
+// The Forbidden status kube-apiserver answers when `user` may not do `info`.
+core::Status ForbiddenFor(const auth::UserInfo& user, const RequestInfo& info,
+                          std::string_view reason);
+
+}  // namespace klutch::apiserver

@@ -1,0 +1,232 @@
+#include "auth/oidc.h"
+
+#include <fmt/format.h>
+
+#include <fstream>
+#include <iterator>
+
+#include "core/log.h"
+#include "core/strings.h"
+#include "http/client.h"
+#include "machinery/json.h"
+#include "machinery/object.h"
+
+namespace klutch::auth {
+
+namespace {
+
+using machinery::Json;
+
+core::Status Refused(std::string why) { return core::Status(core::Reason::kUnauthorized, why); }
+
+struct HttpsUrl {
+  std::string host;
+  uint16_t port = 443;
+  std::string target;  // path and query
+};
+
+core::Result<HttpsUrl> ParseHttpsUrl(std::string_view url) {
+  constexpr std::string_view kScheme = "https://";
+  if (!url.starts_with(kScheme)) return core::BadRequest(fmt::format("{}: must use https", url));
+  std::string_view rest = url.substr(kScheme.size());
+  size_t slash = rest.find('/');
+  std::string_view authority = rest.substr(0, slash);
+  HttpsUrl out;
+  out.target = slash == std::string_view::npos ? "/" : std::string(rest.substr(slash));
+  if (authority.empty() || authority.find('@') != std::string_view::npos) {
+    return core::BadRequest(fmt::format("{}: bad host", url));
+  }
+  size_t colon = authority.rfind(':');
+  if (authority.front() == '[') {
+    size_t close = authority.find(']');
+    if (close == std::string_view::npos) return core::BadRequest(fmt::format("{}: bad host", url));
+    out.host = std::string(authority.substr(1, close - 1));
+    colon = close + 1 < authority.size() && authority[close + 1] == ':' ? close + 1
+                                                                        : std::string_view::npos;
+  } else {
+    out.host = std::string(authority.substr(0, colon));
+  }
+  if (colon != std::string_view::npos) {
+    auto port = core::ParseInt64(authority.substr(colon + 1));
+    if (!port || *port <= 0 || *port > 65535) {
+      return core::BadRequest(fmt::format("{}: bad port", url));
+    }
+    out.port = static_cast<uint16_t>(*port);
+  }
+  return out;
+}
+
+// The claim's value as a list of strings (a string or an array of strings).
+core::Result<std::vector<std::string>> StringList(const Json& v, const std::string& claim) {
+  std::vector<std::string> out;
+  if (v.is_string()) {
+    out.push_back(v.get<std::string>());
+  } else if (v.is_array()) {
+    for (const auto& g : v) {
+      if (!g.is_string()) return Refused(fmt::format("claim {} holds a non-string", claim));
+      out.push_back(g.get<std::string>());
+    }
+  } else {
+    return Refused(fmt::format("claim {} is neither a string nor a list", claim));
+  }
+  return out;
+}
+
+}  // namespace
+
+core::Result<std::unique_ptr<OidcAuthenticator>> OidcAuthenticator::New(OidcOptions options) {
+  auto url = ParseHttpsUrl(options.issuer_url);
+  if (!url.ok()) return core::BadRequest("--oidc-issuer-url " + url.status().message());
+  if (options.client_id.empty()) {
+    return core::BadRequest("--oidc-client-id is required with --oidc-issuer-url");
+  }
+  if (options.username_claim.empty()) {
+    return core::BadRequest("--oidc-username-claim must not be empty");
+  }
+  for (const auto& alg : options.signing_algs) {
+    if (alg.empty() || alg == "none" || alg.starts_with("HS")) {
+      return core::BadRequest(
+          fmt::format("--oidc-signing-algs: {} is not an asymmetric algorithm", alg));
+    }
+  }
+  auto a = std::unique_ptr<OidcAuthenticator>(new OidcAuthenticator(std::move(options)));
+  if (!a->options_.ca_file.empty()) {
+    std::ifstream in(a->options_.ca_file, std::ios::binary);
+    if (!in)
+      return core::BadRequest(fmt::format("--oidc-ca-file {}: cannot read", a->options_.ca_file));
+    a->ca_pem_.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  return a;
+}
+
+OidcAuthenticator::OidcAuthenticator(OidcOptions options) : options_(std::move(options)) {}
+OidcAuthenticator::~OidcAuthenticator() = default;
+
+core::Result<std::string> OidcAuthenticator::Fetch(const std::string& url) {
+  KLUTCH_ASSIGN_OR_RETURN(HttpsUrl u, ParseHttpsUrl(url));
+  http::ClientOptions co;
+  co.host = u.host;
+  co.port = u.port;
+  co.tls = true;
+  co.ca_pem = ca_pem_;
+  co.timeout = options_.fetch_timeout;
+  http::Client client(co);
+  http::Headers h;
+  h.Add("Accept", "application/json");
+  KLUTCH_ASSIGN_OR_RETURN(http::ClientResponse resp, client.Do("GET", u.target, h));
+  if (resp.status != 200) {
+    return core::Status(core::Reason::kServiceUnavailable,
+                        fmt::format("GET {}: HTTP {}", url, resp.status));
+  }
+  if (resp.body.size() > (1 << 20)) {
+    return core::Status(core::Reason::kServiceUnavailable, fmt::format("GET {}: too large", url));
+  }
+  return std::move(resp.body);
+}
+
+core::Status OidcAuthenticator::Refresh() {
+  std::string issuer = options_.issuer_url;
+  while (!issuer.empty() && issuer.back() == '/') issuer.pop_back();
+  KLUTCH_ASSIGN_OR_RETURN(std::string body, Fetch(issuer + "/.well-known/openid-configuration"));
+  KLUTCH_ASSIGN_OR_RETURN(Json discovery, machinery::ParseJson(body));
+  if (!discovery.is_object()) return core::Internal("OIDC discovery document is not an object");
+  // The discovery document must name the issuer exactly as configured (OpenID Connect
+  // Discovery 1.0 §4.3), or tokens would be accepted for an issuer that is someone else.
+  if (machinery::GetString(discovery, {"issuer"}) != options_.issuer_url) {
+    return core::Internal(fmt::format("OIDC discovery names issuer \"{}\", want \"{}\"",
+                                      machinery::GetString(discovery, {"issuer"}),
+                                      options_.issuer_url));
+  }
+  std::string jwks_uri = machinery::GetString(discovery, {"jwks_uri"});
+  if (jwks_uri.empty()) return core::Internal("OIDC discovery has no jwks_uri");
+  KLUTCH_ASSIGN_OR_RETURN(std::string jwks_body, Fetch(jwks_uri));
+  KLUTCH_ASSIGN_OR_RETURN(Jwks jwks, Jwks::Parse(jwks_body));
+  std::lock_guard<std::mutex> lock(mu_);
+  keys_ = std::make_shared<const Jwks>(std::move(jwks));
+  KLUTCH_LOG(kInfo, "auth", "OIDC issuer {}: {} signing keys", options_.issuer_url,
+             keys_->keys().size());
+  return core::Status::Ok();
+}
+
+core::Result<std::shared_ptr<const Jwks>> OidcAuthenticator::KeysFor(std::string_view kid) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (keys_) {
+      bool known = kid.empty();
+      for (const auto& k : keys_->keys()) known = known || k.kid() == kid;
+      if (known) return keys_;
+    }
+    auto now = std::chrono::steady_clock::now();
+    if (last_fetch_ && now - *last_fetch_ < options_.refetch_interval) {
+      if (keys_) return keys_;
+      return Refused("OIDC keys not available yet");
+    }
+    last_fetch_ = now;
+  }
+  auto st = Refresh();
+  if (!st.ok()) {
+    KLUTCH_LOG(kWarn, "auth", "OIDC issuer {}: {}", options_.issuer_url, st.message());
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!keys_) return Refused("OIDC keys not available");
+  return keys_;
+}
+
+core::Result<std::optional<TokenResult>> OidcAuthenticator::Authenticate(std::string_view token) {
+  auto parsed = ParseJwt(token);
+  if (!parsed.ok()) return std::optional<TokenResult>();
+  const Jwt& jwt = *parsed;
+  if (machinery::GetString(jwt.claims, {"iss"}) != options_.issuer_url) {
+    return std::optional<TokenResult>();
+  }
+  if (std::find(options_.signing_algs.begin(), options_.signing_algs.end(), jwt.alg) ==
+      options_.signing_algs.end()) {
+    return Refused(fmt::format("OIDC token signed with {}, not an accepted algorithm", jwt.alg));
+  }
+  KLUTCH_ASSIGN_OR_RETURN(auto keys, KeysFor(jwt.kid));
+  KLUTCH_RETURN_IF_ERROR(VerifyJwt(jwt, keys->Candidates(jwt.kid, jwt.alg)));
+  ClaimChecks checks;
+  checks.issuers = {options_.issuer_url};
+  checks.audiences = {options_.client_id};
+  checks.now = options_.clock->Now();
+  KLUTCH_RETURN_IF_ERROR(CheckClaims(jwt, checks));
+  for (const auto& [claim, want] : options_.required_claims) {
+    auto it = jwt.claims.find(claim);
+    if (it == jwt.claims.end() || !it->is_string() || it->get<std::string>() != want) {
+      return Refused(fmt::format("required claim {} missing or different", claim));
+    }
+  }
+
+  auto name_it = jwt.claims.find(options_.username_claim);
+  if (name_it == jwt.claims.end() || !name_it->is_string() || name_it->get<std::string>().empty()) {
+    return Refused(fmt::format("claim {} missing", options_.username_claim));
+  }
+  if (options_.username_claim == "email") {
+    auto verified = jwt.claims.find("email_verified");
+    if (verified != jwt.claims.end() && !(verified->is_boolean() && verified->get<bool>())) {
+      return Refused("email not verified");
+    }
+  }
+  std::string prefix;
+  if (options_.username_prefix) {
+    if (*options_.username_prefix != "-") prefix = *options_.username_prefix;
+  } else if (options_.username_claim != "email") {
+    prefix = options_.issuer_url + "#";
+  }
+  TokenResult r;
+  r.user.name = prefix + name_it->get<std::string>();
+  if (!options_.groups_claim.empty()) {
+    auto g = jwt.claims.find(options_.groups_claim);
+    if (g != jwt.claims.end()) {
+      KLUTCH_ASSIGN_OR_RETURN(auto groups, StringList(*g, options_.groups_claim));
+      for (auto& group : groups) r.user.groups.push_back(options_.groups_prefix + group);
+    }
+  }
+  r.audiences = {options_.client_id};
+  if (auto exp = jwt.claims.find("exp"); exp != jwt.claims.end() && exp->is_number()) {
+    r.expires = core::SystemTime(std::chrono::seconds(exp->get<int64_t>()));
+  }
+  return std::optional<TokenResult>(std::move(r));
+}
+
+}  // namespace klutch::auth
