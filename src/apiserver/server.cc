@@ -1,5 +1,6 @@
 #include "apiserver/server.h"
 
+#include <arpa/inet.h>
 #include <fmt/format.h>
 
 #include <condition_variable>
@@ -57,7 +58,8 @@ struct Pki {
 
 // Generates the CA, the serving certificate and the admin client certificate on first start;
 // later starts reuse them.
-core::Result<Pki> EnsurePki(const fs::path& dir, const std::string& host) {
+core::Result<Pki> EnsurePki(const fs::path& dir, const std::string& host,
+                            const std::vector<std::string>& extra_sans) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return core::Internal(fmt::format("cannot create {}: {}", dir.string(), ec.message()));
@@ -76,23 +78,31 @@ core::Result<Pki> EnsurePki(const fs::path& dir, const std::string& host) {
     KLUTCH_ASSIGN_OR_RETURN(pki.ca.private_key, ReadFile(dir / "ca.key"));
     KLUTCH_ASSIGN_OR_RETURN(pki.ca.certificate, ReadFile(dir / "ca.crt"));
   }
-  if (!fs::exists(dir / "apiserver.key")) {
-    http::CertificateRequest req;
-    req.common_name = "klutch-apiserver";
-    req.dns_names = {"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"};
-    req.ip_addresses = {"127.0.0.1", "::1"};
-    if (!host.empty() && host != "127.0.0.1" && host != "localhost" && host != "0.0.0.0") {
-      if (host.find_first_not_of("0123456789.:") == std::string::npos) {
-        req.ip_addresses.push_back(host);
-      } else {
-        req.dns_names.push_back(host);
-      }
-    }
+  http::CertificateRequest req;
+  req.common_name = "klutch-apiserver";
+  req.dns_names = {"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
+                   "kubernetes.default.svc.cluster.local"};
+  req.ip_addresses = {"127.0.0.1", "::1"};
+  auto add_san = [&req](const std::string& name) {
+    if (name.empty() || name == "0.0.0.0" || name == "::") return;
+    unsigned char buf[sizeof(struct in6_addr)];
+    const bool ip =
+        inet_pton(AF_INET, name.c_str(), buf) == 1 || inet_pton(AF_INET6, name.c_str(), buf) == 1;
+    auto& list = ip ? req.ip_addresses : req.dns_names;
+    if (std::find(list.begin(), list.end(), name) == list.end()) list.push_back(name);
+  };
+  add_san(host);
+  for (const auto& san : extra_sans) add_san(san);
+  // The names the serving certificate was issued for; a different set reissues it.
+  std::string sans = core::Join(req.dns_names, ",") + ";" + core::Join(req.ip_addresses, ",");
+  auto issued_for = ReadFile(dir / "apiserver.sans");
+  if (!fs::exists(dir / "apiserver.key") || !issued_for.ok() || *issued_for != sans) {
     req.server = true;
     req.validity = std::chrono::hours(24 * 365);
     KLUTCH_ASSIGN_OR_RETURN(http::Pem serving, http::IssueCertificate(pki.ca, req));
     KLUTCH_RETURN_IF_ERROR(WriteFileAtomic(dir / "apiserver.key", serving.private_key, owner_only));
     KLUTCH_RETURN_IF_ERROR(WriteFileAtomic(dir / "apiserver.crt", serving.certificate, readable));
+    KLUTCH_RETURN_IF_ERROR(WriteFileAtomic(dir / "apiserver.sans", sans, readable));
   }
   if (!fs::exists(dir / "admin.key")) {
     http::CertificateRequest req;
@@ -176,7 +186,7 @@ class ApiServer::Impl {
     KLUTCH_RETURN_IF_ERROR(LoadCrds());
     KLUTCH_RETURN_IF_ERROR(SeedNamespaces());
 
-    KLUTCH_ASSIGN_OR_RETURN(pki_, EnsurePki(dir / "pki", host));
+    KLUTCH_ASSIGN_OR_RETURN(pki_, EnsurePki(dir / "pki", host, options_.tls_sans));
     KLUTCH_ASSIGN_OR_RETURN(access_,
                             AccessControl::Start(options_.access, (dir / "pki").string(), *rest_));
     openapi_ = std::make_unique<OpenApi>(registry_);

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "apiserver/access.h"
 #include "apiserver/rest_storage.h"
@@ -21,6 +22,10 @@ struct ApiServerOptions {
   std::string storage = "sqlite";         // sqlite | memory
   std::string tls_cert_file;              // serving certificate (default: generated)
   std::string tls_key_file;
+  // Extra DNS names or IP addresses for the generated serving certificate (besides loopback,
+  // localhost, kubernetes.default... and the listen host); the certificate is reissued when
+  // the set changes.
+  std::vector<std::string> tls_sans;
   std::string client_ca_file;  // CA for client certificates (default: generated)
   int threads = 32;            // request workers (handlers may block on storage)
   int io_threads = 2;          // connection I/O threads

@@ -95,6 +95,9 @@ void AddApiServerFlags(CLI::App* cmd, apiserver::ApiServerOptions& o, std::strin
                   "Serving certificate (PEM); generated if unset");
   cmd->add_option("--tls-private-key-file", o.tls_key_file, "Serving key (PEM)");
   cmd->add_option("--client-ca-file", o.client_ca_file, "CA for client certificates (PEM)");
+  cmd->add_option("--tls-san", o.tls_sans,
+                  "Extra DNS name or IP address for the generated serving certificate "
+                  "(repeatable)");
   cmd->add_option("--threads", o.threads, "Request threads")->capture_default_str();
   cmd->add_option_function<int>(
          "--compaction-interval", [&o](int seconds) { o.history = std::chrono::seconds(seconds); },

@@ -79,8 +79,7 @@ class OidcProvider {
   // `client_id`. An unknown client or wrong secret fails like any glewlwyd refusal
   // (kInternalError with its answer).
   core::Result<std::string> IdToken(const std::string& user, const std::string& password,
-                                    const std::string& client_id,
-                                    const std::string& client_secret);
+                                    const std::string& client_id, const std::string& client_secret);
 
   // Registers another confidential client (client_secret_basic, code flow, the same redirect
   // URI as client_id()). A client glewlwyd refuses (e.g. the id exists) -> kBadRequest with
