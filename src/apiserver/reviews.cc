@@ -141,8 +141,8 @@ core::Result<Json> CreateReview(const ResourceInfo& r, std::string_view ns, Json
                 {"user", UserInfoJson(result->user)},
                 {"audiences", wanted.empty() ? result->audiences : wanted}};
     } else {
-      status = {{"authenticated", false},
-                {"user", Json::object()},
+      // kube omits `authenticated` when false (omitempty).
+      status = {{"user", Json::object()},
                 {"error", "the token is not valid for this server or audience"}};
     }
     return Echo(body, std::move(status));

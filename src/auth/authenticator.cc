@@ -62,12 +62,14 @@ core::Result<std::vector<std::string>> SplitCsv(std::string_view line) {
 }  // namespace
 
 std::optional<std::string_view> BearerToken(std::string_view authorization) {
-  authorization = core::Trim(authorization);
+  // As kube-apiserver reads it: the header split on single spaces, scheme "bearer" in any
+  // case, the second part the token; anything else is no bearer token at all.
   auto space = authorization.find(' ');
   if (space == std::string_view::npos) return std::nullopt;
   if (!IEquals(authorization.substr(0, space), "bearer")) return std::nullopt;
-  std::string_view token = core::Trim(authorization.substr(space + 1));
-  if (token.empty() || token.find(' ') != std::string_view::npos) return std::nullopt;
+  std::string_view token = authorization.substr(space + 1);
+  token = token.substr(0, token.find(' '));
+  if (token.empty()) return std::nullopt;
   return token;
 }
 
@@ -135,9 +137,9 @@ core::Result<AuthResult> Authenticator::Authenticate(const Credentials& c) {
     AddAuthenticatedGroup(r.user);
     return r;
   }
-  if (!c.authorization.empty()) {
-    auto token = BearerToken(c.authorization);
-    if (!token) return Refused("Authorization header is not a bearer token");
+  // A header that holds no bearer token ("Basic ...", "Bearer") is no credential, as in
+  // kube-apiserver: the request is anonymous if that is allowed, 401 otherwise.
+  if (auto token = BearerToken(c.authorization)) {
     KLUTCH_ASSIGN_OR_RETURN(TokenResult t, AuthenticateToken(*token));
     return AuthResult{std::move(t.user), "token"};
   }

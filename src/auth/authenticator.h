@@ -98,7 +98,8 @@ class Authenticator {
   uint64_t generation_ = 0;                            // bumped by InvalidateServiceAccountTokens
 };
 
-// "Bearer <token>" -> the token (the scheme is case-insensitive); nullopt for anything else.
+// "Bearer <token>" -> the token, as kube-apiserver splits it: scheme in any case, one space,
+// the token up to the next space; nullopt for other schemes or an empty token.
 std::optional<std::string_view> BearerToken(std::string_view authorization);
 
 // A user's groups as kube-apiserver completes them: system:authenticated is added to every

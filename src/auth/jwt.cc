@@ -65,7 +65,7 @@ struct Curve {
   const char* group_name;  // OpenSSL's name
   size_t coordinate_bytes;
   std::string_view default_alg;
-  std::string_view oid_der;  // the named curve's OBJECT IDENTIFIER, DER-encoded (RFC 5480 §2.1.1.1)
+  std::string_view oid_der;  // DER of the named curve's OBJECT IDENTIFIER (RFC 5480 §2.1.1.1)
 };
 // RFC 7518 §6.2.1.1 and §3.4.
 constexpr std::array<Curve, 3> kCurves = {{
@@ -167,7 +167,9 @@ core::Result<std::optional<std::string>> OptionalString(const machinery::Json& o
                                                         const char* name) {
   auto it = object.find(name);
   if (it == object.end()) return std::optional<std::string>();
-  if (!it->is_string()) return core::Invalid(std::string("\"") + name + "\" is not a string");
+  if (!it->is_string()) {
+    return core::Invalid(std::string("JWK member \"") + name + "\" is not a string");
+  }
   return std::optional<std::string>(it->get<std::string>());
 }
 
@@ -315,8 +317,9 @@ core::Result<std::unique_ptr<Impl>> BuildRsa(std::string_view n_bytes, std::stri
   return impl;
 }
 
-// An EC public key from affine coordinates of the curve's full size; the point must be on the
-// curve (and not the identity), or an attacker could pick points that leak nothing but confuse.
+// An EC public key from affine coordinates of the curve's full size. The point must be on the
+// curve and not the identity (SP 800-56A's full public key validation): keys come from key sets
+// fetched over the network, and off-curve points are what invalid-curve attacks are made of.
 core::Result<std::unique_ptr<Impl>> BuildEc(const Curve& curve, std::string_view x,
                                             std::string_view y) {
   if (x.size() != curve.coordinate_bytes || y.size() != curve.coordinate_bytes) {
@@ -370,8 +373,9 @@ core::Result<std::unique_ptr<Impl>> FromOpensslKey(const EVP_PKEY* key) {
       return core::Invalid("EC key has no named curve");
     }
     const Curve* curve = CurveByGroupName(std::string_view(group, group_len));
-    if (curve == nullptr)
+    if (curve == nullptr) {
       return core::Invalid("EC curve " + std::string(group) + " is not supported");
+    }
     BIGNUM* x_raw = nullptr;
     BIGNUM* y_raw = nullptr;
     EVP_PKEY_get_bn_param(key, OSSL_PKEY_PARAM_EC_PUB_X, &x_raw);
@@ -393,8 +397,9 @@ core::Result<std::unique_ptr<Impl>> FromOpensslKey(const EVP_PKEY* key) {
 
 core::Result<std::string> JwkBytes(const machinery::Json& jwk, const char* member) {
   auto it = jwk.find(member);
-  if (it == jwk.end())
+  if (it == jwk.end()) {
     return core::Invalid(std::string("JWK member \"") + member + "\" is missing");
+  }
   if (!it->is_string()) {
     return core::Invalid(std::string("JWK member \"") + member + "\" is not a string");
   }
@@ -416,8 +421,9 @@ bool IsBase64UrlText(std::string_view s) {
 
 // One part of a compact JWS: unpadded base64url only (RFC 7515 §2), canonical trailing bits.
 core::Result<std::string> DecodePart(std::string_view part, const char* what) {
-  if (!IsBase64UrlText(part))
+  if (!IsBase64UrlText(part)) {
     return Unauthorized(std::string("token ") + what + " is not base64url");
+  }
   auto decoded = core::Base64UrlDecode(part);
   if (!decoded) return Unauthorized(std::string("token ") + what + " is not base64url");
   return std::move(*decoded);
@@ -427,8 +433,9 @@ core::Result<machinery::Json> DecodeJsonObject(std::string_view part, const char
   KLUTCH_ASSIGN_OR_RETURN(std::string text, DecodePart(part, what));
   auto json = machinery::ParseJson(text);
   if (!json.ok()) return Unauthorized(std::string("token ") + what + " is not JSON");
-  if (!json->is_object())
+  if (!json->is_object()) {
     return Unauthorized(std::string("token ") + what + " is not a JSON object");
+  }
   return std::move(*json);
 }
 
@@ -555,7 +562,7 @@ core::Result<PublicKey> PublicKey::FromJwk(const machinery::Json& jwk) {
 
 core::Result<std::vector<PublicKey>> PublicKeysFromPem(std::string_view pem) {
   ErrorQueueGuard guard;
-  if (pem.size() > kMaxJwksBytes) return core::Invalid("PEM text is too long");
+  if (pem.size() > kMaxJwksBytes) return core::Invalid("PEM text is longer than 1 MiB");
   BioPtr bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
   if (!bio) return InternalError("out of memory");
   std::vector<PublicKey> keys;
@@ -746,7 +753,7 @@ core::Result<SigningKey> SigningKey::Generate(int bits) {
 
 core::Result<SigningKey> SigningKey::FromPem(std::string_view pem) {
   ErrorQueueGuard guard;
-  if (pem.size() > kMaxJwksBytes) return core::Invalid("PEM text is too long");
+  if (pem.size() > kMaxJwksBytes) return core::Invalid("PEM text is longer than 1 MiB");
   BioPtr bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
   if (!bio) return InternalError("out of memory");
   // The callback refuses encrypted keys instead of prompting on the terminal.
@@ -775,9 +782,9 @@ core::Result<std::string> SigningKey::Sign(const machinery::Json& claims) const 
   token += core::Base64UrlEncode(machinery::Dump(claims));
   ErrorQueueGuard guard;
   MdCtxPtr ctx(EVP_MD_CTX_new());
-  if (!ctx) return InternalError("out of memory");
-  if (EVP_DigestSignInit(ctx.get(), nullptr, Digest(Hash::kSha256), nullptr, impl_->pkey.get()) !=
-      1) {
+  const EVP_MD* md = Digest(Hash::kSha256);
+  if (!ctx || md == nullptr) return InternalError("out of memory");
+  if (EVP_DigestSignInit(ctx.get(), nullptr, md, nullptr, impl_->pkey.get()) != 1) {
     return InternalError("cannot sign with this key");
   }
   size_t len = 0;
@@ -838,8 +845,13 @@ core::Status CheckClaims(const Jwt& jwt, const ClaimChecks& checks) {
 std::optional<core::SystemTime> ExpiryOf(const Jwt& jwt) {
   auto exp = NumericDate(jwt.claims, "exp");
   if (!exp.ok() || !*exp) return std::nullopt;
-  // Clamp to [1970, 9999] so the conversion cannot overflow.
-  double seconds = std::clamp(**exp, 0.0, 253402300799.0);
+  // Clamp to what the clock's nanosecond count can hold (1970 to 2262) so the conversion
+  // cannot overflow.
+  static const double kMaxSeconds = static_cast<double>(
+      std::chrono::duration_cast<std::chrono::seconds>(core::SystemTime::max().time_since_epoch())
+          .count() -
+      1);
+  double seconds = std::clamp(**exp, 0.0, kMaxSeconds);
   return core::SystemTime(std::chrono::duration_cast<core::SystemTime::duration>(
       std::chrono::duration<double>(seconds)));
 }

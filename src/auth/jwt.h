@@ -66,7 +66,7 @@ class PublicKey {
   static core::Result<PublicKey> FromJwk(const machinery::Json& jwk);
   // The first key in PEM text: "PUBLIC KEY" (SubjectPublicKeyInfo), "RSA PUBLIC KEY" (PKCS#1)
   // or the key of a "CERTIFICATE" (the certificate itself is not checked). Blocks of other
-  // types are skipped. kInvalid when no block holds a supported key.
+  // types are skipped. kInvalid as PublicKeysFromPem. Its kid() is KeyId(key).
   static core::Result<PublicKey> FromPem(std::string_view pem);
 
   // The JWK's "kid" ("" when it had none), or KeyId(*this) for keys read from PEM.
@@ -101,9 +101,10 @@ class PublicKey {
   std::shared_ptr<const Impl> impl_;
 };
 
-// Every supported public key in PEM text, in order (a --service-account-key-file may hold
-// several). kInvalid when a block of a key type that is supported does not parse or is too weak,
-// or when there is no key at all.
+// Every public key in PEM text, in order (a --service-account-key-file may hold several); blocks
+// of other types ("PRIVATE KEY", "EC PARAMETERS", ...) are skipped. kInvalid, naming the block,
+// when a key block does not parse or holds an unsupported or weak key, when there is no key
+// block at all, or for more than kMaxJwksBytes of text.
 core::Result<std::vector<PublicKey>> PublicKeysFromPem(std::string_view pem);
 
 // base64url (unpadded) of the SHA-256 of key.DerSpki(): the key id Kubernetes gives service
@@ -120,7 +121,7 @@ class Jwks {
   static core::Result<Jwks> Parse(std::string_view json);
 
   const std::vector<PublicKey>& keys() const { return keys_; }
-  // One line per skipped entry: "keys[3]: unsupported key type \"oct\"".
+  // One line per skipped entry: "keys[3]: JWK key type \"oct\" is not supported".
   const std::vector<std::string>& skipped() const { return skipped_; }
 
   // Keys that may have signed a token with this kid and alg: those whose kid equals `kid` when

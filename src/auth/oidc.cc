@@ -149,25 +149,38 @@ core::Status OidcAuthenticator::Refresh() {
 }
 
 core::Result<std::shared_ptr<const Jwks>> OidcAuthenticator::KeysFor(std::string_view kid) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (keys_) {
-      bool known = kid.empty();
-      for (const auto& k : keys_->keys()) known = known || k.kid() == kid;
-      if (known) return keys_;
+  auto known = [&] {
+    if (!keys_) return false;
+    if (kid.empty()) return true;
+    for (const auto& k : keys_->keys()) {
+      if (k.kid() == kid) return true;
     }
-    auto now = std::chrono::steady_clock::now();
-    if (last_fetch_ && now - *last_fetch_ < options_.refetch_interval) {
-      if (keys_) return keys_;
-      return Refused("OIDC keys not available yet");
-    }
-    last_fetch_ = now;
+    return false;
+  };
+  std::unique_lock<std::mutex> lock(mu_);
+  if (known()) return keys_;
+  // Requests arriving while a fetch runs wait for its result instead of being refused by the
+  // rate limit (the first requests after a key rotation come in bursts).
+  if (fetching_) {
+    cv_.wait_for(lock, 2 * options_.fetch_timeout, [&] { return !fetching_; });
+    if (keys_) return keys_;
+    return Refused("OIDC keys not available");
   }
+  auto now = std::chrono::steady_clock::now();
+  if (last_fetch_ && now - *last_fetch_ < options_.refetch_interval) {
+    if (keys_) return keys_;
+    return Refused("OIDC keys not available yet");
+  }
+  last_fetch_ = now;
+  fetching_ = true;
+  lock.unlock();
   auto st = Refresh();
   if (!st.ok()) {
     KLUTCH_LOG(kWarn, "auth", "OIDC issuer {}: {}", options_.issuer_url, st.message());
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  lock.lock();
+  fetching_ = false;
+  cv_.notify_all();
   if (!keys_) return Refused("OIDC keys not available");
   return keys_;
 }

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -61,8 +62,10 @@ class OidcAuthenticator final : public TokenAuthenticator {
   OidcOptions options_;
   std::string ca_pem_;
   std::mutex mu_;
+  std::condition_variable cv_;  // signalled when a fetch ends
   std::shared_ptr<const Jwks> keys_;
   std::optional<std::chrono::steady_clock::time_point> last_fetch_;
+  bool fetching_ = false;
 };
 
 }  // namespace klutch::auth

@@ -215,6 +215,13 @@ class OidcAuth : public ::testing::Test {
     return "";
   }
 
+  // Whether the log has a line containing `then` after one containing `first`.
+  bool LogHasAfter(const std::string& first, const std::string& then) const {
+    std::string log = server_->log();
+    size_t at = log.find(first);
+    return at != std::string::npos && log.find(then, at) != std::string::npos;
+  }
+
   // Expects `token` refused: HTTP 401 with the Status kube-apiserver sends (message exactly
   // "Unauthorized"), the server's log naming `reason`, and kubectl failing the same way.
   // `name` (a DNS label) makes the request path unique, so its log line is found.
@@ -329,6 +336,11 @@ TEST_F(OidcAuth, KubectlActsAsTheTokenUserAndRbacDecides) {
             "Username    alice@example.test\n"
             "Groups      [oidc:dev oidc:ops system:authenticated]\n")
       << whoami.err;
+  Seen seen = Whoami(*token);  // the same through HTTP
+  EXPECT_EQ(seen.status, 201) << seen.body;
+  EXPECT_EQ(seen.username, kAliceEmail) << seen.body;
+  EXPECT_EQ(seen.groups, Json::array({"oidc:dev", "oidc:ops", "system:authenticated"}))
+      << seen.body;
 
   // Without a binding: kube's 403, through HTTP and kubectl.
   CommandResult created =
@@ -517,20 +529,27 @@ TEST_F(OidcAuth, RefusesExpiredTokens) {
   auto provider = StartProvider("glewlwyd-short", options);
   ASSERT_TRUE(provider);
   ASSERT_NO_FATAL_FAILURE(StartServer(EmailFlags(*provider)));
-  auto token = provider->IdToken(kAlice, kAlicePassword);
-  ASSERT_TRUE(token.ok()) << token.status().ToString();
-  TokenParts parts = Decode(*token);
-  int64_t exp = parts.claims.value("exp", int64_t{0});
-  EXPECT_EQ(exp - parts.claims.value("iat", int64_t{0}), 4) << parts.claims.dump();
-
-  Seen before = Whoami(*token);
-  ASSERT_LT(UnixNow(), exp) << "the machine was too slow to use the token within its lifetime";
-  EXPECT_EQ(before.status, 201) << before.body;
-  EXPECT_EQ(before.username, kAliceEmail);
+  // Accepted before exp: the answer came back before exp by the test's clock, so the server
+  // (same clock) checked earlier still. A machine too slow for that gets another token.
+  std::string token;
+  int64_t exp = 0;
+  for (int attempt = 0; attempt < 3 && token.empty(); ++attempt) {
+    auto issued = provider->IdToken(kAlice, kAlicePassword);
+    ASSERT_TRUE(issued.ok()) << issued.status().ToString();
+    TokenParts parts = Decode(*issued);
+    exp = parts.claims.value("exp", int64_t{0});
+    EXPECT_EQ(exp - parts.claims.value("iat", int64_t{0}), 4) << parts.claims.dump();
+    Seen before = Whoami(*issued);
+    if (UnixNow() >= exp) continue;
+    EXPECT_EQ(before.status, 201) << before.body;
+    EXPECT_EQ(before.username, kAliceEmail);
+    token = *issued;
+  }
+  ASSERT_FALSE(token.empty()) << "three tokens expired before the server could be asked";
 
   // Until the clock is past exp (by a second, as exp has second resolution).
   ASSERT_TRUE(PollEvery(100ms, 30s, [&] { return UnixNow() >= exp + 1; }));
-  ExpectRefused(*token, "expired", "oidc: token has expired");
+  ExpectRefused(token, "expired", "oidc: token has expired");
 }
 
 // Unsigned tokens (alg none) and HS256 tokens keyed with the provider's public key material
@@ -625,29 +644,20 @@ TEST_F(OidcAuth, FollowsKeyRotation) {
   std::string unknown_kid = Encode({{"alg", "RS256"}, {"kid", "no-such-key"}}) + "." +
                             new_parts.claims_b64 + "." + core::Base64UrlEncode(new_parts.signature);
   Seen old_seen;
-  EXPECT_TRUE(PollEvery(500ms, 30s,
+  EXPECT_TRUE(PollEvery(500ms, 45s,
                         [&] {
                           EXPECT_EQ(Whoami(unknown_kid).status, 401);
                           old_seen = Whoami(*old_token);
                           return old_seen.status == 401;
                         }))
       << old_seen.status << " " << old_seen.body;
-  EXPECT_FALSE(LogLine("1 signing keys").empty()) << server_->log();
+  EXPECT_TRUE(LogHasAfter("2 signing keys", "1 signing keys")) << server_->log();
   ExpectRefused(*old_token, "withdrawn-key", "oidc: no key to verify the token with");
   // The current key still verifies.
   EXPECT_EQ(Whoami(*new_token).username, kAliceEmail);
   auto fresh = provider->IdToken(kAlice, kAlicePassword);
   ASSERT_TRUE(fresh.ok()) << fresh.status().ToString();
   EXPECT_EQ(Whoami(*fresh).username, kAliceEmail);
-}
-
-TEST_F(OidcAuth, MutationCheckMustFail) {
-  auto provider = StartProvider("glewlwyd");
-  ASSERT_TRUE(provider);
-  ASSERT_NO_FATAL_FAILURE(StartServer(EmailFlags(*provider)));
-  auto token = provider->IdToken(kAlice, kAlicePassword);
-  ASSERT_TRUE(token.ok());
-  ExpectRefused(*token, "valid", "oidc: signature is invalid");
 }
 
 }  // namespace
