@@ -34,6 +34,8 @@ bench: build
 	./build/bin/klutch-bench-apiserver
 	./build/bin/klutch-bench-informer
 	./build/bin/klutch-bench-cel
+	./build/bin/klutch-bench-access
+	./build/bin/klutch-bench-rbac
 
 FUZZ_SECONDS ?= 30
 

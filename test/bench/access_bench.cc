@@ -23,27 +23,17 @@
 #include "apiserver/request_info.h"
 #include "apiserver/rest_storage.h"
 #include "storage/memory/memory_store.h"
+#include "test/bench/timing.h"
 #include "test/support/process.h"
 
 namespace klutch::apiserver {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 constexpr int kNamespaces = 100;
 constexpr int kRoleBindings = 950;
 constexpr int kClusterRoleBindings = 50;
 
-double MedianNsPerCall(int samples, int n, const std::function<void()>& f) {
-  std::vector<double> per_call;
-  for (int s = 0; s < samples; ++s) {
-    auto start = Clock::now();
-    for (int i = 0; i < n; ++i) f();
-    per_call.push_back(std::chrono::duration<double, std::nano>(Clock::now() - start).count() / n);
-  }
-  std::sort(per_call.begin(), per_call.end());
-  return per_call[per_call.size() / 2];
-}
+using bench::MedianNsPerCall;
 
 bool Check(const core::Status& st, const char* what) {
   if (st.ok()) return true;

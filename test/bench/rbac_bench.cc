@@ -17,11 +17,11 @@
 
 #include "auth/bootstrap_policy.h"
 #include "auth/rbac.h"
+#include "test/bench/timing.h"
 
 namespace klutch::auth {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using machinery::Json;
 
 constexpr int kNamespaces = 100;
@@ -29,16 +29,7 @@ constexpr int kRoleBindings = 950;
 constexpr int kClusterRoleBindings = 50;
 
 // Median over `samples` batches of `n` calls of the nanoseconds per call.
-double MedianNsPerCall(int samples, int n, const std::function<void()>& f) {
-  std::vector<double> per_call;
-  for (int s = 0; s < samples; ++s) {
-    auto start = Clock::now();
-    for (int i = 0; i < n; ++i) f();
-    per_call.push_back(std::chrono::duration<double, std::nano>(Clock::now() - start).count() / n);
-  }
-  std::sort(per_call.begin(), per_call.end());
-  return per_call[per_call.size() / 2];
-}
+using bench::MedianNsPerCall;
 
 Json Rule(std::vector<std::string> verbs, std::vector<std::string> groups,
           std::vector<std::string> resources) {
