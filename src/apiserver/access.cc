@@ -1,6 +1,8 @@
 #include "apiserver/access.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <condition_variable>
 #include <filesystem>
@@ -159,6 +161,11 @@ class AccessControl::Impl {
                               auth::TokenFileAuthenticator::Load(options_.token_auth_file));
       authenticator_->AddTokenAuthenticator(std::move(file));
     }
+    if (options_.service_account_max_expiration < options_.service_account_min_expiration) {
+      return core::BadRequest(
+          "--service-account-max-token-expiration must not be below "
+          "--service-account-min-token-expiration");
+    }
     KLUTCH_ASSIGN_OR_RETURN(auth::SigningKey key, LoadSigningKey(pki_dir));
     std::vector<auth::PublicKey> extra;
     for (const auto& f : options_.service_account_key_files) {
@@ -208,13 +215,15 @@ class AccessControl::Impl {
       if (!fs::exists(path)) {
         KLUTCH_ASSIGN_OR_RETURN(auth::SigningKey key, auth::SigningKey::Generate());
         fs::path tmp = path + ".tmp";
-        {
-          std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-          out << key.PrivatePem();
-          if (!out) return core::Internal(fmt::format("cannot write {}", tmp.string()));
-        }
+        // Owner-only from the first byte: the file never exists with wider permissions.
+        int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (fd < 0) return core::Internal(fmt::format("cannot write {}", tmp.string()));
+        const std::string pem = key.PrivatePem();
+        bool written = ::write(fd, pem.data(), pem.size()) == static_cast<ssize_t>(pem.size());
+        written = ::fsync(fd) == 0 && written;
+        ::close(fd);
+        if (!written) return core::Internal(fmt::format("cannot write {}", tmp.string()));
         std::error_code ec;
-        fs::permissions(tmp, fs::perms::owner_read | fs::perms::owner_write, ec);
         fs::rename(tmp, path, ec);
         if (ec) return core::Internal(fmt::format("cannot write {}: {}", path, ec.message()));
         return key;
@@ -243,50 +252,62 @@ class AccessControl::Impl {
   // Lists the RBAC objects, then follows every change in storage from that revision: RBAC
   // objects feed the authorizer, ServiceAccount and Secret changes drop cached tokens.
   core::Status StartFeed() {
+    // One list at one revision, so no change can fall between the snapshot and the watch.
+    KLUTCH_ASSIGN_OR_RETURN(storage::ListResult list,
+                            rest_.store().List({.prefix = std::string(kRbacPrefix)}));
     std::vector<Json> objects;
-    int64_t revision = 0;
-    for (const char* plural : {"roles", "clusterroles", "rolebindings", "clusterrolebindings"}) {
-      auto r = rest_.registry().Find(auth::kRbacGroup, "v1", plural);
-      if (!r) return core::Internal(fmt::format("{} not registered", plural));
-      KLUTCH_ASSIGN_OR_RETURN(ListOutcome list, rest_.List(*r, "", {}));
-      for (auto& item : list.items) objects.push_back(item.Object());
-      revision = std::max(revision, core::ParseInt64(list.resource_version).value_or(0));
+    for (const auto& kv : list.items) {
+      auto obj = machinery::ParseJson(*kv.value);
+      if (obj.ok()) objects.push_back(std::move(*obj));
     }
     rbac_.Replace(objects);
     {
       std::lock_guard<std::mutex> lock(mu_);
-      applied_ = revision;
+      applied_ = list.revision;
     }
     KLUTCH_ASSIGN_OR_RETURN(
         watch_, rest_.store().Watch(
-                    "/registry/", revision,
+                    "/registry/", list.revision,
                     [this](const std::vector<storage::EventPtr>& events) { OnEvents(events); }));
     return core::Status::Ok();
   }
 
+  // Runs on the store's writer thread: cheap checks, one RBAC rebuild per batch.
   void OnEvents(const std::vector<storage::EventPtr>& events) {
+    std::vector<auth::RbacAuthorizer::Change> changes;
     bool accounts_changed = false;
     for (const auto& e : events) {
+      const bool removed = e->type == storage::Event::Type::kDelete;
       if (e->key.starts_with(kRbacPrefix)) {
         const auto& bytes = e->value ? e->value : e->prev_value;
         if (!bytes) continue;
         auto obj = machinery::ParseJson(*bytes);
-        if (!obj.ok()) continue;
-        if (e->type == storage::Event::Type::kDelete) {
-          rbac_.Remove(obj->value("kind", ""), machinery::Namespace(*obj), machinery::Name(*obj));
-        } else {
-          rbac_.Upsert(*obj);
-        }
-      } else if (e->key.starts_with(kServiceAccountPrefix) || e->key.starts_with(kSecretPrefix)) {
+        if (obj.ok()) changes.push_back({std::move(*obj), removed});
+      } else if (e->key.starts_with(kServiceAccountPrefix)) {
         accounts_changed = true;
+      } else if (e->key.starts_with(kSecretPrefix)) {
+        // Tokens depend on a Secret's existence (bound tokens) and on the token a
+        // service-account-token Secret holds (legacy tokens): other Secret writes leave
+        // cached results alone.
+        accounts_changed =
+            accounts_changed || removed || IsTokenSecret(e->value) || IsTokenSecret(e->prev_value);
       }
     }
+    rbac_.Apply(changes);
     if (accounts_changed) authenticator_->InvalidateServiceAccountTokens();
     if (!events.empty()) {
       std::lock_guard<std::mutex> lock(mu_);
       applied_ = std::max(applied_, events.back()->revision);
     }
     cv_.notify_all();
+  }
+
+  static bool IsTokenSecret(const std::shared_ptr<const std::string>& bytes) {
+    if (!bytes || bytes->find(auth::kServiceAccountTokenSecretType) == std::string::npos) {
+      return false;
+    }
+    auto obj = machinery::ParseJson(*bytes);
+    return obj.ok() && GetString(*obj, {"type"}) == auth::kServiceAccountTokenSecretType;
   }
 
   void WaitForRevision(int64_t revision) {
@@ -301,7 +322,7 @@ class AccessControl::Impl {
     return rbac_.Authorize(a);
   }
 
-  core::Result<Caller> Authenticate(const http::Request& req) {
+  core::Result<Caller> Authenticate(const http::Request& req, Caller* refused) {
     auth::Credentials c;
     if (req.client_certificate) {
       c.certificate_cn = &req.client_certificate->common_name;
@@ -321,7 +342,10 @@ class AccessControl::Impl {
       return Unauthorized();
     }
     caller.user = std::move(result->user);
-    KLUTCH_RETURN_IF_ERROR(Impersonate(req, caller));
+    if (auto st = Impersonate(req, caller); !st.ok()) {
+      if (refused) *refused = std::move(caller);
+      return st;
+    }
     return caller;
   }
 
@@ -395,7 +419,15 @@ class AccessControl::Impl {
       }
       target.extra[key] = values;
     }
-    if (user != auth::kAnonymousUser) auth::AddAuthenticatedGroup(target);
+    // As kube completes them: system:authenticated for anyone but system:anonymous (unless
+    // the request names system:unauthenticated), system:unauthenticated for the anonymous.
+    const bool anonymous = user == auth::kAnonymousUser;
+    const bool has_auth_group =
+        target.InGroup(auth::kAuthenticatedGroup) || target.InGroup(auth::kUnauthenticatedGroup);
+    if (!anonymous && !has_auth_group) target.groups.push_back(auth::kAuthenticatedGroup);
+    if (anonymous && !target.InGroup(auth::kUnauthenticatedGroup)) {
+      target.groups.push_back(auth::kUnauthenticatedGroup);
+    }
     caller.impersonator = std::move(caller.user);
     caller.user = std::move(target);
     return core::Status::Ok();
@@ -471,14 +503,13 @@ core::Result<std::unique_ptr<AccessControl>> AccessControl::Start(const AccessOp
 AccessControl::AccessControl(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 AccessControl::~AccessControl() = default;
 
-core::Result<Caller> AccessControl::Authenticate(const http::Request& request) {
-  return impl_->Authenticate(request);
+core::Result<Caller> AccessControl::Authenticate(const http::Request& request, Caller* refused) {
+  return impl_->Authenticate(request, refused);
 }
 
-core::Status AccessControl::Authorize(const auth::UserInfo& user, const RequestInfo& info) {
-  auto d = impl_->Decide(ToAttributes(user, info));
-  if (d.allowed) return core::Status::Ok();
-  return ForbiddenFor(user, info, d.reason);
+bool AccessControl::QuickToAuthenticate(const http::Request& request) {
+  auto token = auth::BearerToken(request.headers.Get("Authorization"));
+  return !token || impl_->authenticator_->IsCached(*token);
 }
 
 auth::Decision AccessControl::Decide(const auth::Attributes& attributes) {
@@ -507,7 +538,6 @@ void AccessControl::Audit(const http::Request& request, const RequestInfo& info,
   impl_->Audit(request, info, caller, code, decision, reason);
 }
 
-bool AccessControl::auditing() const { return impl_->audit_.is_open(); }
 auth::Authenticator& AccessControl::authenticator() { return *impl_->authenticator_; }
 auth::ServiceAccountTokens& AccessControl::tokens() { return *impl_->tokens_; }
 const AccessOptions& AccessControl::options() const { return impl_->options_; }

@@ -62,10 +62,13 @@ class AccessControl {
   // The caller of a request: credentials, then Impersonate-* headers (authorized with the
   // impersonate verb). 401 for missing or bad credentials; 403 when impersonation is not
   // allowed; 400 for malformed impersonation headers.
-  core::Result<Caller> Authenticate(const http::Request& request);
-  // 403 (with kube-apiserver's message naming user, verb, resource and namespace) unless
-  // `user` may do what `info` describes.
-  core::Status Authorize(const auth::UserInfo& user, const RequestInfo& info);
+  // When impersonation is refused, `refused` (optional) receives the authenticated caller,
+  // for the audit log.
+  core::Result<Caller> Authenticate(const http::Request& request, Caller* refused = nullptr);
+  // Whether Authenticate can answer without slow work (no bearer token, or one whose result
+  // is cached): only such requests may run on an I/O thread.
+  bool QuickToAuthenticate(const http::Request& request);
+  // The authorizer's answer: system:masters, else RBAC.
   auth::Decision Decide(const auth::Attributes& attributes);
   // Every rule that applies to `user` in `ns` (SelfSubjectRulesReview).
   std::vector<auth::PolicyRule> RulesFor(const auth::UserInfo& user, std::string_view ns);
@@ -80,7 +83,6 @@ class AccessControl {
   // One audit event (JSON line) for a finished request, when the audit log is on.
   void Audit(const http::Request& request, const RequestInfo& info, const Caller* caller, int code,
              std::string_view decision, std::string_view reason);
-  bool auditing() const;
 
   auth::Authenticator& authenticator();
   auth::ServiceAccountTokens& tokens();

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apiserver/discovery.h"
+#include "apiserver/request_info.h"
 #include "apiserver/reviews.h"
 #include "apiserver/scale.h"
 #include "apiserver/table.h"
@@ -204,7 +205,7 @@ IncludeObject ParseInclude(const http::Request& req) {
   return IncludeObject::kMetadata;
 }
 
-bool IsTrue(std::optional<std::string_view> v) { return v && (*v == "true" || *v == "1"); }
+bool IsTrue(std::optional<std::string_view> v) { return QueryBool(v); }
 
 }  // namespace
 
@@ -268,6 +269,25 @@ http::Response ApiHandler::Handle(http::Request& req, const Caller& caller) {
               {"compiler", "gcc"},
               {"platform", "linux/amd64"}};
     return JsonResponse(200, v);
+  }
+  // Service-account issuer discovery: other parties verify our tokens with these.
+  if (req.method == "GET" && req.path == "/.well-known/openid-configuration") {
+    std::string host(req.headers.Get("Host"));
+    if (host.empty()) host = options_.server_address;
+    const std::string jwks_uri = "https://" + host + "/openid/v1/jwks";
+    http::Response r =
+        JsonResponse(200, Json{{"issuer", access_.options().service_account_issuer},
+                               {"jwks_uri", jwks_uri},
+                               {"response_types_supported", {"id_token"}},
+                               {"subject_types_supported", {"public"}},
+                               {"id_token_signing_alg_values_supported", {"RS256"}}});
+    r.headers.Set("Cache-Control", "public, max-age=3600");
+    return r;
+  }
+  if (req.method == "GET" && req.path == "/openid/v1/jwks") {
+    http::Response r = JsonResponse(200, access_.tokens().PublicJwks());
+    r.headers.Set("Content-Type", "application/jwk-set+json");
+    return r;
   }
   if (head == "openapi") {
     if (parts.size() >= 2 && parts[1] == "v3") {
@@ -404,14 +424,10 @@ http::Response ApiHandler::HandleResource(http::Request& req, const Caller& call
   // [namespaces/<ns>/]<resource>[/<name>[/<subresource>]]
   std::vector<std::string> rest(parts.begin() + static_cast<long>(start), parts.end());
   std::string ns, resource, name, sub;
-  if (rest.size() >= 3 && rest[0] == "namespaces" && group.empty() && rest[2] != "status" &&
-      rest[2] != "finalize") {
-    ns = rest[1];
-    resource = rest[2];
-    if (rest.size() > 3) name = rest[3];
-    if (rest.size() > 4) sub = rest[4];
-    if (rest.size() > 5) return StatusResponse(PathNotFound());
-  } else if (rest.size() >= 3 && rest[0] == "namespaces" && !group.empty()) {
+  // namespaces/<name>/status and /finalize are a namespace's own subresources in every
+  // group's paths (as kube-apiserver's request info reads them), never a resource called
+  // "status" inside that namespace.
+  if (rest.size() >= 3 && rest[0] == "namespaces" && rest[2] != "status" && rest[2] != "finalize") {
     ns = rest[1];
     resource = rest[2];
     if (rest.size() > 3) name = rest[3];
@@ -428,6 +444,9 @@ http::Response ApiHandler::HandleResource(http::Request& req, const Caller& call
   const ResourceInfo& r = *rp;
   if (!ns.empty() && !r.namespaced) return StatusResponse(PathNotFound());
   if (!sub.empty() && !r.HasSubresource(sub)) return StatusResponse(PathNotFound());
+  if (r.namespaced && ns.empty() && (!name.empty() || r.create_only)) {
+    return StatusResponse(PathNotFound());
+  }
   if (sub == "scale") return HandleScale(req, r, ns, name);
   if (r.create_only || sub == "token") {
     if (req.method != "POST" || (r.create_only && !name.empty()) ||
@@ -450,7 +469,6 @@ http::Response ApiHandler::HandleResource(http::Request& req, const Caller& call
         core::Reason::kMethodNotAllowed,
         fmt::format("the {} subresource of {} is not served yet", sub, r.GroupResource())));
   }
-  if (r.namespaced && ns.empty() && !name.empty()) return StatusResponse(PathNotFound());
 
   // RBAC writes pass the escalation check as the caller; writes the authorizer or the token
   // caches depend on return once those have caught up, so the caller's next request sees them.

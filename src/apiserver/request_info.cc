@@ -8,10 +8,6 @@ namespace klutch::apiserver {
 
 namespace {
 
-bool IsTrue(std::optional<std::string_view> v) {
-  return v && (*v == "true" || *v == "1" || *v == "t" || *v == "True" || *v == "TRUE");
-}
-
 // "metadata.name=x" (possibly among other terms) -> "x".
 std::string NameFromFieldSelector(std::string_view selector) {
   for (auto term : core::Split(selector, ',')) {
@@ -25,6 +21,10 @@ std::string NameFromFieldSelector(std::string_view selector) {
 }
 
 }  // namespace
+
+bool QueryBool(std::optional<std::string_view> value) {
+  return value && *value != "0" && core::ToLower(*value) != "false";
+}
 
 RequestInfo ParseRequestInfo(const http::Request& req) {
   RequestInfo info;
@@ -76,7 +76,7 @@ RequestInfo ParseRequestInfo(const http::Request& req) {
   if (rest.size() >= 2) info.name = std::string(rest[1]);
   if (rest.size() >= 3) info.subresource = std::string(rest[2]);
   if (info.name.empty() && info.verb == "get") {
-    info.verb = IsTrue(req.Query("watch")) ? "watch" : "list";
+    info.verb = QueryBool(req.Query("watch")) ? "watch" : "list";
     if (auto fs = req.Query("fieldSelector")) info.name = NameFromFieldSelector(*fs);
   } else if (info.name.empty() && info.verb == "watch") {
     if (auto fs = req.Query("fieldSelector")) info.name = NameFromFieldSelector(*fs);

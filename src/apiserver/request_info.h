@@ -4,6 +4,7 @@
 // Pure; thread-safe.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -20,5 +21,10 @@ struct RequestInfo {
 };
 
 RequestInfo ParseRequestInfo(const http::Request& request);
+
+// A boolean query parameter as Kubernetes converts it: absent is false, "0" and "false" (any
+// case) are false, every other value (also "") is true. Authorization and the handler must
+// read `watch` the same way.
+bool QueryBool(std::optional<std::string_view> value);
 
 }  // namespace klutch::apiserver

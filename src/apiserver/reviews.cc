@@ -119,27 +119,34 @@ core::Result<Json> CreateReview(const ResourceInfo& r, std::string_view ns, Json
       causes.push_back(machinery::FieldRequired("spec.token", ""));
       return Invalid(r, causes);
     }
-    std::vector<std::string> wanted = Strings(Find(spec, {"audiences"}));
+    // The audiences the review asks about (default: the API server's). The answer names
+    // those the token is valid for: a bound service-account token's aud among them, or for
+    // every other token (static, legacy, OIDC) the API audiences among them.
     const auto& own = access.tokens().api_audiences();
-    bool own_audience = wanted.empty();
+    std::vector<std::string> wanted = Strings(Find(spec, {"audiences"}));
+    if (wanted.empty()) wanted = own;
+    std::vector<std::string> own_wanted;
     for (const auto& w : wanted) {
-      own_audience = own_audience || std::find(own.begin(), own.end(), w) != own.end();
+      if (std::find(own.begin(), own.end(), w) != own.end()) own_wanted.push_back(w);
     }
-    core::Result<auth::TokenResult> result = core::Status(core::Reason::kUnauthorized, "");
-    if (own_audience) {
-      result = access.authenticator().AuthenticateToken(token);
-    } else {
-      auto sa = access.tokens().AuthenticateFor(token, wanted);
-      if (sa.ok() && sa->has_value()) {
-        auth::AddAuthenticatedGroup((*sa)->user);
-        result = std::move(**sa);
+    std::optional<auth::TokenResult> result;
+    auto sa = access.tokens().AuthenticateFor(token, wanted);
+    if (sa.ok() && sa->has_value()) {
+      result = std::move(**sa);
+      auth::AddAuthenticatedGroup(result->user);
+    } else if (sa.ok() && !own_wanted.empty()) {
+      // Not a service-account token: the other authenticators, which serve the API audiences.
+      auto other = access.authenticator().AuthenticateToken(token);
+      if (other.ok()) {
+        result = std::move(*other);
+        result->audiences = own_wanted;
       }
     }
     Json status;
-    if (result.ok()) {
+    if (result && !result->audiences.empty()) {
       status = {{"authenticated", true},
                 {"user", UserInfoJson(result->user)},
-                {"audiences", wanted.empty() ? result->audiences : wanted}};
+                {"audiences", result->audiences}};
     } else {
       // kube omits `authenticated` when false (omitempty).
       status = {{"user", Json::object()},

@@ -153,6 +153,14 @@ core::Result<AuthResult> Authenticator::Authenticate(const Credentials& c) {
   return Refused("no credentials");
 }
 
+bool Authenticator::IsCached(std::string_view token) {
+  const core::SystemTime now = options_.clock->Now();
+  const std::string key = Sha256(token);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = cache_.find(key);
+  return it != cache_.end() && it->second.valid_until > now;
+}
+
 void Authenticator::InvalidateServiceAccountTokens() {
   std::lock_guard<std::mutex> lock(mu_);
   ++generation_;

@@ -1,6 +1,7 @@
 // Authenticator: who sent a request. Tries, in order, the verified client certificate (CN =
 // user, O = groups), then the bearer token against each token authenticator (static token
-// file, service-account JWTs, OIDC ID tokens; the first that claims the token decides), then
+// file, service-account JWTs, OIDC ID tokens; the first that accepts it wins and refusals
+// are only logged, as kube's union authenticator does), then
 // anonymous access when enabled. Successful token results are cached (keyed by the token's
 // SHA-256) until the token expires or `cache_ttl` passes, whichever is first; service-account
 // results are dropped from the cache whenever a ServiceAccount or Secret changes, so a token
@@ -80,6 +81,8 @@ class Authenticator {
   core::Result<AuthResult> Authenticate(const Credentials& credentials);
   // The user of a bare token (TokenReview). kUnauthorized when no authenticator accepts it.
   core::Result<TokenResult> AuthenticateToken(std::string_view token);
+  // Whether a successful result for `token` is cached and still valid.
+  bool IsCached(std::string_view token);
 
   // Drops cached service-account token results (an account or secret changed).
   void InvalidateServiceAccountTokens();

@@ -276,8 +276,22 @@ TEST_F(ServiceAccountTokensTest, LegacyTokenLivesAsLongAsItsSecretHoldsIt) {
   ASSERT_TRUE(r->has_value());
   EXPECT_EQ((*r)->user.name, "system:serviceaccount:ns1:robot");
   EXPECT_FALSE((*r)->expires.has_value());
+  // Legacy tokens carry the API audiences implicitly: never valid for a third party.
+  EXPECT_FALSE(tokens_->AuthenticateFor(*t, {"vault"}).ok());
+  auto mixed = tokens_->AuthenticateFor(*t, {"vault", "https://issuer.test"});
+  ASSERT_TRUE(mixed.ok() && mixed->has_value());
+  EXPECT_THAT((*mixed)->audiences, ElementsAre("https://issuer.test"));
   lookup_.secrets["ns1/robot-token"].token = "other";
   EXPECT_FALSE(tokens_->Authenticate(*t).ok());
+}
+
+TEST_F(ServiceAccountTokensTest, BoundTokensAnswerForTheAudiencesTheyName) {
+  auto t = tokens_->Issue("ns1", "robot", "uid-1", {"vault"}, std::chrono::hours(1), std::nullopt);
+  ASSERT_TRUE(t.ok());
+  auto r = tokens_->AuthenticateFor(t->token, {"https://issuer.test", "vault"});
+  ASSERT_TRUE(r.ok() && r->has_value());
+  EXPECT_THAT((*r)->audiences, ElementsAre("vault"));
+  EXPECT_FALSE(tokens_->AuthenticateFor(t->token, {"elsewhere"}).ok());
 }
 
 TEST_F(ServiceAccountTokensTest, ForeignTokensAreNotClaimed) {

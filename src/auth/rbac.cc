@@ -663,6 +663,11 @@ void RbacAuthorizer::UpsertLocked(const Json& o) {
 
 void RbacAuthorizer::Remove(std::string_view kind, std::string_view ns, std::string_view name) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (RemoveLocked(kind, ns, name)) Rebuild();
+}
+
+bool RbacAuthorizer::RemoveLocked(std::string_view kind, std::string_view ns,
+                                  std::string_view name) {
   size_t erased = 0;
   if (kind == "Role") {
     erased = state_->roles.erase(Key(ns, name));
@@ -673,7 +678,21 @@ void RbacAuthorizer::Remove(std::string_view kind, std::string_view ns, std::str
   } else if (kind == "ClusterRoleBinding") {
     erased = state_->cluster_role_bindings.erase(std::string(name));
   }
-  if (erased > 0) Rebuild();
+  return erased > 0;
+}
+
+void RbacAuthorizer::Apply(const std::vector<Change>& changes) {
+  if (changes.empty()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& c : changes) {
+    if (c.removed) {
+      RemoveLocked(machinery::Kind(c.object), machinery::Namespace(c.object),
+                   machinery::Name(c.object));
+    } else {
+      UpsertLocked(c.object);
+    }
+  }
+  Rebuild();
 }
 
 void RbacAuthorizer::Rebuild() {

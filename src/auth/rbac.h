@@ -116,6 +116,13 @@ class RbacAuthorizer {
   void Upsert(const machinery::Json& object) EXCLUDES(mu_);
   // No-op when absent. `ns` is ignored for the cluster-scoped kinds.
   void Remove(std::string_view kind, std::string_view ns, std::string_view name) EXCLUDES(mu_);
+  // Several changes with one snapshot rebuild (a storage batch): each object is upserted, or
+  // removed when `removed` (its kind, namespace and name are used).
+  struct Change {
+    machinery::Json object;
+    bool removed = false;
+  };
+  void Apply(const std::vector<Change>& changes) EXCLUDES(mu_);
 
   Decision Authorize(const Attributes& a) const;
 
@@ -150,6 +157,8 @@ class RbacAuthorizer {
   std::shared_ptr<const Snapshot> Load() const { return snapshot_.load(std::memory_order_acquire); }
   void Rebuild() REQUIRES(mu_);
   void UpsertLocked(const machinery::Json& object) REQUIRES(mu_);
+  bool RemoveLocked(std::string_view kind, std::string_view ns, std::string_view name)
+      REQUIRES(mu_);
 
   std::mutex mu_;  // serializes writers
   std::unique_ptr<State> state_ GUARDED_BY(mu_);

@@ -388,6 +388,23 @@ TEST(RbacAuthorizer, UpsertAndRemoveChangeDecisions) {
   EXPECT_FALSE(Allowed(rbac, get_pod));
 }
 
+TEST(RbacAuthorizer, ApplyTakesABatchOfUpsertsAndRemovalsInOrder) {
+  RbacAuthorizer rbac;
+  UserInfo alice = MakeUser("alice");
+  Attributes get_pod = Res(alice, "get", "ns", "", "pods", "", "p");
+  Json role = Role("ns", "r", Json::array({Rule({"get"}, {""}, {"pods"})}));
+  Json binding = RoleBinding("ns", "b", "Role", "r", {UserSubject("alice")});
+  rbac.Apply({{role}, {binding}});
+  EXPECT_TRUE(Allowed(rbac, get_pod));
+  // Removed then re-created in one batch: the later change wins.
+  rbac.Apply({{binding, true}, {role, true}, {role}});
+  EXPECT_FALSE(Allowed(rbac, get_pod));
+  rbac.Apply({{binding}});
+  EXPECT_TRUE(Allowed(rbac, get_pod));
+  rbac.Apply({});
+  EXPECT_TRUE(Allowed(rbac, get_pod));
+}
+
 TEST(RbacAuthorizer, ReplaceForgetsObjectsNotInTheNewSet) {
   RbacAuthorizer rbac;
   UserInfo alice = MakeUser("alice");

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <openssl/crypto.h>
 
+#include <algorithm>
+
 #include "core/random.h"
 #include "core/strings.h"
 #include "machinery/object.h"
@@ -119,8 +121,8 @@ core::Result<std::optional<TokenResult>> ServiceAccountTokens::AuthenticateFor(
   const bool legacy = iss == kLegacyServiceAccountIssuer;
   if (!legacy && iss != options_.issuer) return std::optional<TokenResult>();
   KLUTCH_RETURN_IF_ERROR(VerifyJwt(*jwt, keys_));
-  KLUTCH_ASSIGN_OR_RETURN(TokenResult r,
-                          legacy ? CheckLegacy(*jwt, token) : CheckBound(*jwt, audiences));
+  KLUTCH_ASSIGN_OR_RETURN(
+      TokenResult r, legacy ? CheckLegacy(*jwt, token, audiences) : CheckBound(*jwt, audiences));
   r.service_account = true;
   return std::optional<TokenResult>(std::move(r));
 }
@@ -172,9 +174,16 @@ core::Result<TokenResult> ServiceAccountTokens::CheckBound(
   return r;
 }
 
-core::Result<TokenResult> ServiceAccountTokens::CheckLegacy(const Jwt& jwt,
-                                                            std::string_view token) {
+core::Result<TokenResult> ServiceAccountTokens::CheckLegacy(
+    const Jwt& jwt, std::string_view token, const std::vector<std::string>& audiences) {
   const Json& c = jwt.claims;
+  std::vector<std::string> accepted;
+  for (const auto& a : audiences) {
+    if (std::find(audiences_.begin(), audiences_.end(), a) != audiences_.end()) {
+      accepted.push_back(a);
+    }
+  }
+  if (accepted.empty()) return Refused("legacy token used for another audience");
   const std::string ns = StringClaim(c, "kubernetes.io/serviceaccount/namespace");
   const std::string name = StringClaim(c, "kubernetes.io/serviceaccount/service-account.name");
   const std::string uid = StringClaim(c, "kubernetes.io/serviceaccount/service-account.uid");
@@ -198,6 +207,7 @@ core::Result<TokenResult> ServiceAccountTokens::CheckLegacy(const Jwt& jwt,
   }
   TokenResult r;
   r.user = ServiceAccountUser(ns, name, *live_uid);
+  r.audiences = std::move(accepted);
   return r;
 }
 

@@ -84,8 +84,10 @@ class ServiceAccountTokens final : public TokenAuthenticator {
 
   core::Result<std::optional<TokenResult>> Authenticate(std::string_view token) override;
   std::string_view name() const override { return "serviceaccount"; }
-  // Like Authenticate, for a bound token meant for one of `audiences` instead of this
-  // server's own (TokenReview with spec.audiences).
+  // Like Authenticate, for a token meant for one of `audiences` instead of this server's own
+  // (TokenReview with spec.audiences). A bound token must name one of them in aud; a legacy
+  // token has the API audiences implicitly, so one of those must be among `audiences`. The
+  // result's audiences are that intersection.
   core::Result<std::optional<TokenResult>> AuthenticateFor(
       std::string_view token, const std::vector<std::string>& audiences);
 
@@ -96,7 +98,8 @@ class ServiceAccountTokens final : public TokenAuthenticator {
 
  private:
   core::Result<TokenResult> CheckBound(const Jwt& jwt, const std::vector<std::string>& audiences);
-  core::Result<TokenResult> CheckLegacy(const Jwt& jwt, std::string_view token);
+  core::Result<TokenResult> CheckLegacy(const Jwt& jwt, std::string_view token,
+                                        const std::vector<std::string>& audiences);
 
   SigningKey signing_key_;
   std::vector<PublicKey> keys_;  // signing key first

@@ -154,15 +154,20 @@ void AddApiServerFlags(CLI::App* cmd, apiserver::ApiServerOptions& o, std::strin
   cmd->add_option("--oidc-groups-prefix", oidc.groups_prefix, "Prefix of group names");
   cmd->add_option("--oidc-ca-file", oidc.ca_file, "CA of the issuer's TLS certificate (PEM)");
   cmd->add_option_function<std::vector<std::string>>(
-      "--oidc-required-claim",
-      [&oidc](const std::vector<std::string>& v) {
-        for (const auto& kv : v) {
-          auto eq = kv.find('=');
-          oidc.required_claims.emplace_back(kv.substr(0, eq),
-                                            eq == std::string::npos ? "" : kv.substr(eq + 1));
-        }
-      },
-      "key=value a token must carry (repeatable)");
+         "--oidc-required-claim",
+         [&oidc](const std::vector<std::string>& v) {
+           for (const auto& kv : v) {
+             auto eq = kv.find('=');
+             oidc.required_claims.emplace_back(kv.substr(0, eq),
+                                               eq == std::string::npos ? "" : kv.substr(eq + 1));
+           }
+         },
+         "key=value a token must carry (repeatable)")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            return v.find('=') == std::string::npos || v.front() == '=' ? "must be key=value" : "";
+          },
+          "KEY=VALUE"));
   cmd->add_option_function<std::string>(
       "--oidc-signing-algs",
       [&oidc](const std::string& v) {

@@ -1242,8 +1242,21 @@ TEST_F(AuthTest, TokenAndSubjectAccessReviewsAnswerForOthers) {
   status = review({{"token", "alice-token"}});
   EXPECT_EQ(status["authenticated"], true) << status.dump();
   EXPECT_EQ(status["user"]["username"], "alice") << status.dump();
-  for (const Json& spec : {Json{{"token", "garbage"}}, Json{{"token", token + "x"}},
-                           Json{{"token", token}, {"audiences", {"https://elsewhere.example"}}}}) {
+  // Audiences: the answer names only those the token is valid for.
+  status = review({{"token", token}, {"audiences", {kIssuer, "https://elsewhere.example"}}});
+  EXPECT_EQ(status["audiences"], Json::array({kIssuer})) << status.dump();
+  status =
+      review({{"token", "alice-token"}, {"audiences", {"https://elsewhere.example", kIssuer}}});
+  EXPECT_EQ(status["audiences"], Json::array({kIssuer})) << status.dump();
+  const std::string vault_token = CreateToken("robot -n team-a --audience vault");
+  ASSERT_FALSE(vault_token.empty());
+  status = review({{"token", vault_token}, {"audiences", {"vault"}}});
+  EXPECT_EQ(status["authenticated"], true) << status.dump();
+  EXPECT_EQ(status["audiences"], Json::array({"vault"})) << status.dump();
+  for (const Json& spec :
+       {Json{{"token", "garbage"}}, Json{{"token", token + "x"}}, Json{{"token", vault_token}},
+        Json{{"token", "alice-token"}, {"audiences", {"vault"}}},
+        Json{{"token", token}, {"audiences", {"https://elsewhere.example"}}}}) {
     status = review(spec);
     EXPECT_FALSE(status.value("authenticated", false)) << status.dump();
     EXPECT_FALSE(status["user"].contains("username")) << status.dump();
@@ -1304,6 +1317,40 @@ TEST_F(AuthTest, TokenAndSubjectAccessReviewsAnswerForOthers) {
             "create resource \"subjectaccessreviews\" in API group \"authorization.k8s.io\" at "
             "the cluster scope")
       << r.body;
+}
+
+}  // namespace
+}  // namespace klutch::testing
+
+namespace klutch::testing {
+namespace {
+
+// Service-account issuer discovery: service accounts (and admins) read the issuer document and
+// its JWKS, and a token the server issued verifies against that JWKS; others are refused.
+TEST_F(AuthTest, IssuerDiscoveryPublishesTheServiceAccountKeys) {
+  CreateTeams();
+  const std::string token = CreateToken("robot -n team-a");
+  ASSERT_FALSE(token.empty());
+  auto doc = AsToken(token, "GET", "/.well-known/openid-configuration");
+  ASSERT_EQ(doc.status, 200) << doc.body;
+  Json config = Json::parse(doc.body, nullptr, false);
+  EXPECT_EQ(config["issuer"], kIssuer) << doc.body;
+  EXPECT_EQ(config["id_token_signing_alg_values_supported"], Json::array({"RS256"}));
+  const std::string jwks_uri = config.value("jwks_uri", "");
+  EXPECT_TRUE(jwks_uri.ends_with("/openid/v1/jwks")) << jwks_uri;
+
+  auto keys = AsToken(token, "GET", "/openid/v1/jwks");
+  ASSERT_EQ(keys.status, 200) << keys.body;
+  EXPECT_EQ(keys.headers.Get("Content-Type"), "application/jwk-set+json");
+  auto jwks = auth::Jwks::Parse(keys.body);
+  ASSERT_TRUE(jwks.ok()) << jwks.status().ToString();
+  auto jwt = auth::ParseJwt(token);
+  ASSERT_TRUE(jwt.ok());
+  EXPECT_TRUE(auth::VerifyJwt(*jwt, jwks->Candidates(jwt->kid, jwt->alg)).ok());
+
+  // alice is no service account: the bootstrap policy does not grant her these paths.
+  EXPECT_EQ(AsToken("alice-token", "GET", "/openid/v1/jwks").status, 403);
+  EXPECT_EQ(AsAdmin("GET", "/openid/v1/jwks").status, 200);
 }
 
 }  // namespace
