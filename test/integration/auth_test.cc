@@ -1153,6 +1153,10 @@ TEST_F(AuthTest, AuditEventsRecordUserDecisionAndImpersonation) {
                 .status,
             200);
   ASSERT_EQ(Send(*bare_, "GET", "/api/v1/namespaces/team-a/configmaps?audit=4").status, 401);
+  ASSERT_EQ(Send(*bare_, "GET", "/api/v1/namespaces/team-a/configmaps?audit=5",
+                 "Bearer alice-token", nullptr, {{"Impersonate-User", "bob"}})
+                .status,
+            403);
 
   auto find = [&](std::string_view uri) -> Json {
     Json found;
@@ -1211,6 +1215,13 @@ TEST_F(AuthTest, AuditEventsRecordUserDecisionAndImpersonation) {
   EXPECT_EQ(e["responseStatus"]["code"], 401) << e.dump();
   EXPECT_FALSE(e["user"].contains("username")) << e.dump();
   EXPECT_FALSE(e.contains("annotations")) << e.dump();
+
+  // A refused impersonation names who tried.
+  e = find("/api/v1/namespaces/team-a/configmaps?audit=5");
+  EXPECT_EQ(e["responseStatus"]["code"], 403) << e.dump();
+  EXPECT_EQ(e["user"], alice) << e.dump();
+  EXPECT_FALSE(e.contains("impersonatedUser")) << e.dump();
+  EXPECT_EQ(e["annotations"]["authorization.k8s.io/decision"], "forbid") << e.dump();
 }
 
 // --- TokenReview and SubjectAccessReview --------------------------------------------------------
