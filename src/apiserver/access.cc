@@ -329,10 +329,12 @@ class AccessControl::Impl {
       c.certificate_organizations = &req.client_certificate->organizations;
     }
     c.authorization = req.headers.Get("Authorization");
+    c.certificate_rejected = req.client_certificate_rejected;
     auto result = authenticator_->Authenticate(c);
     Caller caller;
     if (!result.ok()) {
-      if (c.certificate_cn == nullptr && c.authorization.empty() && IsPublicPath(req.path)) {
+      if (c.certificate_cn == nullptr && !c.certificate_rejected && c.authorization.empty() &&
+          IsPublicPath(req.path)) {
         caller.user.name = auth::kAnonymousUser;
         caller.user.groups = {auth::kUnauthenticatedGroup};
         return caller;

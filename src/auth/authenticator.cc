@@ -143,6 +143,7 @@ core::Result<AuthResult> Authenticator::Authenticate(const Credentials& c) {
     KLUTCH_ASSIGN_OR_RETURN(TokenResult t, AuthenticateToken(*token));
     return AuthResult{std::move(t.user), "token"};
   }
+  if (c.certificate_rejected) return Refused("client certificate does not verify");
   if (options_.anonymous) {
     AuthResult r;
     r.method = "anonymous";

@@ -52,6 +52,9 @@ struct Credentials {
   // The verified client certificate's subject (nullopt: none presented).
   const std::string* certificate_cn = nullptr;
   const std::vector<std::string>* certificate_organizations = nullptr;
+  // A certificate was presented that does not verify: the request is refused unless its
+  // bearer token authenticates (never anonymous), as kube-apiserver's union does.
+  bool certificate_rejected = false;
   // The Authorization header ("" when absent).
   std::string_view authorization;
 };

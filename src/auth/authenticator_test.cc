@@ -124,6 +124,17 @@ TEST(Authenticator, HeadersWithoutABearerTokenCountAsNoCredentials) {
   EXPECT_EQ(bad.status().reason(), core::Reason::kUnauthorized);
 }
 
+TEST(Authenticator, RejectedCertificateIsUnauthorizedUnlessATokenAuthenticates) {
+  Authenticator a({.anonymous = true});
+  a.AddTokenAuthenticator(std::make_unique<CountingAuthenticator>(false));
+  auto bare = a.Authenticate({.certificate_rejected = true});
+  ASSERT_FALSE(bare.ok());
+  EXPECT_EQ(bare.status().reason(), core::Reason::kUnauthorized);
+  auto token = a.Authenticate({.certificate_rejected = true, .authorization = "Bearer good"});
+  ASSERT_TRUE(token.ok());
+  EXPECT_EQ(token->user.name, "carol");
+}
+
 TEST(Authenticator, TriesTokenAuthenticatorsInOrderAndCachesSuccess) {
   core::FakeClock clock(core::SystemTime(std::chrono::seconds(1'700'000'000)));
   Authenticator a({.cache_ttl = std::chrono::seconds(10), .clock = &clock});

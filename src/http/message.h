@@ -45,6 +45,8 @@ struct Request {
   Headers headers;
   std::string body;
   std::optional<ClientCertificate> client_certificate;
+  // A client certificate was presented that does not verify against the client CA.
+  bool client_certificate_rejected = false;
   std::string remote_address;
 
   // First value of a query parameter, nullopt when absent.

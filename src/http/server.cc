@@ -121,11 +121,21 @@ class StreamImpl final : public ResponseStream, public std::enable_shared_from_t
   asio::steady_timer timer_;
 };
 
-std::optional<ClientCertificate> PeerCertificate(SSL* ssl) {
+// The peer's certificate when it verified against the client CA; `rejected` when one was
+// presented that did not (the handshake accepts it so the application can answer 401, as
+// kube-apiserver does, instead of a bare TLS failure).
+struct PeerCert {
+  std::optional<ClientCertificate> cert;
+  bool rejected = false;
+};
+
+PeerCert PeerCertificate(SSL* ssl) {
   X509* cert = SSL_get1_peer_certificate(ssl);
-  if (cert == nullptr) return std::nullopt;
-  std::optional<ClientCertificate> out;
-  if (SSL_get_verify_result(ssl) == X509_V_OK) {
+  if (cert == nullptr) return {};
+  PeerCert result;
+  std::optional<ClientCertificate>& out = result.cert;
+  result.rejected = SSL_get_verify_result(ssl) != X509_V_OK;
+  if (!result.rejected) {
     out.emplace();
     X509_NAME* subject = X509_get_subject_name(cert);
     for (int i = 0; i < X509_NAME_entry_count(subject); ++i) {
@@ -141,7 +151,7 @@ std::optional<ClientCertificate> PeerCertificate(SSL* ssl) {
     }
   }
   X509_free(cert);
-  return out;
+  return result;
 }
 
 Request ToRequest(bhttp::request<bhttp::string_body>&& msg) {
@@ -196,6 +206,8 @@ class Server::Impl {
           ssl_ctx_.load_verify_file(options_.tls->client_ca_file);
           // Ask for a certificate but accept connections without one (token auth).
           ssl_ctx_.set_verify_mode(asio::ssl::verify_peer);
+          // Chain errors are recorded (SSL_get_verify_result), not fatal: see PeerCertificate.
+          ssl_ctx_.set_verify_callback([](bool, asio::ssl::verify_context&) { return true; });
           STACK_OF(X509_NAME)* names =
               SSL_load_client_CA_file(options_.tls->client_ca_file.c_str());
           if (names) SSL_CTX_set_client_CA_list(ssl_ctx_.native_handle(), names);
@@ -295,8 +307,8 @@ class Server::Impl {
     auto [ec] = co_await stream.async_handshake(asio::ssl::stream_base::server,
                                                 asio::as_tuple(asio::use_awaitable));
     if (ec) co_return;
-    auto cert = PeerCertificate(stream.native_handle());
-    co_await Serve(std::move(stream), std::move(cert));
+    auto peer = PeerCertificate(stream.native_handle());
+    co_await Serve(std::move(stream), std::move(peer.cert), peer.rejected);
   }
 
   Response TransportError(int code, std::string message) {
@@ -309,7 +321,8 @@ class Server::Impl {
   }
 
   template <typename Stream>
-  asio::awaitable<void> Serve(Stream stream, std::optional<ClientCertificate> cert) {
+  asio::awaitable<void> Serve(Stream stream, std::optional<ClientCertificate> cert,
+                              bool cert_rejected = false) {
     ++connections_;
     struct Count {
       std::atomic<int>& n;
@@ -372,6 +385,7 @@ class Server::Impl {
       const bool keep_alive = message.keep_alive();
       Request request = ToRequest(std::move(message));
       request.client_certificate = cert;
+      request.client_certificate_rejected = cert_rejected;
       request.remote_address = remote;
       Response response;
       if (options_.run_inline && options_.run_inline(request)) {

@@ -1,5 +1,6 @@
 #include "http/server.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <condition_variable>
@@ -287,6 +288,33 @@ TEST_F(TlsTest, VerifiesServerAndReadsClientCertificate) {
   auto a = anonymous.Do("GET", "/y");
   ASSERT_TRUE(a.ok()) << a.status().ToString();
   EXPECT_EQ(a->body, "GET /y q=- body= who=anonymous");
+}
+
+TEST_F(TlsTest, CertificateOfAnotherCaReachesTheHandlerAsRejected) {
+  auto server = Server::Start({.tls = Tls()}, [](Request& req) {
+    Response r;
+    r.body = fmt::format("cert={} rejected={}", req.client_certificate.has_value(),
+                         req.client_certificate_rejected);
+    return r;
+  });
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  auto other = GenerateCertificateAuthority("other", std::chrono::hours(1));
+  ASSERT_TRUE(other.ok());
+  auto mallory = IssueCertificate(
+      *other, {.common_name = "alice", .organizations = {"system:masters"}, .client = true});
+  ASSERT_TRUE(mallory.ok());
+  Client client({.port = (*server)->port(),
+                 .tls = true,
+                 .ca_pem = ca_.certificate,
+                 .cert_pem = mallory->certificate,
+                 .key_pem = mallory->private_key});
+  auto r = client.Do("GET", "/x");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->body, "cert=false rejected=true");
+  Client none({.port = (*server)->port(), .tls = true, .ca_pem = ca_.certificate});
+  auto n = none.Do("GET", "/x");
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(n->body, "cert=false rejected=false");
 }
 
 TEST_F(TlsTest, ClientRefusesServerFromAnotherCa) {
