@@ -50,14 +50,6 @@ std::string SourceIp(std::string_view remote) {
   return std::string(colon == std::string_view::npos ? remote : remote.substr(0, colon));
 }
 
-Json UserJson(const auth::UserInfo& u) {
-  Json j = {{"username", u.name}};
-  if (!u.uid.empty()) j["uid"] = u.uid;
-  if (!u.groups.empty()) j["groups"] = u.groups;
-  if (!u.extra.empty()) j["extra"] = u.extra;
-  return j;
-}
-
 }  // namespace
 
 auth::Attributes ToAttributes(const auth::UserInfo& user, const RequestInfo& info) {
@@ -73,6 +65,14 @@ auth::Attributes ToAttributes(const auth::UserInfo& user, const RequestInfo& inf
   a.name = info.name;
   a.path = info.path;
   return a;
+}
+
+Json UserInfoJson(const auth::UserInfo& u) {
+  Json j = {{"username", u.name}};
+  if (!u.uid.empty()) j["uid"] = u.uid;
+  if (!u.groups.empty()) j["groups"] = u.groups;
+  if (!u.extra.empty()) j["extra"] = u.extra;
+  return j;
 }
 
 core::Status ForbiddenFor(const auth::UserInfo& user, const RequestInfo& info,
@@ -454,10 +454,10 @@ class AccessControl::Impl {
     if (auto ua = req.headers.Get("User-Agent"); !ua.empty()) e["userAgent"] = ua;
     if (caller) {
       if (caller->impersonator) {
-        e["user"] = UserJson(*caller->impersonator);
-        e["impersonatedUser"] = UserJson(caller->user);
+        e["user"] = UserInfoJson(*caller->impersonator);
+        e["impersonatedUser"] = UserInfoJson(caller->user);
       } else {
-        e["user"] = UserJson(caller->user);
+        e["user"] = UserInfoJson(caller->user);
       }
     }
     if (info.resource_request) {

@@ -98,6 +98,10 @@ class AccessControl {
 // The attributes the authorizer sees for `info` done by `user` (which must outlive them).
 auth::Attributes ToAttributes(const auth::UserInfo& user, const RequestInfo& info);
 
+// authentication.k8s.io/v1 UserInfo (username, uid, groups, extra; empty fields omitted), as
+// reviews and audit events carry it.
+Json UserInfoJson(const auth::UserInfo& user);
+
 // The Forbidden status kube-apiserver answers when `user` may not do `info`.
 core::Status ForbiddenFor(const auth::UserInfo& user, const RequestInfo& info,
                           std::string_view reason);

@@ -34,16 +34,6 @@ bool HasDefault(const Json& schema) {
   return false;
 }
 
-std::vector<std::string> Strings(const Json* arr) {
-  std::vector<std::string> out;
-  if (arr && arr->is_array()) {
-    for (const auto& v : *arr) {
-      if (v.is_string()) out.push_back(v.get<std::string>());
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
 void ValidateCrdSpec(const Json& crd, const Json* old, std::vector<core::Cause>& causes) {
@@ -241,8 +231,8 @@ core::Result<std::vector<ResourcePtr>> ResourcesForCrd(const Json& crd) {
     r.plural = plural;
     r.singular = singular;
     r.namespaced = namespaced;
-    r.short_names = Strings(Find(*names, {"shortNames"}));
-    r.categories = Strings(Find(*names, {"categories"}));
+    r.short_names = machinery::Strings(Find(*names, {"shortNames"}));
+    r.categories = machinery::Strings(Find(*names, {"categories"}));
     r.verbs = {"delete", "deletecollection", "get", "list", "patch", "create", "update", "watch"};
     r.custom = true;
     r.tracks_generation = true;

@@ -205,8 +205,6 @@ IncludeObject ParseInclude(const http::Request& req) {
   return IncludeObject::kMetadata;
 }
 
-bool IsTrue(std::optional<std::string_view> v) { return QueryBool(v); }
-
 }  // namespace
 
 ApiHandler::ApiHandler(RestStorage& storage, Registry& registry, OpenApi& openapi,
@@ -506,7 +504,7 @@ http::Response ApiHandler::HandleResource(http::Request& req, const Caller& call
     if (name.empty()) {
       auto lo = ParseListOptions(req);
       if (!lo.ok()) return StatusResponse(lo.status());
-      if (IsTrue(req.Query("watch"))) {
+      if (QueryBool(req.Query("watch"))) {
         auto filter = Filter::Make(r, lo->label_selector, lo->field_selector);
         if (!filter.ok()) return StatusResponse(filter.status());
         WatchRequest wr;
@@ -515,8 +513,8 @@ http::Response ApiHandler::HandleResource(http::Request& req, const Caller& call
         wr.filter = *filter;
         wr.resource_version = lo->resource_version;
         wr.resource_version_match = lo->resource_version_match;
-        wr.allow_bookmarks = IsTrue(req.Query("allowWatchBookmarks"));
-        wr.send_initial_events = IsTrue(req.Query("sendInitialEvents"));
+        wr.allow_bookmarks = QueryBool(req.Query("allowWatchBookmarks"));
+        wr.send_initial_events = QueryBool(req.Query("sendInitialEvents"));
         if (auto t = req.Query("timeoutSeconds")) {
           auto n = core::ParseInt64(*t);
           if (n && *n > 0) wr.timeout = std::chrono::seconds(*n);

@@ -573,31 +573,35 @@ core::Status RestStorage::CheckNamespaceForCreate(const ResourceInfo& r, std::st
 // ----------------------------------------------------------------------------------------
 // Create
 
-namespace {
+namespace {}  // namespace
 
-core::Status CheckTypeMeta(const ResourceInfo& r, Json& object) {
+core::Status CheckTypeMeta(const machinery::GroupVersionKind& want, Json& object) {
   if (!object.is_object()) return BadRequest("the body of the request must be a JSON object");
+  const std::string want_api = want.group.empty() ? want.version : want.group + "/" + want.version;
   std::string api = GetString(object, {"apiVersion"});
   std::string kind = GetString(object, {"kind"});
   if (api.empty() && kind.empty()) {
-    object["apiVersion"] = r.ApiVersion();
-    object["kind"] = r.kind;
+    object["apiVersion"] = want_api;
+    object["kind"] = want.kind;
     return core::Status::Ok();
   }
   if (kind.empty())
     return BadRequest("Object 'Kind' is missing in '" + machinery::Dump(object).substr(0, 200) +
                       "'");
-  if (kind != r.kind) {
-    return BadRequest(fmt::format(
-        "the kind of the object ({}) does not match the kind of the resource ({})", kind, r.kind));
+  if (kind != want.kind) {
+    return BadRequest(
+        fmt::format("the kind of the object ({}) does not match the kind of the resource ({})",
+                    kind, want.kind));
   }
-  if (api != r.ApiVersion()) {
+  if (api != want_api) {
     return BadRequest(
         fmt::format("the API version in the data ({}) does not match the expected API version ({})",
-                    api, r.ApiVersion()));
+                    api, want_api));
   }
   return core::Status::Ok();
 }
+
+namespace {
 
 core::Status CheckNamespace(const ResourceInfo& r, std::string_view ns, Json& object) {
   Json& m = machinery::MutableMetadata(object);
@@ -619,7 +623,7 @@ core::Status CheckNamespace(const ResourceInfo& r, std::string_view ns, Json& ob
 
 core::Result<WriteOutcome> RestStorage::Create(const ResourceInfo& r, std::string_view ns,
                                                Json object, const WriteOptions& options) {
-  KLUTCH_RETURN_IF_ERROR(CheckTypeMeta(r, object));
+  KLUTCH_RETURN_IF_ERROR(CheckTypeMeta({r.group, r.version, r.kind}, object));
   return CreateParsed(r, ns, std::move(object), options, /*managed_fields_done=*/false);
 }
 
@@ -867,7 +871,7 @@ core::Result<WriteOutcome> RestStorage::GuaranteedUpdate(
 core::Result<WriteOutcome> RestStorage::Update(const ResourceInfo& r, std::string_view ns,
                                                std::string_view name, Json object,
                                                const WriteOptions& options) {
-  KLUTCH_RETURN_IF_ERROR(CheckTypeMeta(r, object));
+  KLUTCH_RETURN_IF_ERROR(CheckTypeMeta({r.group, r.version, r.kind}, object));
   if (r.custom && options.subresource.empty() && machinery::ResourceVersion(object).empty()) {
     return machinery::InvalidObject(r.group, r.kind, name,
                                     {machinery::FieldInvalid("metadata.resourceVersion", Json(0),

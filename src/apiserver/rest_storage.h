@@ -175,6 +175,10 @@ class RestStorage {
 // ("kubectl/v1.32.4 (linux/amd64) kubernetes/4cb5f07" -> "kubectl").
 std::string DefaultFieldManager(std::string_view user_agent);
 
+// The body's apiVersion and kind against the kind a request expects: both absent are filled
+// in; otherwise they must match (kBadRequest with kube-apiserver's wording).
+core::Status CheckTypeMeta(const machinery::GroupVersionKind& kind, Json& object);
+
 // "configmaps \"x\" not found" with details, as kube-apiserver reports it.
 core::Status NotFoundError(const ResourceInfo& r, std::string_view name);
 core::Status AlreadyExistsError(const ResourceInfo& r, std::string_view name);

@@ -14,40 +14,7 @@ namespace {
 
 using machinery::Find;
 using machinery::GetString;
-
-std::vector<std::string> Strings(const Json* v) {
-  std::vector<std::string> out;
-  if (v && v->is_array()) {
-    for (const auto& s : *v) {
-      if (s.is_string()) out.push_back(s.get<std::string>());
-    }
-  }
-  return out;
-}
-
-Json UserInfoJson(const auth::UserInfo& u) {
-  Json j = {{"username", u.name}};
-  if (!u.uid.empty()) j["uid"] = u.uid;
-  if (!u.groups.empty()) j["groups"] = u.groups;
-  if (!u.extra.empty()) j["extra"] = u.extra;
-  return j;
-}
-
-core::Status CheckKind(const ResourceInfo& r, Json& body) {
-  if (!body.is_object()) return core::BadRequest("the body of the request must be a JSON object");
-  std::string kind = GetString(body, {"kind"});
-  std::string api = GetString(body, {"apiVersion"});
-  if (kind.empty() && api.empty()) {
-    body["kind"] = r.kind;
-    body["apiVersion"] = r.ApiVersion();
-    return core::Status::Ok();
-  }
-  if (kind != r.kind || api != r.ApiVersion()) {
-    return core::BadRequest(fmt::format("the body of the request was of kind {} {}, not {}", api,
-                                        kind, r.ApiVersion() + " " + r.kind));
-  }
-  return core::Status::Ok();
-}
+using machinery::Strings;
 
 // The echoed object kube-apiserver answers with: the request's metadata (with a null
 // creationTimestamp, as these objects are never stored) and spec, plus a status.
@@ -105,7 +72,7 @@ core::Status Invalid(const ResourceInfo& r, const std::vector<core::Cause>& caus
 
 core::Result<Json> CreateReview(const ResourceInfo& r, std::string_view ns, Json body,
                                 const Caller& caller, AccessControl& access) {
-  KLUTCH_RETURN_IF_ERROR(CheckKind(r, body));
+  KLUTCH_RETURN_IF_ERROR(CheckTypeMeta({r.group, r.version, r.kind}, body));
   const Json spec = body.value("spec", Json::object());
   std::vector<core::Cause> causes;
 
@@ -219,14 +186,7 @@ core::Result<Json> CreateReview(const ResourceInfo& r, std::string_view ns, Json
 core::Result<Json> CreateServiceAccountToken(RestStorage& storage, AccessControl& access,
                                              std::string_view ns, std::string_view name,
                                              Json body) {
-  const ResourceInfo token_kind = [] {
-    ResourceInfo r;
-    r.group = "authentication.k8s.io";
-    r.version = "v1";
-    r.kind = "TokenRequest";
-    return r;
-  }();
-  KLUTCH_RETURN_IF_ERROR(CheckKind(token_kind, body));
+  KLUTCH_RETURN_IF_ERROR(CheckTypeMeta({"authentication.k8s.io", "v1", "TokenRequest"}, body));
   Json& spec = body["spec"];
   if (!spec.is_object()) spec = Json::object();
   std::vector<core::Cause> causes;
@@ -288,10 +248,9 @@ core::Result<Json> CreateServiceAccountToken(RestStorage& storage, AccessControl
                           access.tokens().Issue(ns, name, machinery::Uid(sa), audiences,
                                                 std::chrono::seconds(seconds), bound));
   spec["audiences"] = audiences.empty() ? access.tokens().api_audiences() : audiences;
+  // The lifetime granted: the request's, capped at the maximum (as Issue caps it).
   spec["expirationSeconds"] =
-      std::chrono::duration_cast<std::chrono::seconds>(
-          issued.expires - core::RealClock::Get().Now() + std::chrono::milliseconds(500))
-          .count();
+      std::min<int64_t>(seconds, access.tokens().options().max_expiration.count());
   Json& meta = body["metadata"];
   if (!meta.is_object()) meta = Json::object();
   meta["name"] = std::string(name);

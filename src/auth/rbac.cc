@@ -35,13 +35,7 @@ bool HasAll(const std::vector<std::string>& set, const std::vector<std::string>&
 }
 
 std::vector<std::string> StringList(const Json& obj, const char* field) {
-  std::vector<std::string> out;
-  const Json* v = machinery::Find(obj, {field});
-  if (v == nullptr || !v->is_array()) return out;
-  for (const auto& e : *v) {
-    if (e.is_string()) out.push_back(e.get<std::string>());
-  }
-  return out;
+  return machinery::Strings(machinery::Find(obj, {field}));
 }
 
 // Go's %q of a []string: ["a" "b"].

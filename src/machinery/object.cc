@@ -36,14 +36,17 @@ Json& MutableMetadata(Json& obj) {
   return m;
 }
 
-std::vector<std::string> Finalizers(const Json& obj) {
+std::vector<std::string> Strings(const Json* array) {
   std::vector<std::string> out;
-  const Json* f = Find(obj, {"metadata", "finalizers"});
-  if (f == nullptr || !f->is_array()) return out;
-  for (const auto& v : *f) {
+  if (array == nullptr || !array->is_array()) return out;
+  for (const auto& v : *array) {
     if (v.is_string()) out.push_back(v.get<std::string>());
   }
   return out;
+}
+
+std::vector<std::string> Finalizers(const Json& obj) {
+  return Strings(Find(obj, {"metadata", "finalizers"}));
 }
 
 bool HasFinalizer(const Json& obj, std::string_view finalizer) {

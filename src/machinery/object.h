@@ -45,6 +45,8 @@ struct GroupVersionResource {
 std::string GetString(const Json& obj, std::initializer_list<std::string_view> path);
 // Pointer to the node at a path, nullptr if any step is missing or not an object.
 const Json* Find(const Json& obj, std::initializer_list<std::string_view> path);
+// The string items of an array node (other items skipped); empty for nullptr or a non-array.
+std::vector<std::string> Strings(const Json* array);
 
 inline std::string Name(const Json& o) { return GetString(o, {"metadata", "name"}); }
 inline std::string Namespace(const Json& o) { return GetString(o, {"metadata", "namespace"}); }
