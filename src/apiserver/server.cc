@@ -182,13 +182,15 @@ class ApiServer::Impl {
           fmt::format("--storage {}: must be sqlite or memory", options_.storage));
     }
     registry_.SetOwner("builtin", BuiltinResources());
-    rest_ = std::make_unique<RestStorage>(*store_, registry_, core::RealClock::Get());
+    rest_ = std::make_unique<RestStorage>(
+        *store_, registry_, options_.clock ? *options_.clock : core::RealClock::Get());
     KLUTCH_RETURN_IF_ERROR(LoadCrds());
     KLUTCH_RETURN_IF_ERROR(SeedNamespaces());
 
-    KLUTCH_ASSIGN_OR_RETURN(pki_, EnsurePki(dir / "pki", host, options_.tls_sans));
+    const fs::path pki_dir = options_.pki_dir.empty() ? dir / "pki" : fs::path(options_.pki_dir);
+    KLUTCH_ASSIGN_OR_RETURN(pki_, EnsurePki(pki_dir, host, options_.tls_sans));
     KLUTCH_ASSIGN_OR_RETURN(access_,
-                            AccessControl::Start(options_.access, (dir / "pki").string(), *rest_));
+                            AccessControl::Start(options_.access, pki_dir.string(), *rest_));
     openapi_ = std::make_unique<OpenApi>(registry_);
     watches_ = std::make_unique<WatchManager>(*rest_, options_.bookmark_interval,
                                               options_.default_watch_timeout);
@@ -364,6 +366,9 @@ ApiServer::ApiServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 ApiServer::~ApiServer() = default;
 uint16_t ApiServer::port() const { return impl_->server_->port(); }
 std::string ApiServer::url() const { return impl_->url_; }
+http::Handler ApiServer::handler() {
+  return [impl = impl_.get()](http::Request& req) { return impl->Serve(req); };
+}
 std::string ApiServer::admin_kubeconfig_path() const {
   return (fs::path(impl_->options_.data_dir) / "admin.kubeconfig").string();
 }

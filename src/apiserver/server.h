@@ -12,7 +12,9 @@
 
 #include "apiserver/access.h"
 #include "apiserver/rest_storage.h"
+#include "core/clock.h"
 #include "core/status.h"
+#include "http/message.h"
 
 namespace klutch::apiserver {
 
@@ -35,6 +37,11 @@ struct ApiServerOptions {
   std::chrono::seconds default_watch_timeout = std::chrono::minutes(30);
   std::string version_minor = "32";  // reported by /version
   AccessOptions access;              // authentication, authorization, audit
+  // Where the CA, certificates and keys live (default: `data_dir`/pki). Servers started by
+  // one test process may share one directory so keys are generated once.
+  std::string pki_dir;
+  // Time for timestamps written into objects (nullptr: core::RealClock::Get()).
+  const core::Clock* clock = nullptr;
 };
 
 class ApiServer {
@@ -44,6 +51,10 @@ class ApiServer {
 
   uint16_t port() const;
   std::string url() const;  // https://host:port
+  // Serves one request exactly as the HTTPS listener does (authentication, authorization,
+  // audit, routing), for in-process clients (client::NewInProcessTransport): the API
+  // server's own controllers and tests. Thread-safe; the server must outlive the handler.
+  http::Handler handler();
   std::string admin_kubeconfig_path() const;
   std::string ca_file() const;
 

@@ -24,7 +24,7 @@ Indexer::Indexer() {
 }
 
 core::Status Indexer::AddIndex(const std::string& name, IndexFunc fn) {
-  std::lock_guard<std::mutex> lock(mu_);
+  core::MutexLock lock(mu_);
   if (!items_.empty()) {
     return core::BadRequest(fmt::format("index \"{}\" added after objects arrived", name));
   }
@@ -73,13 +73,13 @@ void Indexer::IndexLocked(const std::string& key, const Json* old_obj, const Jso
 }
 
 ObjectPtr Indexer::Get(const std::string& key) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  core::MutexLock lock(mu_);
   auto it = items_.find(key);
   return it == items_.end() ? nullptr : it->second;
 }
 
 std::vector<ObjectPtr> Indexer::List() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  core::MutexLock lock(mu_);
   std::vector<ObjectPtr> out;
   out.reserve(items_.size());
   for (const auto& [k, v] : items_) out.push_back(v);
@@ -87,7 +87,7 @@ std::vector<ObjectPtr> Indexer::List() const {
 }
 
 std::vector<std::string> Indexer::Keys() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  core::MutexLock lock(mu_);
   std::vector<std::string> out;
   out.reserve(items_.size());
   for (const auto& [k, v] : items_) out.push_back(k);
@@ -95,7 +95,7 @@ std::vector<std::string> Indexer::Keys() const {
 }
 
 std::vector<ObjectPtr> Indexer::ByIndex(const std::string& name, const std::string& value) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  core::MutexLock lock(mu_);
   std::vector<ObjectPtr> out;
   auto index = indexes_.find(name);
   if (index == indexes_.end()) return out;
@@ -109,13 +109,13 @@ std::vector<ObjectPtr> Indexer::ByIndex(const std::string& name, const std::stri
 }
 
 size_t Indexer::Size() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  core::MutexLock lock(mu_);
   return items_.size();
 }
 
 ObjectPtr Indexer::Upsert(ObjectPtr object) {
   std::string key = ObjectKey(*object);
-  std::lock_guard<std::mutex> lock(mu_);
+  core::MutexLock lock(mu_);
   ObjectPtr& slot = items_[key];
   ObjectPtr old = std::move(slot);
   IndexLocked(key, old.get(), object.get());
@@ -124,7 +124,7 @@ ObjectPtr Indexer::Upsert(ObjectPtr object) {
 }
 
 ObjectPtr Indexer::Delete(const std::string& key) {
-  std::lock_guard<std::mutex> lock(mu_);
+  core::MutexLock lock(mu_);
   auto it = items_.find(key);
   if (it == items_.end()) return nullptr;
   ObjectPtr old = std::move(it->second);
@@ -145,12 +145,13 @@ Informer::Informer(RestClient& rest, GroupVersionResource gvr, InformerOptions o
     : rest_(rest),
       resource_(rest, gvr, options.ns),
       gvr_(std::move(gvr)),
-      options_(std::move(options)) {}
+      options_(std::move(options)),
+      clock_(options_.clock ? *options_.clock : core::RealClock::Get()) {}
 
 Informer::~Informer() { Stop(); }
 
 void Informer::AddEventHandler(EventHandler handler) {
-  std::lock_guard<std::mutex> lock(handlers_mu_);
+  core::MutexLock lock(handlers_mu_);
   if (handler.on_add) {
     for (const auto& obj : indexer_.List()) Safely([&] { handler.on_add(obj); });
   }
@@ -158,30 +159,42 @@ void Informer::AddEventHandler(EventHandler handler) {
 }
 
 void Informer::Start() {
-  std::lock_guard<std::mutex> lock(mu_);
+  core::MutexLock lock(mu_);
   if (thread_.joinable() || stopping_) return;
   thread_ = std::thread([this] { Run(); });
 }
 
 void Informer::Stop() {
+  std::thread thread;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    core::MutexLock lock(mu_);
     stopping_ = true;
     if (canceller_) canceller_->Cancel();
+    thread = std::move(thread_);
   }
-  cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  cv_.SignalAll();
+  if (thread.joinable()) thread.join();
+}
+
+bool Informer::Stopping() const {
+  core::MutexLock lock(mu_);
+  return stopping_;
 }
 
 std::string Informer::LastResourceVersion() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  core::MutexLock lock(mu_);
   return last_rv_;
 }
 
 bool Informer::SleepFor(std::chrono::milliseconds d) {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait_for(lock, d, [&] { return stopping_; });
+  core::MutexLock lock(mu_);
+  const core::MonoTime deadline = clock_.After(d);
+  while (!stopping_ && clock_.MonotonicNow() < deadline) clock_.WaitUntil(cv_, mu_, deadline);
   return !stopping_;
+}
+
+bool Informer::ResyncDue() const {
+  return options_.resync_period.count() > 0 && clock_.MonotonicNow() >= next_resync_;
 }
 
 // managedFields are already left out by the parser when strip_managed_fields is set (lists
@@ -200,7 +213,7 @@ ObjectPtr Informer::Shape(Json object) const {
 }
 
 void Informer::Deliver(EventType type, const ObjectPtr& obj) {
-  std::lock_guard<std::mutex> lock(handlers_mu_);
+  core::MutexLock lock(handlers_mu_);
   switch (type) {
     case EventType::kAdded:
     case EventType::kModified: {
@@ -257,8 +270,7 @@ core::Status Informer::ListAndReplace() {
     std::string next = machinery::GetString(page, {"metadata", "continue"});
     if (next.empty()) break;
     lo.continue_token = next;
-    std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_) return core::Status::Ok();
+    if (Stopping()) return core::Status::Ok();
   }
   std::set<std::string> seen;
   for (auto& item : items) {
@@ -275,7 +287,7 @@ core::Status Informer::ListAndReplace() {
     if (ObjectPtr gone = indexer_.Get(key)) Deliver(EventType::kDeleted, gone);
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    core::MutexLock lock(mu_);
     last_rv_ = rv;
   }
   synced_.Notify();
@@ -297,7 +309,7 @@ core::Status Informer::WatchOnce(bool& gone) {
   }
   StreamCanceller canceller;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    core::MutexLock lock(mu_);
     if (stopping_) return core::Status::Ok();
     canceller_ = &canceller;
   }
@@ -306,27 +318,23 @@ core::Status Informer::WatchOnce(bool& gone) {
       [&](const WatchEvent& e) {
         if (e.type == EventType::kBookmark) {
           std::string rv = machinery::ResourceVersion(*e.object);
-          std::lock_guard<std::mutex> lock(mu_);
+          core::MutexLock lock(mu_);
           if (!rv.empty()) last_rv_ = rv;
           // A quiet resource still resyncs on time: bookmarks end the watch when it is due.
-          return !stopping_ && (options_.resync_period.count() <= 0 ||
-                                std::chrono::steady_clock::now() < next_resync_);
+          return !stopping_ && !ResyncDue();
         }
         std::string rv = machinery::ResourceVersion(*e.object);
         // The decoded event is used as is unless it needs shaping (no copy on the hot path).
         Deliver(e.type,
                 options_.transform || options_.metadata_only ? Shape(Json(*e.object)) : e.object);
-        std::lock_guard<std::mutex> lock(mu_);
+        core::MutexLock lock(mu_);
         if (!rv.empty()) last_rv_ = rv;
-        if (options_.resync_period.count() > 0 &&
-            std::chrono::steady_clock::now() >= next_resync_) {
-          return false;  // end this watch to resync; it resumes from last_rv_
-        }
+        if (ResyncDue()) return false;  // end this watch to resync; it resumes from last_rv_
         return !stopping_;
       },
       &canceller, options_.metadata_only ? kMetadataAccept : "application/json");
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    core::MutexLock lock(mu_);
     canceller_ = nullptr;
   }
   if (!result.ok()) return result.status();
@@ -340,11 +348,12 @@ core::Status Informer::WatchOnce(bool& gone) {
 }
 
 void Informer::Resync() {
-  if (options_.resync_period.count() <= 0) return;
-  auto now = std::chrono::steady_clock::now();
-  if (now < next_resync_) return;
-  next_resync_ = now + options_.resync_period;
-  std::lock_guard<std::mutex> lock(handlers_mu_);
+  {
+    core::MutexLock lock(mu_);
+    if (!ResyncDue()) return;
+    next_resync_ = clock_.After(options_.resync_period);
+  }
+  core::MutexLock lock(handlers_mu_);
   for (const auto& obj : indexer_.List()) {
     for (const auto& h : handlers_) {
       if (h.on_update) Safely([&] { h.on_update(obj, obj); });
@@ -355,12 +364,12 @@ void Informer::Resync() {
 void Informer::Run() {
   auto backoff = options_.min_backoff;
   bool need_list = true;
-  next_resync_ = std::chrono::steady_clock::now() + options_.resync_period;
+  {
+    core::MutexLock lock(mu_);
+    next_resync_ = clock_.After(options_.resync_period);
+  }
   while (true) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (stopping_) return;
-    }
+    if (Stopping()) return;
     if (need_list) {
       core::Status st = ListAndReplace();
       if (!st.ok()) {
@@ -382,10 +391,7 @@ void Informer::Run() {
     }
     if (options_.on_restart) options_.on_restart("rewatch");
     if (!st.ok()) {
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (stopping_) return;
-      }
+      if (Stopping()) return;
       KLUTCH_LOG(kInfo, "informer", "watch {}: {}", gvr_.GroupResource(), st.ToString());
       if (!SleepFor(backoff)) return;
       backoff = std::min(backoff * 2, options_.max_backoff);

@@ -14,13 +14,10 @@
 // re-delivers every cached object as an update. Thread-safe.
 #pragma once
 
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
@@ -28,6 +25,7 @@
 #include <vector>
 
 #include "client/dynamic.h"
+#include "core/clock.h"
 #include "core/sync.h"
 
 namespace klutch::client {
@@ -57,7 +55,7 @@ class Indexer {
 
  private:
   void IndexLocked(const std::string& key, const Json* old_obj, const Json* new_obj) REQUIRES(mu_);
-  mutable std::mutex mu_;
+  mutable core::Mutex mu_;
   std::unordered_map<std::string, ObjectPtr> items_ GUARDED_BY(mu_);
   std::map<std::string, IndexFunc> index_funcs_ GUARDED_BY(mu_);
   // index name -> value -> keys
@@ -100,6 +98,9 @@ struct InformerOptions {
   std::chrono::milliseconds watch_idle_timeout{std::chrono::minutes(3)};
   // Observes reflector restarts (metrics): "relist" or "rewatch".
   std::function<void(std::string_view what)> on_restart;
+  // Time for resync and backoff (nullptr: core::RealClock::Get()); tests pass a FakeClock.
+  // Must outlive the informer.
+  const core::Clock* clock = nullptr;
 };
 
 class Informer {
@@ -124,32 +125,36 @@ class Informer {
   std::string LastResourceVersion() const;
 
  private:
-  void Run();
+  void Run() EXCLUDES(mu_);
   // One list: returns false when stopped.
-  core::Status ListAndReplace();
-  core::Status WatchOnce(bool& gone);
-  void Deliver(EventType type, const ObjectPtr& obj);
+  core::Status ListAndReplace() EXCLUDES(mu_);
+  core::Status WatchOnce(bool& gone) EXCLUDES(mu_);
+  void Deliver(EventType type, const ObjectPtr& obj) EXCLUDES(handlers_mu_);
   ObjectPtr Shape(Json object) const;
-  void Resync();
-  bool SleepFor(std::chrono::milliseconds d);
+  void Resync() EXCLUDES(mu_, handlers_mu_);
+  bool Stopping() const EXCLUDES(mu_);
+  // Waits `d` on the clock unless stopped first; false when stopping.
+  bool SleepFor(std::chrono::milliseconds d) EXCLUDES(mu_);
+  bool ResyncDue() const REQUIRES(mu_);
 
   RestClient& rest_;
   ResourceClient resource_;
   GroupVersionResource gvr_;
   InformerOptions options_;
+  const core::Clock& clock_;
   Indexer indexer_;
   core::Notification synced_;
 
-  std::mutex handlers_mu_;  // held while delivering, so handlers are never called concurrently
+  core::Mutex handlers_mu_;  // held while delivering, so handlers are never called concurrently
   std::vector<EventHandler> handlers_ GUARDED_BY(handlers_mu_);
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
+  mutable core::Mutex mu_;
+  core::CondVar cv_;
   bool stopping_ GUARDED_BY(mu_) = false;
   std::string last_rv_ GUARDED_BY(mu_);
   StreamCanceller* canceller_ GUARDED_BY(mu_) = nullptr;
-  std::thread thread_;
-  std::chrono::steady_clock::time_point next_resync_;
+  std::thread thread_ GUARDED_BY(mu_);
+  core::MonoTime next_resync_ GUARDED_BY(mu_);
 };
 
 }  // namespace klutch::client

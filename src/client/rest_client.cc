@@ -8,71 +8,11 @@
 #include "client/credentials.h"
 #include "client/workqueue.h"
 #include "core/strings.h"
-#include "http/client.h"
 #include "machinery/object.h"
 
 namespace klutch::client {
 
 namespace {
-
-struct ServerUrl {
-  bool tls = true;
-  std::string host;
-  uint16_t port = 443;
-  std::string prefix;  // path prefix without a trailing slash
-};
-
-core::Result<ServerUrl> ParseServer(const std::string& server) {
-  ServerUrl u;
-  std::string_view rest = server;
-  if (rest.starts_with("https://")) {
-    rest.remove_prefix(8);
-  } else if (rest.starts_with("http://")) {
-    u.tls = false;
-    u.port = 80;
-    rest.remove_prefix(7);
-  } else {
-    return core::Invalid(fmt::format("server \"{}\": must start with https:// or http://", server));
-  }
-  auto slash = rest.find('/');
-  std::string_view authority = rest.substr(0, slash);
-  if (slash != std::string_view::npos) {
-    u.prefix = std::string(rest.substr(slash));
-    while (!u.prefix.empty() && u.prefix.back() == '/') u.prefix.pop_back();
-  }
-  std::string_view port;
-  if (authority.starts_with('[')) {  // [IPv6]:port
-    auto close = authority.find(']');
-    if (close == std::string_view::npos) {
-      return core::Invalid(fmt::format("server \"{}\": unterminated IPv6 address", server));
-    }
-    u.host = std::string(authority.substr(1, close - 1));
-    std::string_view after = authority.substr(close + 1);
-    if (!after.empty()) {
-      if (after[0] != ':') return core::Invalid(fmt::format("server \"{}\": bad port", server));
-      port = after.substr(1);
-    }
-  } else {
-    auto colon = authority.rfind(':');
-    u.host = std::string(authority.substr(0, colon));
-    if (colon != std::string_view::npos) port = authority.substr(colon + 1);
-  }
-  if (u.host.empty()) return core::Invalid(fmt::format("server \"{}\": no host", server));
-  if (!port.empty()) {
-    int p = 0;
-    for (char c : port) {
-      if (c < '0' || c > '9' || p > 65535) {
-        return core::Invalid(fmt::format("server \"{}\": bad port \"{}\"", server, port));
-      }
-      p = p * 10 + (c - '0');
-    }
-    if (p <= 0 || p > 65535) {
-      return core::Invalid(fmt::format("server \"{}\": bad port \"{}\"", server, port));
-    }
-    u.port = static_cast<uint16_t>(p);
-  }
-  return u;
-}
 
 bool IsReadVerb(std::string_view verb) { return verb == "GET" || verb == "HEAD"; }
 
@@ -153,35 +93,21 @@ int RetryAfterSeconds(const http::Headers& headers) {
 
 }  // namespace
 
-void StreamCanceller::Cancel() {
-  cancelled_ = true;
-  std::lock_guard<std::mutex> lock(mu_);
-  if (active_ != nullptr) active_->Disconnect();
-}
-
-void StreamCanceller::Attach(http::Client* client) {
-  std::lock_guard<std::mutex> lock(mu_);
-  active_ = client;
-  if (cancelled_) client->Disconnect();
-}
-
-void StreamCanceller::Detach() {
-  std::lock_guard<std::mutex> lock(mu_);
-  active_ = nullptr;
-}
-
 class RestClient::Impl {
  public:
-  Impl(RestConfig config, RestClientOptions options, ServerUrl url,
-       std::unique_ptr<Credentials> credentials)
+  Impl(RestConfig config, RestClientOptions options, std::string prefix,
+       std::shared_ptr<Transport> transport, std::unique_ptr<Credentials> credentials)
       : config_(std::move(config)),
         options_(std::move(options)),
-        url_(std::move(url)),
+        observer_(options_.on_request),
+        prefix_(std::move(prefix)),
+        transport_(std::move(transport)),
         credentials_(std::move(credentials)),
         throttle_(config_.qps > 0 ? NewBucketRateLimiter(config_.qps, std::max(1, config_.burst))
                                   : nullptr) {}
 
   const RestConfig& config() const { return config_; }
+  std::shared_ptr<Transport> transport() const { return transport_; }
 
   core::Result<Response> Do(const Request& req) {
     std::string target = Target(req);
@@ -189,10 +115,9 @@ class RestClient::Impl {
     for (int attempt = 0;; ++attempt) {
       Throttle();
       KLUTCH_ASSIGN_OR_RETURN(AuthMaterial auth, credentials_->Current());
-      http::Headers headers = Headers(req, auth);
+      TransportRequest treq = Prepare(req, target, auth);
       auto started = std::chrono::steady_clock::now();
-      std::unique_ptr<http::Client> conn = Acquire(auth);
-      auto r = conn->Do(req.verb, target, headers, req.body);
+      auto r = transport_->Do(treq);
       double secs =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
       if (!r.ok()) {
@@ -209,7 +134,6 @@ class RestClient::Impl {
         core::Status st = r.status();
         return st.Annotate(fmt::format("{} {}", req.verb, req.path));
       }
-      Release(std::move(conn), auth);
       Observe(req.verb, r->status, secs);
       if (r->status >= 200 && r->status < 300) {
         return Response{r->status, std::move(r->headers), std::move(r->body)};
@@ -238,25 +162,16 @@ class RestClient::Impl {
                                  StreamCanceller* canceller) {
     Throttle();
     KLUTCH_ASSIGN_OR_RETURN(AuthMaterial auth, credentials_->Current());
-    http::Headers headers = Headers(req, auth);
-    // A stream holds its connection for its lifetime: never one from the pool.
-    http::ClientOptions co = ClientOptionsFor(auth);
-    if (req.idle_timeout.count() > 0) co.stream_idle_timeout = req.idle_timeout;
-    http::Client conn(co);
-    if (canceller) canceller->Attach(&conn);
-    struct DetachOnExit {
-      StreamCanceller* c;
-      ~DetachOnExit() {
-        if (c) c->Detach();
-      }
-    } detach{canceller};
+    TransportRequest treq = Prepare(req, Target(req), auth);
+    treq.idle_timeout =
+        req.idle_timeout.count() > 0 ? req.idle_timeout : options_.stream_idle_timeout;
     if (canceller && canceller->cancelled()) {
       StreamEnd end;
       end.cancelled = true;
       end.complete = false;
       return end;
     }
-    auto r = conn.Stream(req.verb, Target(req), headers, on_data);
+    auto r = transport_->Stream(treq, on_data, canceller);
     if (!r.ok()) {
       if (canceller && canceller->cancelled()) {
         StreamEnd end;
@@ -278,22 +193,22 @@ class RestClient::Impl {
   }
 
   void SetRequestObserver(RequestObserver observer) {
-    std::lock_guard<std::mutex> lock(observer_mu_);
-    options_.on_request = std::move(observer);
+    core::MutexLock lock(observer_mu_);
+    observer_ = std::move(observer);
   }
 
  private:
   void Observe(std::string_view verb, int code, double secs) {
     RequestObserver o;
     {
-      std::lock_guard<std::mutex> lock(observer_mu_);
-      o = options_.on_request;
+      core::MutexLock lock(observer_mu_);
+      o = observer_;
     }
     if (o) o(verb, code, secs);
   }
 
   std::string Target(const Request& req) const {
-    std::string t = url_.prefix + req.path;
+    std::string t = prefix_ + req.path;
     char sep = '?';
     for (const auto& [k, v] : req.query) {
       t += sep;
@@ -302,6 +217,18 @@ class RestClient::Impl {
       t += core::PercentEncode(v);
       sep = '&';
     }
+    return t;
+  }
+
+  TransportRequest Prepare(const Request& req, std::string target, const AuthMaterial& auth) const {
+    TransportRequest t;
+    t.method = req.verb;
+    t.target = std::move(target);
+    t.headers = Headers(req, auth);
+    t.body = req.body;
+    t.timeout = config_.timeout;
+    t.cert_pem = auth.cert_pem;
+    t.key_pem = auth.key_pem;
     return t;
   }
 
@@ -323,49 +250,11 @@ class RestClient::Impl {
     return h;
   }
 
-  http::ClientOptions ClientOptionsFor(const AuthMaterial& auth) const {
-    http::ClientOptions o;
-    o.host = url_.host;
-    o.port = url_.port;
-    o.tls = url_.tls;
-    o.ca_pem = config_.ca_pem;
-    o.cert_pem = auth.cert_pem;
-    o.key_pem = auth.key_pem;
-    o.insecure_skip_verify = config_.insecure_skip_tls_verify;
-    o.server_name = config_.tls_server_name;
-    o.timeout = config_.timeout;
-    o.stream_idle_timeout = options_.stream_idle_timeout;
-    return o;
-  }
-
-  // Connections are keyed by the client certificate they present: when an exec plugin
-  // hands out a new one, older connections are not reused.
-  std::unique_ptr<http::Client> Acquire(const AuthMaterial& auth) {
-    {
-      std::lock_guard<std::mutex> lock(pool_mu_);
-      if (pool_cert_ != auth.cert_pem) {
-        pool_.clear();
-        pool_cert_ = auth.cert_pem;
-      }
-      if (!pool_.empty()) {
-        auto c = std::move(pool_.back());
-        pool_.pop_back();
-        return c;
-      }
-    }
-    return std::make_unique<http::Client>(ClientOptionsFor(auth));
-  }
-
-  void Release(std::unique_ptr<http::Client> conn, const AuthMaterial& auth) {
-    std::lock_guard<std::mutex> lock(pool_mu_);
-    if (pool_cert_ == auth.cert_pem && pool_.size() < kMaxIdle) pool_.push_back(std::move(conn));
-  }
-
   void Throttle() {
     if (!throttle_) return;
     std::chrono::nanoseconds wait;
     {
-      std::lock_guard<std::mutex> lock(throttle_mu_);
+      core::MutexLock lock(throttle_mu_);
       wait = throttle_->When("");
     }
     if (wait.count() > 0) std::this_thread::sleep_for(wait);
@@ -379,34 +268,37 @@ class RestClient::Impl {
     auto base = options_.initial_backoff * (1LL << std::min(attempt, 16));
     base = std::min<std::chrono::milliseconds>(base, options_.max_backoff);
     // Full jitter on the upper half, so clients that failed together do not retry together.
-    std::lock_guard<std::mutex> lock(rng_mu_);
+    core::MutexLock lock(rng_mu_);
     std::uniform_int_distribution<int64_t> d(base.count() / 2, std::max<int64_t>(1, base.count()));
     return std::chrono::milliseconds(d(rng_));
   }
 
   static void Sleep(std::chrono::milliseconds d) { std::this_thread::sleep_for(d); }
 
-  static constexpr size_t kMaxIdle = 16;
-  std::mutex observer_mu_;
+  core::Mutex observer_mu_;
   RestConfig config_;
-  RestClientOptions options_;
-  ServerUrl url_;
+  const RestClientOptions options_;
+  RequestObserver observer_ GUARDED_BY(observer_mu_);
+  const std::string prefix_;
+  const std::shared_ptr<Transport> transport_;
   std::unique_ptr<Credentials> credentials_;
-  std::mutex throttle_mu_;
-  std::unique_ptr<RateLimiter> throttle_;
-  std::mutex pool_mu_;
-  std::vector<std::unique_ptr<http::Client>> pool_;
-  std::string pool_cert_;
-  std::mutex rng_mu_;
-  std::mt19937_64 rng_{std::random_device{}()};
+  core::Mutex throttle_mu_;
+  std::unique_ptr<RateLimiter> throttle_ PT_GUARDED_BY(throttle_mu_);
+  core::Mutex rng_mu_;
+  std::mt19937_64 rng_ GUARDED_BY(rng_mu_){std::random_device{}()};
 };
 
 core::Result<std::unique_ptr<RestClient>> RestClient::New(RestConfig config,
                                                           RestClientOptions options) {
-  KLUTCH_ASSIGN_OR_RETURN(ServerUrl url, ParseServer(config.server));
+  KLUTCH_ASSIGN_OR_RETURN(std::string prefix, ServerPathPrefix(config.server));
+  std::shared_ptr<Transport> transport = options.transport;
+  if (!transport) {
+    KLUTCH_ASSIGN_OR_RETURN(std::unique_ptr<Transport> http, NewHttpTransport(config));
+    transport = std::move(http);
+  }
   KLUTCH_ASSIGN_OR_RETURN(std::unique_ptr<Credentials> creds, Credentials::For(config));
-  auto impl = std::make_unique<Impl>(std::move(config), std::move(options), std::move(url),
-                                     std::move(creds));
+  auto impl = std::make_unique<Impl>(std::move(config), std::move(options), std::move(prefix),
+                                     std::move(transport), std::move(creds));
   return std::unique_ptr<RestClient>(new RestClient(std::move(impl)));
 }
 
@@ -432,6 +324,8 @@ core::Result<StreamEnd> RestClient::Stream(const Request& request,
 }
 
 const RestConfig& RestClient::config() const { return impl_->config(); }
+
+std::shared_ptr<Transport> RestClient::transport() const { return impl_->transport(); }
 
 void RestClient::SetRequestObserver(RequestObserver observer) {
   impl_->SetRequestObserver(std::move(observer));

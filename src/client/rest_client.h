@@ -1,34 +1,30 @@
 // RestClient: the one way this project's programs talk to a Kubernetes API server.
 //
-// Built from a RestConfig (kubeconfig, in-cluster, or tests), it sends requests over a pool
-// of keep-alive HTTPS connections with the configured credentials, throttles them with a
-// client-side token bucket (QPS/burst), and retries what is safe to retry: 429 and any
-// response with Retry-After, connection failures before a request was sent, and transport
-// or 5xx failures of reads (GET/HEAD). A 401 makes the credentials refresh once (exec
-// plugins, rotated token files). Errors come back as core::Status carrying the server's
-// metav1.Status (reason, message, code, causes), so IsNotFound() etc. work on them.
+// Built from a RestConfig (kubeconfig, in-cluster, or tests), it sends requests through a
+// Transport (a pool of keep-alive HTTPS connections, or an in-process handler) with the
+// configured credentials, throttles them with a client-side token bucket (QPS/burst), and
+// retries what is safe to retry: 429 and any response with Retry-After, connection failures
+// before a request was sent, and transport or 5xx failures of reads (GET/HEAD). A 401 makes the
+// credentials refresh once (exec plugins, rotated token files). Errors come back as core::Status
+// carrying the server's metav1.Status (reason, message, code, causes), so IsNotFound() etc. work on
+// them.
 //
 // Thread-safe: any number of threads may issue requests at once; each stream (watch) holds
 // its own connection for its lifetime.
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "client/kubeconfig.h"
+#include "client/transport.h"
 #include "core/status.h"
 #include "http/message.h"
 #include "machinery/json.h"
-
-namespace klutch::http {
-class Client;
-}
 
 namespace klutch::client {
 
@@ -61,21 +57,6 @@ struct StreamEnd {
   std::string body;        // the body of a non-2xx response (a metav1.Status)
 };
 
-// Lets another thread end a running stream (RestClient::Stream). Thread-safe.
-class StreamCanceller {
- public:
-  void Cancel();
-  bool cancelled() const { return cancelled_.load(); }
-
- private:
-  friend class RestClient;
-  void Attach(http::Client* client);
-  void Detach();
-  std::mutex mu_;
-  http::Client* active_ = nullptr;  // guarded by mu_
-  std::atomic<bool> cancelled_{false};
-};
-
 using RequestObserver = std::function<void(std::string_view verb, int code, double seconds)>;
 
 struct RestClientOptions {
@@ -87,6 +68,9 @@ struct RestClientOptions {
   // Observes every finished request (metrics): verb, path template-free path, HTTP code (0
   // for transport errors), seconds taken.
   RequestObserver on_request;
+  // How requests reach the server; nullptr: HTTP(S) to the config's server
+  // (NewHttpTransport). An InProcessTransport serves them in this process.
+  std::shared_ptr<Transport> transport;
 };
 
 class RestClient {
@@ -114,6 +98,9 @@ class RestClient {
                                  StreamCanceller* canceller = nullptr);
 
   const RestConfig& config() const;
+  // The transport requests go through; clients derived from this one (other options, same
+  // server) pass it in RestClientOptions::transport.
+  std::shared_ptr<Transport> transport() const;
   // Replaces RestClientOptions::on_request (e.g. a Manager plugging in its metrics).
   void SetRequestObserver(RequestObserver observer);
 

@@ -9,87 +9,6 @@ namespace klutch::client {
 
 using std::chrono::nanoseconds;
 
-namespace {
-
-// Longer delays (a rate limiter's "never", nanoseconds::max()) are capped so that now + delay
-// cannot overflow the clock's representation; ~100 years is "never" for a controller.
-constexpr nanoseconds kMaxDelay = std::chrono::hours(24 * 365 * 100);
-
-}  // namespace
-
-// ---------------------------------------------------------------------------------------------
-// Clocks
-
-void RealSteadyClock::WaitUntil(std::condition_variable& cv, std::unique_lock<std::mutex>& lock,
-                                TimePoint deadline) const {
-  cv.wait_until(lock, deadline);
-}
-
-const SteadyClock& RealSteadyClock::Get() {
-  static const RealSteadyClock clock;
-  return clock;
-}
-
-SteadyClock::TimePoint FakeSteadyClock::Now() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return now_;
-}
-
-void FakeSteadyClock::WaitUntil(std::condition_variable& cv, std::unique_lock<std::mutex>& lock,
-                                TimePoint deadline) const {
-  const std::pair<std::condition_variable*, std::mutex*> waiter(&cv, lock.mutex());
-  {
-    // Checking the time and registering happen in one critical section, so an Advance either
-    // precedes the check (seen here) or finds this waiter registered (and wakes it).
-    std::lock_guard<std::mutex> clock_lock(mu_);
-    if (now_ >= deadline) return;
-    waiters_.insert(waiter);
-    ++blocking_waits_;
-  }
-  // Advance locks the caller's mutex before notifying, so its notification cannot fall into
-  // the gap between registering above and blocking here.
-  cv.wait(lock);
-  // Unregister without the caller's lock held: an Advance still notifying this waiter needs
-  // that lock, and must finish before the caller may destroy the mutex or the cv.
-  lock.unlock();
-  {
-    std::unique_lock<std::mutex> clock_lock(mu_);
-    while (notifying_ > 0) notify_done_.wait(clock_lock);
-    waiters_.erase(waiters_.find(waiter));
-  }
-  lock.lock();
-}
-
-void FakeSteadyClock::Advance(nanoseconds d) {
-  std::vector<std::pair<std::condition_variable*, std::mutex*>> waiters;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    now_ += std::chrono::duration_cast<TimePoint::duration>(d);
-    waiters.assign(waiters_.begin(), waiters_.end());
-    ++notifying_;
-  }
-  for (const auto& [cv, mu] : waiters) {
-    // Taking the waiter's mutex orders this notification after the waiter is blocked.
-    { std::lock_guard<std::mutex> lock(*mu); }
-    cv->notify_all();
-  }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    --notifying_;
-  }
-  notify_done_.notify_all();
-}
-
-int FakeSteadyClock::blocked_waiters() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return static_cast<int>(waiters_.size());
-}
-
-uint64_t FakeSteadyClock::blocking_waits() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return blocking_waits_;
-}
-
 // ---------------------------------------------------------------------------------------------
 // Rate limiters
 
@@ -104,7 +23,7 @@ class ItemExponentialRateLimiter final : public RateLimiter {
   nanoseconds When(const std::string& item) override {
     int exp;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      core::MutexLock lock(mu_);
       exp = failures_[item]++;
     }
     // Computed in floating point so that large exponents saturate instead of overflowing.
@@ -113,11 +32,11 @@ class ItemExponentialRateLimiter final : public RateLimiter {
     return nanoseconds(static_cast<int64_t>(backoff));
   }
   void Forget(const std::string& item) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    core::MutexLock lock(mu_);
     failures_.erase(item);
   }
   int NumRequeues(const std::string& item) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    core::MutexLock lock(mu_);
     auto it = failures_.find(item);
     return it == failures_.end() ? 0 : it->second;
   }
@@ -125,20 +44,20 @@ class ItemExponentialRateLimiter final : public RateLimiter {
  private:
   const nanoseconds base_;
   const nanoseconds max_;
-  std::mutex mu_;
+  core::Mutex mu_;
   std::unordered_map<std::string, int> failures_ GUARDED_BY(mu_);
 };
 
 class BucketRateLimiter final : public RateLimiter {
  public:
-  BucketRateLimiter(double qps, int burst, const SteadyClock& clock)
-      : qps_(qps), burst_(burst), clock_(clock), tokens_(burst), last_(clock.Now()) {}
+  BucketRateLimiter(double qps, int burst, const core::Clock& clock)
+      : qps_(qps), burst_(burst), clock_(clock), tokens_(burst), last_(clock.MonotonicNow()) {}
 
   nanoseconds When(const std::string&) override {
     if (std::isinf(qps_) && qps_ > 0) return nanoseconds(0);
     if (burst_ < 1) return nanoseconds::max();
-    std::lock_guard<std::mutex> lock(mu_);
-    SteadyClock::TimePoint now = clock_.Now();
+    core::MutexLock lock(mu_);
+    core::MonoTime now = clock_.MonotonicNow();
     if (now > last_) {
       if (qps_ > 0) {
         double elapsed = std::chrono::duration<double>(now - last_).count();
@@ -168,10 +87,10 @@ class BucketRateLimiter final : public RateLimiter {
  private:
   const double qps_;
   const int burst_;
-  const SteadyClock& clock_;
-  std::mutex mu_;
+  const core::Clock& clock_;
+  core::Mutex mu_;
   double tokens_ GUARDED_BY(mu_);
-  SteadyClock::TimePoint last_ GUARDED_BY(mu_);
+  core::MonoTime last_ GUARDED_BY(mu_);
 };
 
 class MaxOfRateLimiter final : public RateLimiter {
@@ -203,7 +122,7 @@ std::unique_ptr<RateLimiter> NewItemExponentialRateLimiter(nanoseconds base, nan
   return std::make_unique<ItemExponentialRateLimiter>(base, max);
 }
 
-std::unique_ptr<RateLimiter> NewBucketRateLimiter(double qps, int burst, const SteadyClock& clock) {
+std::unique_ptr<RateLimiter> NewBucketRateLimiter(double qps, int burst, const core::Clock& clock) {
   return std::make_unique<BucketRateLimiter>(qps, burst, clock);
 }
 
@@ -213,10 +132,10 @@ std::unique_ptr<RateLimiter> NewMaxOfRateLimiter(
 }
 
 std::unique_ptr<RateLimiter> DefaultControllerRateLimiter() {
-  return DefaultControllerRateLimiter(RealSteadyClock::Get());
+  return DefaultControllerRateLimiter(core::RealClock::Get());
 }
 
-std::unique_ptr<RateLimiter> DefaultControllerRateLimiter(const SteadyClock& clock) {
+std::unique_ptr<RateLimiter> DefaultControllerRateLimiter(const core::Clock& clock) {
   std::vector<std::unique_ptr<RateLimiter>> limiters;
   limiters.push_back(
       NewItemExponentialRateLimiter(std::chrono::milliseconds(5), std::chrono::seconds(1000)));
@@ -229,7 +148,7 @@ std::unique_ptr<RateLimiter> DefaultControllerRateLimiter(const SteadyClock& clo
 
 WorkQueue::WorkQueue(WorkQueueOptions options)
     : name_(std::move(options.name)),
-      clock_(options.clock ? *options.clock : RealSteadyClock::Get()),
+      clock_(options.clock ? *options.clock : core::RealClock::Get()),
       rate_limiter_(options.rate_limiter ? std::move(options.rate_limiter)
                                          : DefaultControllerRateLimiter(clock_)),
       on_event_(std::move(options.on_event)) {}
@@ -238,7 +157,7 @@ WorkQueue::~WorkQueue() {
   ShutDown();
   std::thread timer;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    core::MutexLock lock(mu_);
     timer = std::move(timer_);
   }
   if (timer.joinable()) timer.join();
@@ -261,12 +180,12 @@ void WorkQueue::Emit(std::vector<WorkQueueEvent>& events) const {
 void WorkQueue::AddLocked(const std::string& item, std::vector<WorkQueueEvent>& events) {
   if (shutting_down_) return;
   if (!dirty_.insert(item).second) return;
-  added_at_.emplace(item, clock_.Now());
+  added_at_.emplace(item, clock_.MonotonicNow());
   // An item being processed stays out of the queue: Done() queues it, so no two workers ever
   // hold the same item.
   if (!processing_.count(item)) {
     queue_.push_back(item);
-    get_cv_.notify_one();
+    get_cv_.Signal();
   }
   if (on_event_) events.push_back(Event(WorkQueueEvent::Type::kAdd, item));
 }
@@ -274,7 +193,7 @@ void WorkQueue::AddLocked(const std::string& item, std::vector<WorkQueueEvent>& 
 void WorkQueue::Add(const std::string& item) {
   std::vector<WorkQueueEvent> events;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    core::MutexLock lock(mu_);
     AddLocked(item, events);
   }
   Emit(events);
@@ -283,14 +202,13 @@ void WorkQueue::Add(const std::string& item) {
 void WorkQueue::AddAfter(const std::string& item, nanoseconds delay) {
   std::vector<WorkQueueEvent> events;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    core::MutexLock lock(mu_);
     if (shutting_down_) return;
     if (on_event_) events.push_back(Event(WorkQueueEvent::Type::kRetry, item));
     if (delay <= nanoseconds(0)) {
       AddLocked(item, events);
     } else {
-      TimePoint ready = clock_.Now() +
-                        std::chrono::duration_cast<TimePoint::duration>(std::min(delay, kMaxDelay));
+      TimePoint ready = clock_.After(delay);
       auto it = waiting_index_.find(item);
       bool changed = true;
       if (it == waiting_index_.end()) {
@@ -303,7 +221,7 @@ void WorkQueue::AddAfter(const std::string& item, nanoseconds delay) {
       }
       if (changed) {
         if (!timer_.joinable()) timer_ = std::thread([this] { RunTimer(); });
-        timer_cv_.notify_one();
+        timer_cv_.Signal();
       }
     }
   }
@@ -319,10 +237,10 @@ void WorkQueue::Forget(const std::string& item) { rate_limiter_->Forget(item); }
 int WorkQueue::NumRequeues(const std::string& item) { return rate_limiter_->NumRequeues(item); }
 
 void WorkQueue::RunTimer() {
-  std::unique_lock<std::mutex> lock(mu_);
+  core::MutexLock lock(mu_);
   while (!shutting_down_) {
     std::vector<WorkQueueEvent> events;
-    TimePoint now = clock_.Now();
+    TimePoint now = clock_.MonotonicNow();
     while (!waiting_.empty() && std::get<0>(*waiting_.begin()) <= now) {
       std::string item = std::get<2>(*waiting_.begin());
       waiting_index_.erase(item);
@@ -330,15 +248,15 @@ void WorkQueue::RunTimer() {
       AddLocked(item, events);
     }
     if (!events.empty()) {
-      lock.unlock();
+      mu_.Unlock();
       Emit(events);
-      lock.lock();
+      mu_.Lock();
       continue;
     }
     if (waiting_.empty()) {
-      timer_cv_.wait(lock);
+      timer_cv_.Wait(mu_);
     } else {
-      clock_.WaitUntil(timer_cv_, lock, std::get<0>(*waiting_.begin()));
+      clock_.WaitUntil(timer_cv_, mu_, std::get<0>(*waiting_.begin()));
     }
   }
 }
@@ -347,14 +265,14 @@ std::optional<std::string> WorkQueue::Get() {
   std::vector<WorkQueueEvent> events;
   std::string item;
   {
-    std::unique_lock<std::mutex> lock(mu_);
-    while (queue_.empty() && !shutting_down_) get_cv_.wait(lock);
+    core::MutexLock lock(mu_);
+    while (queue_.empty() && !shutting_down_) get_cv_.Wait(mu_);
     if (queue_.empty()) return std::nullopt;
     item = std::move(queue_.front());
     queue_.pop_front();
     processing_.insert(item);
     dirty_.erase(item);
-    TimePoint now = clock_.Now();
+    TimePoint now = clock_.MonotonicNow();
     nanoseconds latency(0);
     if (auto it = added_at_.find(item); it != added_at_.end()) {
       latency = now - it->second;
@@ -374,9 +292,9 @@ std::optional<std::string> WorkQueue::Get() {
 void WorkQueue::Done(const std::string& item) {
   std::vector<WorkQueueEvent> events;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    core::MutexLock lock(mu_);
     if (!processing_.erase(item)) return;
-    TimePoint now = clock_.Now();
+    TimePoint now = clock_.MonotonicNow();
     nanoseconds work(0), latency(0);
     if (auto it = started_at_.find(item); it != started_at_.end()) {
       work = now - it->second;
@@ -388,9 +306,9 @@ void WorkQueue::Done(const std::string& item) {
     }
     if (dirty_.count(item)) {
       queue_.push_back(item);
-      get_cv_.notify_one();
+      get_cv_.Signal();
     }
-    if (processing_.empty()) drain_cv_.notify_all();
+    if (processing_.empty()) drain_cv_.SignalAll();
     if (on_event_) {
       events.push_back(Event(WorkQueueEvent::Type::kDone, item));
       events.back().queue_latency = latency;
@@ -401,36 +319,36 @@ void WorkQueue::Done(const std::string& item) {
 }
 
 size_t WorkQueue::Len() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  core::MutexLock lock(mu_);
   return queue_.size();
 }
 
 void WorkQueue::ShutDown() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    core::MutexLock lock(mu_);
     shutting_down_ = true;
     drain_ = false;
     waiting_.clear();
     waiting_index_.clear();
   }
-  get_cv_.notify_all();
-  drain_cv_.notify_all();
-  timer_cv_.notify_all();
+  get_cv_.SignalAll();
+  drain_cv_.SignalAll();
+  timer_cv_.SignalAll();
 }
 
 void WorkQueue::ShutDownWithDrain() {
-  std::unique_lock<std::mutex> lock(mu_);
+  core::MutexLock lock(mu_);
   shutting_down_ = true;
   drain_ = true;
   waiting_.clear();
   waiting_index_.clear();
-  get_cv_.notify_all();
-  timer_cv_.notify_all();
-  while (!processing_.empty() && drain_) drain_cv_.wait(lock);
+  get_cv_.SignalAll();
+  timer_cv_.SignalAll();
+  while (!processing_.empty() && drain_) drain_cv_.Wait(mu_);
 }
 
 bool WorkQueue::ShuttingDown() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  core::MutexLock lock(mu_);
   return shutting_down_;
 }
 

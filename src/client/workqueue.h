@@ -6,20 +6,18 @@
 // it dirty, and Done() queues it again. Items are handed out in the order they were queued.
 // AddAfter() parks an item on an internal timer thread (started on the first delayed add,
 // stopped and joined by the destructor) that queues it when its time comes, measured on an
-// injectable SteadyClock so tests advance time by hand. AddRateLimited() asks a RateLimiter how
-// long to wait (per-item exponential backoff, overall token bucket, or the max of several).
+// injectable core::Clock so tests advance time by hand (core::FakeClock). AddRateLimited() asks a
+// RateLimiter how long to wait (per-item exponential backoff, overall token bucket, or the max of
+// several).
 //
-// Thread-safety: WorkQueue, every RateLimiter returned here and both clocks are thread-safe.
+// Thread-safety: WorkQueue and every RateLimiter returned here are thread-safe.
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -29,56 +27,10 @@
 #include <unordered_set>
 #include <vector>
 
+#include "core/clock.h"
 #include "core/sync.h"
 
 namespace klutch::client {
-
-// A monotonic time source for delays and rate limits (core::Clock is wall time and may jump).
-class SteadyClock {
- public:
-  using TimePoint = std::chrono::steady_clock::time_point;
-  virtual ~SteadyClock() = default;
-  virtual TimePoint Now() const = 0;
-  // Blocks on `cv` (with `lock` held on entry and on return) until `cv` is notified, Now()
-  // reaches `deadline`, or a spurious wake-up: callers re-check their condition in a loop.
-  virtual void WaitUntil(std::condition_variable& cv, std::unique_lock<std::mutex>& lock,
-                         TimePoint deadline) const = 0;
-};
-
-// std::chrono::steady_clock.
-class RealSteadyClock final : public SteadyClock {
- public:
-  TimePoint Now() const override { return std::chrono::steady_clock::now(); }
-  void WaitUntil(std::condition_variable& cv, std::unique_lock<std::mutex>& lock,
-                 TimePoint deadline) const override;
-  // The process-wide instance.
-  static const SteadyClock& Get();
-};
-
-// A steady clock that moves only when Advance() is called; Advance wakes every thread blocked in
-// WaitUntil so it re-checks its deadline. Starts at an arbitrary fixed point.
-class FakeSteadyClock final : public SteadyClock {
- public:
-  FakeSteadyClock() = default;
-  TimePoint Now() const override;
-  void WaitUntil(std::condition_variable& cv, std::unique_lock<std::mutex>& lock,
-                 TimePoint deadline) const override;
-  void Advance(std::chrono::nanoseconds d);
-
-  // For tests that must know a timer is parked: threads blocked in WaitUntil right now, and
-  // how many WaitUntil calls have blocked so far (a thread that wakes and blocks again counts
-  // twice).
-  int blocked_waiters() const;
-  uint64_t blocking_waits() const;
-
- private:
-  mutable std::mutex mu_;
-  TimePoint now_ GUARDED_BY(mu_){std::chrono::hours(24)};
-  mutable std::multiset<std::pair<std::condition_variable*, std::mutex*>> waiters_ GUARDED_BY(mu_);
-  mutable uint64_t blocking_waits_ GUARDED_BY(mu_) = 0;
-  int notifying_ GUARDED_BY(mu_) = 0;  // Advance calls still notifying a snapshot of waiters_
-  mutable std::condition_variable notify_done_;
-};
 
 // Decides how long an item waits before it is queued again after a failure. Implementations are
 // thread-safe.
@@ -106,7 +58,7 @@ std::unique_ptr<RateLimiter> NewItemExponentialRateLimiter(
 // refill) returns nanoseconds::max(). Forget is a no-op and NumRequeues is always 0. `clock`
 // must outlive the limiter.
 std::unique_ptr<RateLimiter> NewBucketRateLimiter(
-    double qps, int burst, const SteadyClock& clock = RealSteadyClock::Get());
+    double qps, int burst, const core::Clock& clock = core::RealClock::Get());
 
 // When() is the largest delay of `limiters` (each one records the attempt); NumRequeues the
 // largest count; Forget forgets in all. An empty list always returns 0.
@@ -115,7 +67,7 @@ std::unique_ptr<RateLimiter> NewMaxOfRateLimiter(
 
 // client-go's default for controllers: max(exponential 5ms..1000s, bucket 10 qps / burst 100).
 std::unique_ptr<RateLimiter> DefaultControllerRateLimiter();
-std::unique_ptr<RateLimiter> DefaultControllerRateLimiter(const SteadyClock& clock);
+std::unique_ptr<RateLimiter> DefaultControllerRateLimiter(const core::Clock& clock);
 
 // What happened in a queue, for metrics (workqueue_adds_total, _depth, _queue_duration_seconds,
 // _work_duration_seconds, _retries_total).
@@ -139,9 +91,9 @@ struct WorkQueueOptions {
   std::string name;
   // Used by AddRateLimited/Forget/NumRequeues; nullptr means DefaultControllerRateLimiter(*clock).
   std::unique_ptr<RateLimiter> rate_limiter;
-  // Time source for delays and latencies; nullptr means RealSteadyClock::Get(). Must outlive
+  // Time source for delays and latencies; nullptr means core::RealClock::Get(). Must outlive
   // the queue.
-  const SteadyClock* clock = nullptr;
+  const core::Clock* clock = nullptr;
   // Called for each event, never with the queue's lock held, on the thread that caused it (the
   // timer thread for delayed adds); may run concurrently with itself, so it must be thread-safe
   // and must not block for long. Events of different threads may arrive out of order.
@@ -190,24 +142,24 @@ class WorkQueue {
   bool ShuttingDown() const;
 
  private:
-  using TimePoint = SteadyClock::TimePoint;
+  using TimePoint = core::MonoTime;
   // The waiting set, ordered by ready time, then by insertion for ties.
   using WaitKey = std::tuple<TimePoint, uint64_t, std::string>;
 
   void AddLocked(const std::string& item, std::vector<WorkQueueEvent>& events) REQUIRES(mu_);
   WorkQueueEvent Event(WorkQueueEvent::Type type, const std::string& item) const REQUIRES(mu_);
-  void Emit(std::vector<WorkQueueEvent>& events) const;
-  void RunTimer();
+  void Emit(std::vector<WorkQueueEvent>& events) const EXCLUDES(mu_);
+  void RunTimer() EXCLUDES(mu_);
 
   const std::string name_;
-  const SteadyClock& clock_;
+  const core::Clock& clock_;
   const std::unique_ptr<RateLimiter> rate_limiter_;
   const std::function<void(const WorkQueueEvent&)> on_event_;
 
-  mutable std::mutex mu_;
-  std::condition_variable get_cv_;    // an item was queued, or shutdown
-  std::condition_variable drain_cv_;  // processing_ became empty, or a plain ShutDown
-  std::condition_variable timer_cv_;  // waiting_ changed, or shutdown
+  mutable core::Mutex mu_;
+  core::CondVar get_cv_;    // an item was queued, or shutdown
+  core::CondVar drain_cv_;  // processing_ became empty, or a plain ShutDown
+  core::CondVar timer_cv_;  // waiting_ changed, or shutdown
   std::deque<std::string> queue_ GUARDED_BY(mu_);
   std::unordered_set<std::string> dirty_ GUARDED_BY(mu_);
   std::unordered_set<std::string> processing_ GUARDED_BY(mu_);

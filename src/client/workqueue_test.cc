@@ -37,7 +37,7 @@ std::optional<std::string> GetQueued(WorkQueue& q) {
   return q.Get();
 }
 
-WorkQueueOptions FakeOptions(const FakeSteadyClock& clock) {
+WorkQueueOptions FakeOptions(const core::FakeClock& clock) {
   WorkQueueOptions o;
   o.name = "klutch-test-widget";
   o.clock = &clock;
@@ -48,7 +48,7 @@ WorkQueueOptions FakeOptions(const FakeSteadyClock& clock) {
 // For checks that something did NOT happen yet: advances `clock` by `d` once the queue's timer
 // thread is parked on it, and returns after the timer has seen the new time and parked again
 // (so `d` must leave something waiting).
-void AdvanceAndRepark(FakeSteadyClock& clock, nanoseconds d) {
+void AdvanceAndRepark(core::FakeClock& clock, nanoseconds d) {
   ASSERT_TRUE(WaitFor([&] { return clock.blocked_waiters() == 1; }));
   uint64_t waits = clock.blocking_waits();
   clock.Advance(d);
@@ -56,7 +56,7 @@ void AdvanceAndRepark(FakeSteadyClock& clock, nanoseconds d) {
 }
 
 TEST(WorkQueue, AddDeduplicatesQueuedItems) {
-  FakeSteadyClock clock;
+  core::FakeClock clock;
   WorkQueue q(FakeOptions(clock));
   q.Add("ns/a");
   q.Add("ns/b");
@@ -68,7 +68,7 @@ TEST(WorkQueue, AddDeduplicatesQueuedItems) {
 }
 
 TEST(WorkQueue, AddWhileProcessingRequeuesAfterDone) {
-  FakeSteadyClock clock;
+  core::FakeClock clock;
   WorkQueue q(FakeOptions(clock));
   q.Add("a");
   ASSERT_EQ(GetQueued(q), "a");
@@ -83,7 +83,7 @@ TEST(WorkQueue, AddWhileProcessingRequeuesAfterDone) {
 }
 
 TEST(WorkQueue, DoneForAnItemNotBeingProcessedIsIgnored) {
-  FakeSteadyClock clock;
+  core::FakeClock clock;
   WorkQueue q(FakeOptions(clock));
   q.Add("a");
   q.Done("a");
@@ -93,7 +93,7 @@ TEST(WorkQueue, DoneForAnItemNotBeingProcessedIsIgnored) {
 }
 
 TEST(WorkQueue, AddAfterQueuesInReadyTimeOrder) {
-  FakeSteadyClock clock;
+  core::FakeClock clock;
   WorkQueue q(FakeOptions(clock));
   q.AddAfter("a", milliseconds(30));
   q.AddAfter("b", milliseconds(10));
@@ -114,7 +114,7 @@ TEST(WorkQueue, AddAfterQueuesInReadyTimeOrder) {
 }
 
 TEST(WorkQueue, AddAfterOnlyMovesAWaitingItemEarlier) {
-  FakeSteadyClock clock;
+  core::FakeClock clock;
   WorkQueue q(FakeOptions(clock));
   q.AddAfter("earlier", milliseconds(50));
   q.AddAfter("earlier", milliseconds(10));
@@ -136,7 +136,7 @@ TEST(WorkQueue, AddAfterOnlyMovesAWaitingItemEarlier) {
 }
 
 TEST(WorkQueue, DelayedItemIsDeduplicatedWithQueuedCopy) {
-  FakeSteadyClock clock;
+  core::FakeClock clock;
   WorkQueue q(FakeOptions(clock));
   q.Add("a");
   q.AddAfter("a", milliseconds(5));
@@ -149,7 +149,7 @@ TEST(WorkQueue, DelayedItemIsDeduplicatedWithQueuedCopy) {
 }
 
 TEST(WorkQueue, AddRateLimitedBacksOffUntilForget) {
-  FakeSteadyClock clock;
+  core::FakeClock clock;
   WorkQueue q(FakeOptions(clock));  // exponential 1ms .. 1s
   q.AddRateLimited("a");            // due after 1ms
   EXPECT_EQ(q.NumRequeues("a"), 1);
@@ -207,7 +207,7 @@ TEST(RateLimiter, ItemExponentialSaturatesInsteadOfOverflowing) {
 }
 
 TEST(RateLimiter, BucketAllowsBurstThenSpacesByQps) {
-  FakeSteadyClock clock;
+  core::FakeClock clock;
   auto rl = NewBucketRateLimiter(10, 3, clock);
   EXPECT_EQ(rl->When("a"), nanoseconds(0));
   EXPECT_EQ(rl->When("b"), nanoseconds(0));
@@ -227,7 +227,7 @@ TEST(RateLimiter, BucketAllowsBurstThenSpacesByQps) {
 }
 
 TEST(RateLimiter, BucketWithoutRefillOrBurstNeverAdmitsMore) {
-  FakeSteadyClock clock;
+  core::FakeClock clock;
   auto no_refill = NewBucketRateLimiter(0, 1, clock);
   EXPECT_EQ(no_refill->When("a"), nanoseconds(0));
   EXPECT_EQ(no_refill->When("a"), nanoseconds::max());
@@ -240,7 +240,7 @@ TEST(RateLimiter, BucketWithoutRefillOrBurstNeverAdmitsMore) {
 }
 
 TEST(RateLimiter, MaxOfTakesTheLargestDelayAndCount) {
-  FakeSteadyClock clock;
+  core::FakeClock clock;
   std::vector<std::unique_ptr<RateLimiter>> parts;
   parts.push_back(NewItemExponentialRateLimiter(milliseconds(1), seconds(1)));
   parts.push_back(NewBucketRateLimiter(1, 1, clock));
@@ -255,7 +255,7 @@ TEST(RateLimiter, MaxOfTakesTheLargestDelayAndCount) {
 }
 
 TEST(RateLimiter, DefaultControllerCombinesBackoffAndBucket) {
-  FakeSteadyClock clock;
+  core::FakeClock clock;
   auto rl = DefaultControllerRateLimiter(clock);
   EXPECT_EQ(rl->When("x"), milliseconds(5));
   EXPECT_EQ(rl->When("x"), milliseconds(10));
@@ -267,7 +267,7 @@ TEST(RateLimiter, DefaultControllerCombinesBackoffAndBucket) {
 }
 
 TEST(WorkQueue, EventsReportAddsLatencyAndWorkDuration) {
-  FakeSteadyClock clock;
+  core::FakeClock clock;
   std::mutex mu;
   std::vector<WorkQueueEvent> events;
   WorkQueueOptions o = FakeOptions(clock);
@@ -319,7 +319,7 @@ TEST(WorkQueue, ShutDownUnblocksGetInOtherThreads) {
 }
 
 TEST(WorkQueue, ShutDownHandsOutQueuedItemsAndDropsDelayedOnes) {
-  FakeSteadyClock clock;
+  core::FakeClock clock;
   WorkQueue q(FakeOptions(clock));
   q.Add("a");
   q.Add("b");
@@ -351,11 +351,23 @@ TEST(WorkQueue, ShutDownWithDrainWaitsForInFlightItems) {
 }
 
 TEST(WorkQueue, DestructorStopsTheTimerWithItemsWaiting) {
-  auto q = std::make_unique<WorkQueue>(WorkQueueOptions{});
+  // Simulated time never reaches the hour: a destructor that waited for the timer's items
+  // would never return.
+  core::FakeClock clock;
+  std::atomic<int> adds{0};
+  WorkQueueOptions o = FakeOptions(clock);
+  o.on_event = [&](const WorkQueueEvent& e) {
+    if (e.type == WorkQueueEvent::Type::kAdd) ++adds;
+  };
+  auto q = std::make_unique<WorkQueue>(std::move(o));
   q->AddAfter("far", hours(1));
   q->AddAfter("never", nanoseconds::max());
-  q.reset();  // must join the timer thread, not wait for the hour
-  SUCCEED();
+  ASSERT_TRUE(clock.WaitForWaiters(1)) << "the timer thread never parked on the clock";
+  auto destroyed = std::async(std::launch::async, [&] { q.reset(); });
+  ASSERT_EQ(destroyed.wait_for(seconds(20)), std::future_status::ready)
+      << "the destructor waited for delayed items instead of stopping the timer";
+  EXPECT_EQ(clock.blocked_waiters(), 0) << "the timer thread is still parked on the clock";
+  EXPECT_EQ(adds.load(), 0) << "delayed items were queued on shutdown";
 }
 
 TEST(WorkQueue, ConcurrentProducersAndConsumersProcessEveryAddOneWorkerPerItem) {

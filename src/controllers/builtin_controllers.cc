@@ -3,7 +3,7 @@
 #include <fstream>
 #include <iterator>
 
-#include "client/kubeconfig.h"
+#include "client/rest_client.h"
 #include "controllers/access_reconcilers.h"
 #include "controllers/crd_reconciler.h"
 #include "controllers/garbage_collector.h"
@@ -32,21 +32,27 @@ class ServerCrdServing final : public CrdServing {
   apiserver::ApiServer& server_;
 };
 
-// The framework-based controllers: a loopback client with the admin credentials, one
-// Manager, shared informers.
+// The framework-based controllers: an in-process client as system:apiserver, one Manager,
+// shared informers.
 class Framework final : public BuiltinControllers {
  public:
-  static core::Result<std::unique_ptr<Framework>> Start(apiserver::ApiServer& server) {
+  static core::Result<std::unique_ptr<Framework>> Start(apiserver::ApiServer& server,
+                                                        const BuiltinControllersOptions& options) {
     auto f = std::unique_ptr<Framework>(new Framework(server));
-    KLUTCH_ASSIGN_OR_RETURN(client::RestConfig config,
-                            client::LoadKubeconfig({.paths = {server.admin_kubeconfig_path()}}));
+    client::RestConfig config;
+    config.server = server.url();
     config.user_agent = "klutch-apiserver-controllers";
     config.qps = 0;  // in-process: the server's own limits apply
-    KLUTCH_ASSIGN_OR_RETURN(f->rest_, client::RestClient::New(std::move(config)));
+    client::RestClientOptions rest_options;
+    rest_options.transport = client::NewInProcessTransport(
+        server.handler(), http::ClientCertificate{.common_name = "system:apiserver",
+                                                  .organizations = {"system:masters"}});
+    KLUTCH_ASSIGN_OR_RETURN(f->rest_,
+                            client::RestClient::New(std::move(config), std::move(rest_options)));
     std::ifstream ca_in(server.ca_file());
     std::string ca_pem((std::istreambuf_iterator<char>(ca_in)), std::istreambuf_iterator<char>());
     f->manager_ = std::make_unique<reconcile::Manager>(
-        *f->rest_, reconcile::ManagerOptions{.name = "klutch-apiserver"});
+        *f->rest_, reconcile::ManagerOptions{.name = "klutch-apiserver", .clock = options.clock});
     f->mapper_ = std::make_unique<client::RestMapper>(*f->rest_);
     auto& m = *f->manager_;
     client::Informer& namespaces = m.Informer(client::resources::kNamespaces);
@@ -148,8 +154,8 @@ class Framework final : public BuiltinControllers {
 }  // namespace
 
 core::Result<std::unique_ptr<BuiltinControllers>> StartBuiltinControllers(
-    apiserver::ApiServer& server) {
-  KLUTCH_ASSIGN_OR_RETURN(auto framework, Framework::Start(server));
+    apiserver::ApiServer& server, BuiltinControllersOptions options) {
+  KLUTCH_ASSIGN_OR_RETURN(auto framework, Framework::Start(server, options));
   return std::unique_ptr<BuiltinControllers>(std::move(framework));
 }
 

@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "apiserver/server.h"
+#include "core/clock.h"
 #include "core/status.h"
 
 namespace klutch::controllers {
@@ -20,7 +21,16 @@ class BuiltinControllers {
   virtual void Stop() = 0;
 };
 
+struct BuiltinControllersOptions {
+  // Time for queues, backoff, resync and requeues (nullptr: core::RealClock::Get()); tests
+  // pass a core::FakeClock. Must outlive the controllers.
+  const core::Clock* clock = nullptr;
+};
+
+// Starts the controllers against `server` through an in-process client (the server's own
+// handler, as user "system:apiserver" in group system:masters: authenticated, authorized and
+// audited like any request) and returns once their caches have synced.
 core::Result<std::unique_ptr<BuiltinControllers>> StartBuiltinControllers(
-    apiserver::ApiServer& server);
+    apiserver::ApiServer& server, BuiltinControllersOptions options = {});
 
 }  // namespace klutch::controllers

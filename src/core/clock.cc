@@ -2,14 +2,130 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
 #include <ctime>
 
 namespace klutch::core {
 
+namespace {
+// Longer waits (a rate limiter's "never", nanoseconds::max()) are capped so that now + d
+// cannot overflow; a century is "never" for anything this project runs.
+constexpr std::chrono::nanoseconds kForever = std::chrono::hours(24 * 365 * 100);
+// Where a FakeClock's monotonic face starts: any fixed point well away from zero.
+constexpr MonoTime kFakeMonoStart{std::chrono::hours(24)};
+}  // namespace
+
+MonoTime Clock::After(std::chrono::nanoseconds d) const {
+  return MonotonicNow() + std::chrono::duration_cast<MonoTime::duration>(std::min(d, kForever));
+}
+
+void RealClock::WaitUntil(CondVar& cv, Mutex& mu, MonoTime deadline) const {
+  cv.WaitUntil(mu, deadline);
+}
+
 const Clock& RealClock::Get() {
   static const RealClock clock;
   return clock;
+}
+
+FakeClock::FakeClock() : FakeClock(SystemTime(std::chrono::seconds(1'767'225'600))) {}
+
+FakeClock::FakeClock(SystemTime start) : wall_start_(start) {}
+
+FakeClock::~FakeClock() = default;
+
+SystemTime FakeClock::Now() const {
+  MutexLock lock(mu_);
+  return wall_start_ + std::chrono::duration_cast<SystemTime::duration>(elapsed_);
+}
+
+MonoTime FakeClock::MonotonicNow() const {
+  MutexLock lock(mu_);
+  return kFakeMonoStart + std::chrono::duration_cast<MonoTime::duration>(elapsed_);
+}
+
+void FakeClock::WaitUntil(CondVar& cv, Mutex& mu, MonoTime deadline) const {
+  {
+    // Checking the time and registering happen in one critical section, so an Advance
+    // either precedes the check (seen here) or finds this waiter registered and wakes it.
+    MutexLock lock(mu_);
+    if (kFakeMonoStart + elapsed_ >= deadline) return;
+    waiters_.push_back({&cv, &mu, deadline});
+    ++blocking_waits_;
+    changed_.SignalAll();
+  }
+  // Advance takes the caller's mutex before signalling, so its signal cannot fall into the
+  // gap between registering above and blocking here.
+  cv.Wait(mu);
+  // Unregister without the caller's mutex held: an Advance still signalling this waiter needs
+  // that mutex, and must finish before the caller may destroy the mutex or the CondVar.
+  mu.Unlock();
+  {
+    MutexLock lock(mu_);
+    while (notifying_ > 0) changed_.Wait(mu_);
+    for (auto it = waiters_.begin(); it != waiters_.end(); ++it) {
+      if (it->cv == &cv && it->mu == &mu && it->deadline == deadline) {
+        waiters_.erase(it);
+        break;
+      }
+    }
+    changed_.SignalAll();
+  }
+  mu.Lock();
+}
+
+void FakeClock::Advance(std::chrono::nanoseconds d) {
+  std::vector<Waiter> waiters;
+  {
+    MutexLock lock(mu_);
+    elapsed_ += d;
+    waiters = waiters_;
+    ++notifying_;
+  }
+  for (const Waiter& w : waiters) {
+    // Taking the waiter's mutex orders this signal after the waiter is blocked.
+    { MutexLock lock(*w.mu); }
+    w.cv->SignalAll();
+  }
+  {
+    MutexLock lock(mu_);
+    --notifying_;
+  }
+  changed_.SignalAll();
+}
+
+bool FakeClock::AdvanceToNextDeadline() {
+  std::chrono::nanoseconds step{0};
+  {
+    MutexLock lock(mu_);
+    if (waiters_.empty()) return false;
+    MonoTime next = waiters_.front().deadline;
+    for (const Waiter& w : waiters_) next = std::min(next, w.deadline);
+    const MonoTime now = kFakeMonoStart + elapsed_;
+    if (next > now) step = next - now;
+  }
+  Advance(step);
+  return true;
+}
+
+int FakeClock::blocked_waiters() const {
+  MutexLock lock(mu_);
+  return static_cast<int>(waiters_.size());
+}
+
+uint64_t FakeClock::blocking_waits() const {
+  MutexLock lock(mu_);
+  return blocking_waits_;
+}
+
+bool FakeClock::WaitForWaiters(int n, std::chrono::milliseconds timeout) const {
+  const auto deadline = CondVar::DeadlineAfter(timeout);
+  MutexLock lock(mu_);
+  while (static_cast<int>(waiters_.size()) < n) {
+    if (!changed_.WaitUntil(mu_, deadline)) return static_cast<int>(waiters_.size()) >= n;
+  }
+  return true;
 }
 
 namespace {

@@ -292,6 +292,8 @@ class Client::Impl {
     });
   }
 
+  void set_timeout(std::chrono::milliseconds timeout) { options_.timeout = timeout; }
+
  private:
   static constexpr size_t kMaxErrorBody = 1 << 20;
   ClientOptions options_;
@@ -322,5 +324,7 @@ core::Result<ClientResponse> Client::Stream(std::string_view method, std::string
 }
 
 void Client::Disconnect() { impl_->Disconnect(); }
+
+void Client::set_timeout(std::chrono::milliseconds timeout) { impl_->set_timeout(timeout); }
 
 }  // namespace klutch::http

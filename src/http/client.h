@@ -65,6 +65,9 @@ class Client {
                                       const Headers& headers,
                                       const std::function<bool(std::string_view)>& on_data);
 
+  // Replaces ClientOptions::timeout for the following calls.
+  void set_timeout(std::chrono::milliseconds timeout);
+
   // Drops the connection: a running Stream() returns (with complete=false); otherwise the
   // next Do() opens a new connection and the next Stream() returns at once (complete=false),
   // so a cancel racing with a stream's start is never lost. The one call that is safe from

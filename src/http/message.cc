@@ -37,6 +37,17 @@ std::optional<std::string_view> Request::Query(std::string_view name) const {
   return std::nullopt;
 }
 
+void Request::SetTarget(std::string t) {
+  target = std::move(t);
+  std::string_view view = target;
+  auto q = view.find('?');
+  std::string_view raw_path = view.substr(0, q);
+  auto decoded = core::PercentDecode(raw_path, false);
+  path = decoded ? *decoded : std::string(raw_path);
+  query.clear();
+  if (q != std::string_view::npos) query = ParseQuery(view.substr(q + 1));
+}
+
 std::vector<std::pair<std::string, std::string>> ParseQuery(std::string_view query) {
   std::vector<std::pair<std::string, std::string>> out;
   for (auto part : core::SplitNonEmpty(query, '&')) {

@@ -51,6 +51,9 @@ struct Request {
 
   // First value of a query parameter, nullopt when absent.
   std::optional<std::string_view> Query(std::string_view name) const;
+  // Sets `target` and derives `path` (percent-decoded; kept verbatim when malformed) and
+  // `query` from it, as the server does for every request it reads.
+  void SetTarget(std::string target);
 };
 
 // A response body delivered piece by piece (watch streams), implemented by the server.
@@ -77,6 +80,9 @@ struct Response {
   // hands the stream to this function (which must return quickly, keeping the stream).
   std::function<void(std::shared_ptr<ResponseStream>)> stream;
 };
+
+// Serves one request (the server calls it on a worker or I/O thread).
+using Handler = std::function<Response(Request& request)>;
 
 // Splits "a=1&b=x%20y" into decoded pairs; malformed escapes are kept verbatim.
 std::vector<std::pair<std::string, std::string>> ParseQuery(std::string_view query);

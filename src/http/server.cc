@@ -157,13 +157,7 @@ PeerCert PeerCertificate(SSL* ssl) {
 Request ToRequest(bhttp::request<bhttp::string_body>&& msg) {
   Request req;
   req.method = std::string(msg.method_string());
-  req.target = std::string(msg.target());
-  std::string_view target = req.target;
-  auto q = target.find('?');
-  std::string_view raw_path = target.substr(0, q);
-  auto decoded = core::PercentDecode(raw_path, false);
-  req.path = decoded ? *decoded : std::string(raw_path);
-  if (q != std::string_view::npos) req.query = ParseQuery(target.substr(q + 1));
+  req.SetTarget(std::string(msg.target()));
   for (const auto& field : msg) {
     req.headers.Add(std::string(field.name_string()), std::string(field.value()));
   }

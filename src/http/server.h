@@ -20,8 +20,6 @@
 
 namespace klutch::http {
 
-using Handler = std::function<Response(Request& request)>;
-
 struct TlsOptions {
   std::string certificate_file;  // PEM chain of the serving certificate
   std::string key_file;          // PEM private key

@@ -52,10 +52,16 @@ MapFunc MapToControllingOwner(std::string owner_group, std::string owner_kind,
 }
 
 namespace {
+const core::Clock& ClockOf(const ControllerOptions& options) {
+  return options.clock ? *options.clock : core::RealClock::Get();
+}
+
 client::WorkQueueOptions QueueOptions(const std::string& name, ControllerOptions& options) {
   client::WorkQueueOptions q;
   q.name = name;
-  q.rate_limiter = std::move(options.rate_limiter);
+  q.clock = &ClockOf(options);
+  q.rate_limiter = options.rate_limiter ? std::move(options.rate_limiter)
+                                        : client::DefaultControllerRateLimiter(ClockOf(options));
   if (Metrics* m = options.metrics) {
     q.on_event = [m](const client::WorkQueueEvent& e) { m->OnQueueEvent(e); };
   }
@@ -67,6 +73,7 @@ Controller::Controller(std::string name, Reconciler& reconciler, ControllerOptio
     : name_(name),
       reconciler_(reconciler),
       metrics_(options.metrics),
+      clock_(ClockOf(options)),
       workers_count_(std::max(1, options.workers)),
       queue_(QueueOptions(name, options)) {}
 
@@ -109,7 +116,7 @@ void Controller::Watches(client::Informer& informer, MapFunc map) {
 }
 
 void Controller::Start() {
-  std::lock_guard<std::mutex> lock(mu_);
+  core::MutexLock lock(mu_);
   if (started_ || queue_.ShuttingDown()) return;
   started_ = true;
   for (int i = 0; i < workers_count_; ++i) workers_.emplace_back([this] { Worker(); });
@@ -122,7 +129,7 @@ void Controller::Stop() {
   queue_.ShutDownWithDrain();
   std::vector<std::thread> workers;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    core::MutexLock lock(mu_);
     workers.swap(workers_);
   }
   for (auto& w : workers) w.join();
@@ -136,7 +143,7 @@ void Controller::Worker() {
 }
 
 void Controller::ProcessOne(const std::string& key) {
-  auto started = std::chrono::steady_clock::now();
+  const core::MonoTime started = clock_.MonotonicNow();
   core::Result<Result> r = core::Internal("not run");
   try {
     r = reconciler_.Reconcile(Request::FromKey(key));
@@ -144,7 +151,7 @@ void Controller::ProcessOne(const std::string& key) {
     // A reconciler bug must not take the process down: treat it as an error and back off.
     r = core::Internal(std::string("reconcile threw: ") + e.what());
   }
-  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  double secs = std::chrono::duration<double>(clock_.MonotonicNow() - started).count();
   std::string_view outcome;
   if (!r.ok()) {
     outcome = "error";

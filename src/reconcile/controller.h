@@ -24,7 +24,9 @@
 
 #include "client/informer.h"
 #include "client/workqueue.h"
+#include "core/clock.h"
 #include "core/status.h"
+#include "core/sync.h"
 
 namespace klutch::reconcile {
 
@@ -84,8 +86,12 @@ MapFunc MapToControllingOwner(std::string owner_group, std::string owner_kind,
 
 struct ControllerOptions {
   int workers = 1;
-  std::unique_ptr<client::RateLimiter> rate_limiter;  // default: DefaultControllerRateLimiter
-  Metrics* metrics = nullptr;                         // optional
+  // Default: client::DefaultControllerRateLimiter on `clock`.
+  std::unique_ptr<client::RateLimiter> rate_limiter;
+  Metrics* metrics = nullptr;  // optional
+  // Time for backoff, RequeueAfter and reconcile durations (nullptr: core::RealClock::Get());
+  // must outlive the controller.
+  const core::Clock* clock = nullptr;
 };
 
 class Controller {
@@ -120,12 +126,13 @@ class Controller {
   std::string name_;
   Reconciler& reconciler_;
   Metrics* metrics_;
+  const core::Clock& clock_;
   int workers_count_;
   client::WorkQueue queue_;
-  std::mutex mu_;
-  bool started_ = false;  // guarded by mu_
+  core::Mutex mu_;
+  bool started_ GUARDED_BY(mu_) = false;
   std::atomic<bool> stopping_{false};
-  std::vector<std::thread> workers_;
+  std::vector<std::thread> workers_ GUARDED_BY(mu_);
 };
 
 }  // namespace klutch::reconcile

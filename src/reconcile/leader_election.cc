@@ -38,7 +38,7 @@ std::unique_ptr<client::RestClient> LeaseClient(client::RestClient& rest,
       std::min(config.timeout, std::max(o.retry_period, std::chrono::milliseconds(500)));
   config.timeout = std::min<std::chrono::milliseconds>(config.timeout, o.renew_deadline);
   config.qps = 0;
-  auto c = client::RestClient::New(config, {.max_retries = 0});
+  auto c = client::RestClient::New(config, {.max_retries = 0, .transport = rest.transport()});
   return c.ok() ? std::move(*c) : nullptr;
 }
 }  // namespace
@@ -56,29 +56,32 @@ LeaderElector::LeaderElector(client::RestClient& rest, LeaderElectionOptions opt
 LeaderElector::~LeaderElector() { Stop(); }
 
 void LeaderElector::Start() {
-  std::lock_guard<std::mutex> lock(mu_);
+  core::MutexLock lock(mu_);
   if (thread_.joinable() || stopping_) return;
   thread_ = std::thread([this] { Run(); });
 }
 
 void LeaderElector::Stop() {
+  std::thread thread;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    core::MutexLock lock(mu_);
     if (stopping_) return;
     stopping_ = true;
+    thread = std::move(thread_);
   }
-  cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  cv_.SignalAll();
+  if (thread.joinable()) thread.join();
 }
 
 bool LeaderElector::IsLeader() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  core::MutexLock lock(mu_);
   return leading_;
 }
 
 bool LeaderElector::Wait(std::chrono::milliseconds d) {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait_for(lock, d, [&] { return stopping_; });
+  core::MutexLock lock(mu_);
+  const core::MonoTime deadline = clock_.After(d);
+  while (!stopping_ && clock_.MonotonicNow() < deadline) clock_.WaitUntil(cv_, mu_, deadline);
   return !stopping_;
 }
 
@@ -102,7 +105,7 @@ bool LeaderElector::TryAcquireOrRenew() {
     auto created = leases_.Create(lease);
     if (!created.ok()) return false;
     observed_record_ = Record(*created);
-    observed_at_ = std::chrono::steady_clock::now();
+    observed_at_ = clock_.MonotonicNow();
     observed_rv_ = machinery::ResourceVersion(*created);
     return true;
   }
@@ -110,13 +113,12 @@ bool LeaderElector::TryAcquireOrRenew() {
   std::string record = Record(lease);
   if (record != observed_record_) {
     observed_record_ = record;
-    observed_at_ = std::chrono::steady_clock::now();
+    observed_at_ = clock_.MonotonicNow();
   }
   std::string holder = machinery::GetString(lease, {"spec", "holderIdentity"});
   int64_t held_for_s = IntField(lease, "leaseDurationSeconds", duration_s);
   bool ours = holder == options_.identity;
-  bool expired =
-      std::chrono::steady_clock::now() >= observed_at_ + std::chrono::seconds(held_for_s);
+  bool expired = clock_.MonotonicNow() >= observed_at_ + std::chrono::seconds(held_for_s);
   if (!holder.empty() && !ours && !expired) {
     taken_by_other_ = true;
     return false;
@@ -137,7 +139,7 @@ bool LeaderElector::TryAcquireOrRenew() {
   if (!updated.ok()) return false;
   if (!ours && options_.on_new_leader) options_.on_new_leader(options_.identity);
   observed_record_ = Record(*updated);
-  observed_at_ = std::chrono::steady_clock::now();
+  observed_at_ = clock_.MonotonicNow();
   observed_rv_ = machinery::ResourceVersion(*updated);
   return true;
 }
@@ -163,21 +165,20 @@ void LeaderElector::Run() {
     if (!Wait(options_.retry_period)) return;
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    core::MutexLock lock(mu_);
     leading_ = true;
   }
   KLUTCH_LOG(kInfo, "leader-election", "{} acquired lease {}/{}", options_.identity,
              options_.lease_namespace, options_.lease_name);
   if (options_.on_started_leading) options_.on_started_leading();
   // Renew; give up when renewals keep failing past the deadline.
-  auto last_renew = std::chrono::steady_clock::now();
+  auto last_renew = clock_.MonotonicNow();
   bool lost = false;
   while (Wait(options_.retry_period)) {
     taken_by_other_ = false;
     if (TryAcquireOrRenew()) {
-      last_renew = std::chrono::steady_clock::now();
-    } else if (taken_by_other_ ||
-               std::chrono::steady_clock::now() - last_renew >= options_.renew_deadline) {
+      last_renew = clock_.MonotonicNow();
+    } else if (taken_by_other_ || clock_.MonotonicNow() - last_renew >= options_.renew_deadline) {
       // Another replica holds it now, or we could not renew in time: stop acting at once.
       lost = true;
       break;
@@ -185,7 +186,7 @@ void LeaderElector::Run() {
   }
   if (!lost) Release();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    core::MutexLock lock(mu_);
     leading_ = false;
   }
   KLUTCH_LOG(kInfo, "leader-election", "{} {} lease {}/{}", options_.identity,

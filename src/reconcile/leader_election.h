@@ -7,18 +7,19 @@
 // renews every retry_period; if it cannot renew for renew_deadline it stops leading.
 // Writes carry the lease's resourceVersion, so two candidates never both win. On Stop() a
 // leader releases the lease (empty holder, duration 1 s) so a successor need not wait.
+// All waiting and expiry is measured on the injected core::Clock (its monotonic face; the
+// wall face stamps acquireTime/renewTime), so tests run elections in simulated time.
 // Thread-safe.
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <functional>
-#include <mutex>
 #include <string>
 #include <thread>
 
 #include "client/dynamic.h"
 #include "core/clock.h"
+#include "core/sync.h"
 
 namespace klutch::reconcile {
 
@@ -50,26 +51,28 @@ class LeaderElector {
   const std::string& identity() const { return options_.identity; }
 
  private:
-  void Run();
+  void Run() EXCLUDES(mu_);
   // One attempt to acquire or renew: true when we hold the lease afterwards.
   bool TryAcquireOrRenew();
   void Release();
-  bool Wait(std::chrono::milliseconds d);
+  // Waits `d` on the clock unless stopped first; false when stopping.
+  bool Wait(std::chrono::milliseconds d) EXCLUDES(mu_);
 
   std::unique_ptr<client::RestClient> lease_client_;
   client::ResourceClient leases_;
   LeaderElectionOptions options_;
   const core::Clock& clock_;
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopping_ = false;  // guarded by mu_
-  bool leading_ = false;   // guarded by mu_
-  std::thread thread_;
+  mutable core::Mutex mu_;
+  core::CondVar cv_;
+  bool stopping_ GUARDED_BY(mu_) = false;
+  bool leading_ GUARDED_BY(mu_) = false;
+  std::thread thread_ GUARDED_BY(mu_);
 
-  // What we last saw of the lease, and when (our clock), for the expiry rule.
+  // Only the elector's thread touches these: what we last saw of the lease, and when (our
+  // clock), for the expiry rule.
   std::string observed_record_;
-  std::chrono::steady_clock::time_point observed_at_;
+  core::MonoTime observed_at_;
   std::string observed_rv_;
   bool taken_by_other_ = false;  // the last attempt saw another live holder
 };

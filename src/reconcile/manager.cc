@@ -9,7 +9,9 @@
 namespace klutch::reconcile {
 
 Manager::Manager(client::RestClient& rest, ManagerOptions options)
-    : rest_(rest), options_(std::move(options)) {
+    : rest_(rest),
+      options_(std::move(options)),
+      clock_(options_.clock ? *options_.clock : core::RealClock::Get()) {
   rest_.SetRequestObserver([this](std::string_view verb, int code, double seconds) {
     metrics_.OnRequest(verb, code, seconds);
   });
@@ -25,7 +27,7 @@ client::Informer& Manager::Informer(const client::GroupVersionResource& gvr,
   std::string key = fmt::format("{}/{}/{}|{}|{}|{}|{}", gvr.group, gvr.version, gvr.resource,
                                 options.ns, options.label_selector, options.field_selector,
                                 options.metadata_only ? "metadata" : "full");
-  std::lock_guard<std::mutex> lock(mu_);
+  core::MutexLock lock(mu_);
   auto& slot = informers_[key];
   if (!slot) {
     if (!options.on_restart) {
@@ -33,6 +35,7 @@ client::Informer& Manager::Informer(const client::GroupVersionResource& gvr,
         metrics_.OnInformerRestart(r, what);
       };
     }
+    if (!options.clock) options.clock = &clock_;
     slot = std::make_unique<client::Informer>(rest_, gvr, std::move(options));
     if (started_) slot->Start();
   }
@@ -41,8 +44,9 @@ client::Informer& Manager::Informer(const client::GroupVersionResource& gvr,
 
 Controller& Manager::AddController(std::string name, Reconciler& reconciler, int workers) {
   auto c = std::make_unique<Controller>(
-      std::move(name), reconciler, ControllerOptions{.workers = workers, .metrics = &metrics_});
-  std::lock_guard<std::mutex> lock(mu_);
+      std::move(name), reconciler,
+      ControllerOptions{.workers = workers, .metrics = &metrics_, .clock = &clock_});
+  core::MutexLock lock(mu_);
   controllers_.push_back(std::move(c));
   return *controllers_.back();
 }
@@ -50,7 +54,7 @@ Controller& Manager::AddController(std::string name, Reconciler& reconciler, int
 core::Status Manager::Start() {
   std::vector<client::Informer*> informers;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    core::MutexLock lock(mu_);
     if (started_) return core::Status::Ok();
     started_ = true;
     for (auto& [k, inf] : informers_) informers.push_back(inf.get());
@@ -101,7 +105,7 @@ core::Status Manager::Start() {
                     options_.cache_sync_timeout.count(), core::Join(unsynced, ", ")));
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    core::MutexLock lock(mu_);
     synced_ = true;
   }
   if (options_.leader_election) {
@@ -115,7 +119,7 @@ core::Status Manager::Start() {
       StopControllers();
       bool stopping;
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        core::MutexLock lock(mu_);
         stopping = stopped_;
         lost_leadership_ = !stopping;
       }
@@ -125,7 +129,7 @@ core::Status Manager::Start() {
       }
       if (!stopping && options_.on_lost_leadership) options_.on_lost_leadership();
     };
-    elector_ = std::make_unique<LeaderElector>(rest_, std::move(le));
+    elector_ = std::make_unique<LeaderElector>(rest_, std::move(le), clock_);
     elector_->Start();
   } else {
     StartControllers();
@@ -134,7 +138,7 @@ core::Status Manager::Start() {
 }
 
 void Manager::StartControllers() {
-  std::lock_guard<std::mutex> lock(mu_);
+  core::MutexLock lock(mu_);
   if (stopped_) return;
   for (auto& c : controllers_) c->Start();
 }
@@ -142,7 +146,7 @@ void Manager::StartControllers() {
 void Manager::StopControllers() {
   std::vector<Controller*> controllers;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    core::MutexLock lock(mu_);
     for (auto& c : controllers_) controllers.push_back(c.get());
   }
   for (auto* c : controllers) c->Stop();
@@ -150,7 +154,7 @@ void Manager::StopControllers() {
 
 void Manager::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    core::MutexLock lock(mu_);
     if (stopped_) return;
     stopped_ = true;
   }
@@ -158,7 +162,7 @@ void Manager::Stop() {
   if (elector_) elector_->Stop();
   std::vector<client::Informer*> informers;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    core::MutexLock lock(mu_);
     for (auto& [k, inf] : informers_) informers.push_back(inf.get());
   }
   for (auto* inf : informers) inf->Stop();
@@ -166,7 +170,7 @@ void Manager::Stop() {
 }
 
 bool Manager::Ready() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  core::MutexLock lock(mu_);
   return synced_ && !stopped_ && !lost_leadership_;
 }
 

@@ -12,12 +12,13 @@
 #include <chrono>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "client/informer.h"
+#include "core/clock.h"
+#include "core/sync.h"
 #include "reconcile/controller.h"
 #include "reconcile/leader_election.h"
 #include "reconcile/metrics.h"
@@ -39,6 +40,9 @@ struct ManagerOptions {
   // stopped then and cannot start again (Ready() turns false). Processes should exit here,
   // as controller-runtime's do.
   std::function<void()> on_lost_leadership;
+  // Time for every informer, controller and the elector (nullptr: core::RealClock::Get());
+  // tests pass a core::FakeClock. Must outlive the manager.
+  const core::Clock* clock = nullptr;
 };
 
 class Manager {
@@ -73,14 +77,15 @@ class Manager {
 
   client::RestClient& rest_;
   ManagerOptions options_;
+  const core::Clock& clock_;
   Metrics metrics_;
-  mutable std::mutex mu_;
-  std::map<std::string, std::unique_ptr<client::Informer>> informers_;  // guarded by mu_
-  std::vector<std::unique_ptr<Controller>> controllers_;                // guarded by mu_
-  bool synced_ = false;                                                 // guarded by mu_
-  bool started_ = false;                                                // guarded by mu_
-  bool stopped_ = false;                                                // guarded by mu_
-  bool lost_leadership_ = false;  // guarded by mu_: controllers stopped for good
+  mutable core::Mutex mu_;
+  std::map<std::string, std::unique_ptr<client::Informer>> informers_ GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<Controller>> controllers_ GUARDED_BY(mu_);
+  bool synced_ GUARDED_BY(mu_) = false;
+  bool started_ GUARDED_BY(mu_) = false;
+  bool stopped_ GUARDED_BY(mu_) = false;
+  bool lost_leadership_ GUARDED_BY(mu_) = false;  // controllers stopped for good
   std::unique_ptr<LeaderElector> elector_;
   std::unique_ptr<http::Server> health_;
 };
