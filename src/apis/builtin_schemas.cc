@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 
 #include "apis/embedded_files.h"
@@ -58,11 +59,40 @@ GvkIndex BuildGvkIndex(const machinery::Json& schemas) {
   return index;
 }
 
+constexpr std::string_view kAnnotationPrefix = "x-klutch-";
+
+// Removes Klutch's annotations from a schema and every schema below it. Keys of `properties`
+// are field names, never annotations.
+void StripAnnotations(machinery::Json& node, bool field_names) {
+  if (node.is_array()) {
+    for (machinery::Json& element : node) StripAnnotations(element, false);
+    return;
+  }
+  if (!node.is_object()) return;
+  for (auto it = node.begin(); it != node.end();) {
+    if (!field_names && std::string_view(it.key()).starts_with(kAnnotationPrefix)) {
+      it = node.erase(it);
+      continue;
+    }
+    StripAnnotations(it.value(), !field_names && it.key() == "properties");
+    ++it;
+  }
+}
+
 }  // namespace
 
-const machinery::Json& BuiltinSchemas() {
+const machinery::Json& AnnotatedBuiltinSchemas() {
   // Never destroyed, so users during static destruction stay safe.
   static const machinery::Json* const schemas = new machinery::Json(LoadSchemas());
+  return *schemas;
+}
+
+const machinery::Json& BuiltinSchemas() {
+  static const machinery::Json* const schemas = [] {
+    auto* stripped = new machinery::Json(AnnotatedBuiltinSchemas());
+    StripAnnotations(*stripped, /*field_names=*/true);
+    return stripped;
+  }();
   return *schemas;
 }
 

@@ -18,11 +18,24 @@
 
 namespace klutch::apis {
 
-// The merged `components.schemas` object: definition name (such as
-// "io.k8s.api.core.v1.ConfigMap") to schema. Parsed once, on the first call, from any thread;
-// the returned object lives until the process exits and is never modified. Aborts if the
-// embedded data is malformed, which is a build defect, not an input error.
+// The merged `components.schemas` object as the API server serves it: definition name (such as
+// "io.k8s.api.core.v1.ConfigMap") to schema, with Klutch's own annotations (the x-klutch-* keys
+// below) removed. Parsed once, on the first call, from any thread; the returned object lives
+// until the process exits and is never modified. Aborts if the embedded data is malformed,
+// which is a build defect, not an input error.
 const machinery::Json& BuiltinSchemas();
+
+// The same definitions with Klutch's annotations kept, for the code derived from them (src/codec
+// builds its protobuf message tables from these; see README.md):
+//  - `x-klutch-protobuf` on a property: its protobuf field number in Kubernetes' generated.proto,
+//    as an integer, or a string "<number>[,ptr|,always]" ("ptr": a Go pointer field, whose zero
+//    value on the wire is kept; "always": a Go field without omitempty, emitted even when
+//    absent), "<embedded>.<number>" for a field of an embedded Go struct, or "none" for a field
+//    the protobuf decoder deliberately does not read;
+//  - `x-klutch-protobuf-embedded` on a definition: {<field number>: <message name>} for each Go
+//    struct embedded in it (`json:",inline"`), whose fields appear among its properties.
+// Same lifetime and thread-safety as BuiltinSchemas().
+const machinery::Json& AnnotatedBuiltinSchemas();
 
 // The definition name whose x-kubernetes-group-version-kind lists {group, version, kind}, such
 // as "io.k8s.api.apps.v1.Deployment" for ("apps", "v1", "Deployment"); "" when no built-in

@@ -113,6 +113,41 @@ TEST(BuiltinSchemas, ParsesOnceIntoOneObjectAcrossThreads) {
   }
 }
 
+// Klutch's annotations (x-klutch-protobuf, ...) stay out of the schemas the server serves; the
+// annotated copy differs from the served one by them alone.
+TEST(BuiltinSchemas, ServedSchemasCarryNoKlutchAnnotations) {
+  int annotations = 0;
+  Json stripped = AnnotatedBuiltinSchemas();
+  std::function<void(Json&, bool)> strip = [&](Json& node, bool field_names) {
+    if (node.is_array()) {
+      for (Json& element : node) strip(element, false);
+    }
+    if (!node.is_object()) return;
+    for (auto it = node.begin(); it != node.end();) {
+      if (!field_names && it.key().starts_with("x-klutch-")) {
+        ++annotations;
+        it = node.erase(it);
+        continue;
+      }
+      strip(it.value(), !field_names && it.key() == "properties");
+      ++it;
+    }
+  };
+  strip(stripped, true);
+  EXPECT_GT(annotations, 600);
+  EXPECT_TRUE(stripped == BuiltinSchemas());
+  Walk(BuiltinSchemas(), [](const Json& node, const std::string& key) {
+    EXPECT_FALSE(key.starts_with("x-klutch-")) << key;
+  });
+  EXPECT_EQ(&AnnotatedBuiltinSchemas(), &AnnotatedBuiltinSchemas());
+  EXPECT_EQ(AnnotatedBuiltinSchemas()
+                .at("io.k8s.api.core.v1.ConfigMap")
+                .at("properties")
+                .at("immutable")
+                .at("x-klutch-protobuf"),
+            "4,ptr");
+}
+
 TEST(BuiltinSchemas, EveryRefResolvesToADefinition) {
   const Json& schemas = BuiltinSchemas();
   int refs = 0;
@@ -179,6 +214,8 @@ TEST(BuiltinSchemas, EveryServedKindIsFindableByGroupVersionKind) {
        "io.k8s.api.authorization.v1.SelfSubjectRulesReview"},
       {"authorization.k8s.io", "v1", "SubjectAccessReview",
        "io.k8s.api.authorization.v1.SubjectAccessReview"},
+      {"authorization.k8s.io", "v1", "LocalSubjectAccessReview",
+       "io.k8s.api.authorization.v1.LocalSubjectAccessReview"},
   };
   for (const Case& c : cases) {
     EXPECT_EQ(SchemaNameFor(c.group, c.version, c.kind), c.name)
@@ -218,7 +255,7 @@ TEST(BuiltinSchemas, EveryTopLevelKindHasExactlyOneGroupVersionKind) {
       EXPECT_TRUE(props.contains("kind") && props.contains("apiVersion")) << name;
     }
   }
-  EXPECT_EQ(kinds, 24);
+  EXPECT_EQ(kinds, 25);
 }
 
 struct ListCase {

@@ -9,6 +9,7 @@
 #include "apiserver/crd.h"
 #include "core/clock.h"
 #include "core/random.h"
+#include "core/status.h"
 #include "core/strings.h"
 #include "machinery/validation.h"
 
@@ -70,22 +71,38 @@ std::string QuotaSummary(const Json& o, bool limits) {
   return core::Join(parts, ", ");
 }
 
+// The group, version and kind a built-in definition declares in its one
+// x-kubernetes-group-version-kind entry. The schemas are build inputs and every server start
+// reaches this, so a definition that is missing or declares no single kind aborts.
+machinery::GroupVersionKind KindOf(std::string_view definition) {
+  const Json& schemas = apis::BuiltinSchemas();
+  auto it = schemas.find(definition);
+  KLUTCH_CHECK(it != schemas.end());
+  const Json* gvks = Find(*it, {"x-kubernetes-group-version-kind"});
+  KLUTCH_CHECK(gvks != nullptr && gvks->is_array() && gvks->size() == 1);
+  const Json& gvk = (*gvks)[0];
+  return {gvk.value("group", ""), gvk.value("version", ""), gvk.value("kind", "")};
+}
+
+// A built-in resource serving `definition` (such as "io.k8s.api.core.v1.ConfigMap"): group,
+// version, kind and list kind come from the schema; the REST names and scope, which OpenAPI does
+// not carry, are given here.
 struct Builder {
   ResourceInfo r;
-  Builder(std::string group, std::string version, std::string kind, std::string plural,
-          bool namespaced) {
-    r.group = std::move(group);
-    r.version = version;
-    r.storage_version = std::move(version);
-    r.kind = kind;
-    r.list_kind = kind + "List";
+  Builder(std::string_view definition, std::string plural, bool namespaced) {
+    machinery::GroupVersionKind gvk = KindOf(definition);
+    r.group = std::move(gvk.group);
+    r.version = gvk.version;
+    r.storage_version = std::move(gvk.version);
+    r.kind = gvk.kind;
+    r.list_kind = gvk.kind + "List";
     r.plural = std::move(plural);
-    r.singular = core::ToLower(kind);
+    r.singular = core::ToLower(gvk.kind);
     r.namespaced = namespaced;
     r.verbs = kAllVerbs;
     r.strategic_merge = true;
     r.schemas = Schemas();
-    r.schema_name = apis::SchemaNameFor(r.group, r.version, r.kind);
+    r.schema_name = std::string(definition);
     r.columns = {NameColumn()};
   }
   Builder& Short(std::vector<std::string> s) {
@@ -169,7 +186,7 @@ void ValidateBase64Values(const Json& obj, const char* field, std::vector<core::
 }
 
 ResourcePtr ConfigMaps() {
-  Builder b("", "v1", "ConfigMap", "configmaps", true);
+  Builder b("io.k8s.api.core.v1.ConfigMap", "configmaps", true);
   b.Short({"cm"}).Columns(
       {{"Data", "integer", "", "Number of data entries.", 0, "",
         [](const Json& o) { return Json(CountOf(o, {"data"}) + CountOf(o, {"binaryData"})); }},
@@ -230,7 +247,7 @@ void PrepareSecret(Json& o, std::vector<core::Cause>& causes) {
 }
 
 ResourcePtr Secrets() {
-  Builder b("", "v1", "Secret", "secrets", true);
+  Builder b("io.k8s.api.core.v1.Secret", "secrets", true);
   b.Columns({{"Type", "string", "", "The type of the secret.", 0, "",
               [](const Json& o) { return Json(GetString(o, {"type"})); }},
              {"Data", "integer", "", "Number of data entries.", 0, "",
@@ -258,11 +275,11 @@ void PrepareNamespace(Json& o) {
 }
 
 ResourcePtr Namespaces() {
-  Builder b("", "v1", "Namespace", "namespaces", false);
+  Builder b("io.k8s.api.core.v1.Namespace", "namespaces", false);
   b.Short({"ns"}).Status();
   b.r.verbs = {"create", "delete", "get", "list", "patch", "update", "watch"};
   b.r.name_rule = machinery::NameRule::kDns1123Label;
-  b.Sub({"finalize", {"", "v1", "Namespace"}, {"update"}});
+  b.Sub({"finalize", {b.r.group, b.r.version, b.r.kind}, {"update"}});
   b.Columns({{"Status", "string", "", "The lifecycle phase of the namespace.", 0, "",
               [](const Json& o) {
                 return Json(GetString(o, {"status", "phase"}));
@@ -285,9 +302,9 @@ ResourcePtr Namespaces() {
 }
 
 ResourcePtr ServiceAccounts() {
-  Builder b("", "v1", "ServiceAccount", "serviceaccounts", true);
+  Builder b("io.k8s.api.core.v1.ServiceAccount", "serviceaccounts", true);
   b.Short({"sa"});
-  b.Sub({"token", {"authentication.k8s.io", "v1", "TokenRequest"}, {"create"}});
+  b.Sub({"token", KindOf("io.k8s.api.authentication.v1.TokenRequest"), {"create"}});
   b.Columns({{"Secrets", "string", "", "Number of secrets listed by the service account.", 0, "",
               [](const Json& o) { return Json(CountOf(o, {"secrets"})); }},
              AgeColumn()});
@@ -340,7 +357,7 @@ std::vector<Column> EventColumns(const char* ref, const char* note) {
 }
 
 ResourcePtr CoreEvents() {
-  Builder b("", "v1", "Event", "events", true);
+  Builder b("io.k8s.api.core.v1.Event", "events", true);
   b.Short({"ev"});
   b.r.columns.clear();
   b.Columns(EventColumns("involvedObject", "message"));
@@ -349,7 +366,7 @@ ResourcePtr CoreEvents() {
 }
 
 ResourcePtr Events() {
-  Builder b("events.k8s.io", "v1", "Event", "events", true);
+  Builder b("io.k8s.api.events.v1.Event", "events", true);
   b.Short({"ev"});
   b.r.columns.clear();
   b.Columns(EventColumns("regarding", "note"));
@@ -364,7 +381,7 @@ ResourcePtr Events() {
 }
 
 ResourcePtr ResourceQuotas() {
-  Builder b("", "v1", "ResourceQuota", "resourcequotas", true);
+  Builder b("io.k8s.api.core.v1.ResourceQuota", "resourcequotas", true);
   b.Short({"quota"}).Status();
   b.Columns({AgeColumn(),
              {"Request", "string", "", "Requests in use against their limits.", 0, "",
@@ -375,7 +392,7 @@ ResourcePtr ResourceQuotas() {
 }
 
 ResourcePtr LimitRanges() {
-  Builder b("", "v1", "LimitRange", "limitranges", true);
+  Builder b("io.k8s.api.core.v1.LimitRange", "limitranges", true);
   b.Short({"limits"});
   b.Columns({{"Created At", "date", "", "When the object was created.", 0, "", [](const Json& o) {
                 return Json(GetString(o, {"metadata", "creationTimestamp"}));
@@ -384,7 +401,7 @@ ResourcePtr LimitRanges() {
 }
 
 ResourcePtr Leases() {
-  Builder b("coordination.k8s.io", "v1", "Lease", "leases", true);
+  Builder b("io.k8s.api.coordination.v1.Lease", "leases", true);
   b.Columns({{"Holder", "string", "", "The current holder of the lease.", 0, "",
               [](const Json& o) {
                 return Json(GetString(o, {"spec", "holderIdentity"}));
@@ -421,7 +438,7 @@ void ValidateRules(const Json& o, std::vector<core::Cause>& causes) {
 }
 
 ResourcePtr Roles(bool cluster) {
-  Builder b("rbac.authorization.k8s.io", "v1", cluster ? "ClusterRole" : "Role",
+  Builder b(cluster ? "io.k8s.api.rbac.v1.ClusterRole" : "io.k8s.api.rbac.v1.Role",
             cluster ? "clusterroles" : "roles", !cluster);
   b.r.name_rule = machinery::NameRule::kPathSegment;
   b.Columns({CreatedAtColumn()});
@@ -483,7 +500,7 @@ void ValidateBinding(const Json& o, std::vector<core::Cause>& causes) {
 }
 
 ResourcePtr Bindings(bool cluster) {
-  Builder b("rbac.authorization.k8s.io", "v1", cluster ? "ClusterRoleBinding" : "RoleBinding",
+  Builder b(cluster ? "io.k8s.api.rbac.v1.ClusterRoleBinding" : "io.k8s.api.rbac.v1.RoleBinding",
             cluster ? "clusterrolebindings" : "rolebindings", !cluster);
   b.r.name_rule = machinery::NameRule::kPathSegment;
   b.Columns(
@@ -535,7 +552,7 @@ std::string SelectorString(const Json* sel) {
 }
 
 ResourcePtr Services() {
-  Builder b("", "v1", "Service", "services", true);
+  Builder b("io.k8s.api.core.v1.Service", "services", true);
   b.Short({"svc"}).Categories({"all"}).Status();
   b.Columns({{"Type", "string", "", "How the service is exposed.", 0, "",
               [](const Json& o) {
@@ -582,7 +599,7 @@ ResourcePtr Services() {
 }
 
 ResourcePtr Deployments() {
-  Builder b("apps", "v1", "Deployment", "deployments", true);
+  Builder b("io.k8s.api.apps.v1.Deployment", "deployments", true);
   b.Short({"deploy"}).Categories({"all"}).Status();
   b.r.tracks_generation = true;
   b.Sub({"scale", {"autoscaling", "v1", "Scale"}, {"get", "patch", "update"}});
@@ -645,8 +662,8 @@ ResourcePtr Deployments() {
 }
 
 ResourcePtr CustomResourceDefinitions() {
-  Builder b("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions",
-            false);
+  Builder b("io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinition",
+            "customresourcedefinitions", false);
   b.Short({"crd", "crds"}).Categories({"api-extensions"}).Status();
   b.r.tracks_generation = true;
   b.r.columns = {NameColumn(), CreatedAtColumn()};
@@ -667,8 +684,8 @@ ResourcePtr CustomResourceDefinitions() {
 }
 
 // Access reviews: create-only kinds answered from the request's user and the authorizer.
-ResourcePtr Review(const char* group, const char* kind, const char* plural, bool namespaced) {
-  Builder b(group, "v1", kind, plural, namespaced);
+ResourcePtr Review(const char* definition, const char* plural, bool namespaced) {
+  Builder b(definition, plural, namespaced);
   b.r.verbs = {"create"};
   b.r.create_only = true;
   b.r.strategic_merge = false;
@@ -678,29 +695,31 @@ ResourcePtr Review(const char* group, const char* kind, const char* plural, bool
 }  // namespace
 
 std::vector<ResourcePtr> BuiltinResources() {
-  return {
-      Namespaces(),
-      ConfigMaps(),
-      Secrets(),
-      ServiceAccounts(),
-      CoreEvents(),
-      Services(),
-      ResourceQuotas(),
-      LimitRanges(),
-      Events(),
-      Leases(),
-      Roles(false),
-      Roles(true),
-      Bindings(false),
-      Bindings(true),
-      CustomResourceDefinitions(),
-      Deployments(),
-      Review("authentication.k8s.io", "TokenReview", "tokenreviews", false),
-      Review("authentication.k8s.io", "SelfSubjectReview", "selfsubjectreviews", false),
-      Review("authorization.k8s.io", "SubjectAccessReview", "subjectaccessreviews", false),
-      Review("authorization.k8s.io", "SelfSubjectAccessReview", "selfsubjectaccessreviews", false),
-      Review("authorization.k8s.io", "LocalSubjectAccessReview", "localsubjectaccessreviews", true),
-      Review("authorization.k8s.io", "SelfSubjectRulesReview", "selfsubjectrulesreviews", false)};
+  return {Namespaces(),
+          ConfigMaps(),
+          Secrets(),
+          ServiceAccounts(),
+          CoreEvents(),
+          Services(),
+          ResourceQuotas(),
+          LimitRanges(),
+          Events(),
+          Leases(),
+          Roles(false),
+          Roles(true),
+          Bindings(false),
+          Bindings(true),
+          CustomResourceDefinitions(),
+          Deployments(),
+          Review("io.k8s.api.authentication.v1.TokenReview", "tokenreviews", false),
+          Review("io.k8s.api.authentication.v1.SelfSubjectReview", "selfsubjectreviews", false),
+          Review("io.k8s.api.authorization.v1.SubjectAccessReview", "subjectaccessreviews", false),
+          Review("io.k8s.api.authorization.v1.SelfSubjectAccessReview", "selfsubjectaccessreviews",
+                 false),
+          Review("io.k8s.api.authorization.v1.LocalSubjectAccessReview",
+                 "localsubjectaccessreviews", true),
+          Review("io.k8s.api.authorization.v1.SelfSubjectRulesReview", "selfsubjectrulesreviews",
+                 false)};
 }
 
 }  // namespace klutch::apiserver

@@ -1,5 +1,7 @@
 // The built-in resources klutch apiserver serves, with their per-kind rules (defaults,
-// validation, field selectors) and printer columns.
+// validation, field selectors) and printer columns. Each serves one built-in schema
+// (apis::BuiltinSchemas()), whose x-kubernetes-group-version-kind gives the resource its group,
+// version and kind.
 #pragma once
 
 #include <vector>

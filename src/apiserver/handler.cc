@@ -10,9 +10,9 @@
 #include "apiserver/scale.h"
 #include "apiserver/table.h"
 #include "auth/rbac.h"
+#include "codec/protobuf.h"
 #include "core/log.h"
 #include "core/strings.h"
-#include "machinery/protobuf.h"
 
 namespace klutch::apiserver {
 
@@ -83,7 +83,7 @@ core::Result<Json> DecodeBody(const ResourceInfo& r, const http::Request& req,
     return j;
   }
   if (type == "application/vnd.kubernetes.protobuf" && !r.custom) {
-    auto j = machinery::DecodeKubernetesProtobuf(req.body);
+    auto j = codec::DecodeKubernetesProtobuf(req.body);
     if (!j.ok()) {
       if (j.status().reason() == core::Reason::kUnsupportedMediaType) return j.status();
       return wrap(j.status());
@@ -144,7 +144,7 @@ core::Result<DeleteOptions> ParseDeleteOptions(const http::Request& req) {
   if (!core::Trim(req.body).empty()) {
     const std::string type = MediaType(req.headers.Get("Content-Type"));
     core::Result<Json> parsed = type == "application/vnd.kubernetes.protobuf"
-                                    ? machinery::DecodeKubernetesProtobuf(req.body)
+                                    ? codec::DecodeKubernetesProtobuf(req.body)
                                     : machinery::ParseJson(req.body);
     if (!parsed.ok())
       return core::BadRequest("invalid DeleteOptions: " + parsed.status().message());

@@ -7,9 +7,9 @@
 #include <set>
 
 #include "apis/builtin_schemas.h"
+#include "codec/openapi_v2.h"
 #include "core/log.h"
 #include "core/strings.h"
-#include "machinery/openapi_v2.h"
 
 namespace klutch::apiserver {
 namespace {
@@ -376,7 +376,7 @@ std::shared_ptr<const OpenApi::Snapshot> OpenApi::Current() {
   v2json->body = machinery::Dump(v2);
   v2json->hash = Hash(v2json->body);
   snap->v2_json = v2json;
-  auto pb = machinery::EncodeOpenApiV2Protobuf(v2);
+  auto pb = codec::EncodeOpenApiV2Protobuf(v2);
   if (pb.ok()) {
     auto v2pb = std::make_shared<Document>();
     v2pb->body = std::move(pb).value();

@@ -1,12 +1,9 @@
 // Kubernetes' IP and CIDR libraries (k8s.io/apiserver/pkg/cel/library/ip.go, cidr.go) on
-// opaque "net.IP" and "net.CIDR" values. Parsing follows Go's netip.ParseAddr and
-// netip.ParsePrefix (no leading zeros in IPv4 octets, no zones in prefixes) plus
-// Kubernetes' own rejections of zones and IPv4-mapped IPv6 addresses; error messages are
-// worded as kube-apiserver words them.
-#include <array>
+// opaque "net.IP" and "net.CIDR" values. Parsing is core::ParseIp / ParseIpPrefix in Go's
+// netip.ParseAddr and netip.ParsePrefix flavour (no leading zeros in IPv4 octets or prefix
+// lengths, no zones in prefixes) plus Kubernetes' own rejections of zones and IPv4-mapped IPv6
+// addresses; error messages are worded as kube-apiserver words them.
 #include <cstdint>
-#include <cstdio>
-#include <cstring>
 #include <memory>
 #include <optional>
 #include <span>
@@ -16,6 +13,7 @@
 #include "cel/cel.h"
 #include "cel/library_util.h"
 #include "cel/value.h"
+#include "core/ip.h"
 #include "core/strings.h"
 
 namespace klutch::cel {
@@ -24,254 +22,20 @@ namespace {
 constexpr std::string_view kIPType = "net.IP";
 constexpr std::string_view kCIDRType = "net.CIDR";
 
-struct Addr {
-  bool is4 = false;
-  std::array<uint8_t, 16> bytes{};  // IPv4 uses the first 4
-  std::string zone;
-  bool operator==(const Addr& o) const {
-    return is4 == o.is4 && zone == o.zone &&
-           std::memcmp(bytes.data(), o.bytes.data(), is4 ? 4 : 16) == 0;
-  }
-  int bit_len() const { return is4 ? 32 : 128; }
-  bool Is4In6() const {
-    if (is4) return false;
-    static constexpr uint8_t kPrefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-    return std::memcmp(bytes.data(), kPrefix, 12) == 0;
-  }
-};
+using Addr = core::IpAddress;
+using Prefix = core::IpPrefix;
 
-std::string ParseAddrError(std::string_view in, std::string_view msg, std::string_view at = {}) {
-  std::string out = "ParseAddr(" + core::GoQuote(in) + "): " + std::string(msg);
-  if (!at.empty()) out += " (at " + core::GoQuote(at) + ")";
-  return out;
-}
-
-// Go's parseIPv4Fields over in[off, end).
-bool ParseIPv4Fields(std::string_view in, size_t off, size_t end, uint8_t* fields,
-                     std::string* error) {
-  int val = 0;
-  int pos = 0;
-  int dig_len = 0;
-  const std::string_view s = in.substr(off, end - off);
-  for (size_t i = 0; i < s.size(); ++i) {
-    const char c = s[i];
-    if (c >= '0' && c <= '9') {
-      if (dig_len == 1 && val == 0) {
-        *error = ParseAddrError(in, "IPv4 field has octet with leading zero");
-        return false;
-      }
-      val = val * 10 + (c - '0');
-      ++dig_len;
-      if (val > 255) {
-        *error = ParseAddrError(in, "IPv4 field has value >255");
-        return false;
-      }
-    } else if (c == '.') {
-      if (i == 0 || i == s.size() - 1 || s[i - 1] == '.') {
-        *error = ParseAddrError(in, "IPv4 field must have at least one digit", s.substr(i));
-        return false;
-      }
-      if (pos == 3) {
-        *error = ParseAddrError(in, "IPv4 address too long");
-        return false;
-      }
-      fields[pos++] = static_cast<uint8_t>(val);
-      val = 0;
-      dig_len = 0;
-    } else {
-      *error = ParseAddrError(in, "unexpected character", s.substr(i));
-      return false;
-    }
-  }
-  if (pos < 3) {
-    *error = ParseAddrError(in, "IPv4 address too short");
-    return false;
-  }
-  fields[3] = static_cast<uint8_t>(val);
-  return true;
-}
-
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-// Go's netip parseIPv6.
-std::optional<Addr> ParseIPv6(std::string_view in, std::string* error) {
-  std::string_view s = in;
-  Addr addr;
-  if (const size_t pct = s.find('%'); pct != std::string_view::npos) {
-    addr.zone = std::string(s.substr(pct + 1));
-    s = s.substr(0, pct);
-    if (addr.zone.empty()) {
-      *error = ParseAddrError(in, "zone must be a non-empty string");
-      return std::nullopt;
-    }
-  }
-  auto& ip = addr.bytes;
-  int ellipsis = -1;
-  if (s.size() >= 2 && s[0] == ':' && s[1] == ':') {
-    ellipsis = 0;
-    s.remove_prefix(2);
-    if (s.empty()) return addr;
-  }
-  int i = 0;
-  while (i < 16) {
-    size_t off = 0;
-    uint32_t acc = 0;
-    for (; off < s.size(); ++off) {
-      const int h = HexValue(s[off]);
-      if (h < 0) break;
-      acc = (acc << 4) + static_cast<uint32_t>(h);
-      if (off > 3) {
-        *error = ParseAddrError(in, "each group must have 4 or less digits", s);
-        return std::nullopt;
-      }
-    }
-    if (off == 0) {
-      *error = ParseAddrError(in, "each colon-separated field must have at least one digit", s);
-      return std::nullopt;
-    }
-    if (off < s.size() && s[off] == '.') {
-      if (ellipsis < 0 && i != 12) {
-        *error = ParseAddrError(
-            in, "embedded IPv4 address must replace the final 2 fields of the address", s);
-        return std::nullopt;
-      }
-      if (i + 4 > 16) {
-        *error = ParseAddrError(
-            in, "too many hex fields to fit an embedded IPv4 at the end of the address", s);
-        return std::nullopt;
-      }
-      size_t end = in.size();
-      if (!addr.zone.empty()) end -= addr.zone.size() + 1;
-      if (!ParseIPv4Fields(in, end - s.size(), end, &ip[i], error)) return std::nullopt;
-      s = {};
-      i += 4;
-      break;
-    }
-    ip[i] = static_cast<uint8_t>(acc >> 8);
-    ip[i + 1] = static_cast<uint8_t>(acc);
-    i += 2;
-    s.remove_prefix(off);
-    if (s.empty()) break;
-    if (s[0] != ':') {
-      *error = ParseAddrError(in, "unexpected character, want colon", s);
-      return std::nullopt;
-    }
-    if (s.size() == 1) {
-      *error = ParseAddrError(in, "colon must be followed by more characters", s);
-      return std::nullopt;
-    }
-    s.remove_prefix(1);
-    if (s[0] == ':') {
-      if (ellipsis >= 0) {
-        *error = ParseAddrError(in, "multiple :: in address", s);
-        return std::nullopt;
-      }
-      ellipsis = i;
-      s.remove_prefix(1);
-      if (s.empty()) break;
-    }
-  }
-  if (!s.empty()) {
-    *error = ParseAddrError(in, "trailing garbage after address", s);
-    return std::nullopt;
-  }
-  if (i < 16) {
-    if (ellipsis < 0) {
-      *error = ParseAddrError(in, "address string too short");
-      return std::nullopt;
-    }
-    const int n = 16 - i;
-    for (int j = i - 1; j >= ellipsis; --j) ip[j + n] = ip[j];
-    for (int j = ellipsis; j < ellipsis + n; ++j) ip[j] = 0;
-  } else if (ellipsis >= 0) {
-    *error = ParseAddrError(in, "the :: must expand to at least one field of zeros", s);
-    return std::nullopt;
-  }
-  return addr;
-}
-
-// Go's netip.ParseAddr.
-std::optional<Addr> ParseAddr(std::string_view s, std::string* error) {
-  for (char c : s) {
-    if (c == '.') {
-      Addr addr;
-      addr.is4 = true;
-      if (!ParseIPv4Fields(s, 0, s.size(), addr.bytes.data(), error)) return std::nullopt;
-      return addr;
-    }
-    if (c == ':') return ParseIPv6(s, error);
-    if (c == '%') {
-      *error = ParseAddrError(s, "missing IPv6 address");
-      return std::nullopt;
-    }
-  }
-  *error = ParseAddrError(s, "unable to parse IP");
-  return std::nullopt;
-}
-
-// Kubernetes' parseIPAddr.
+// Kubernetes' parseIPAddr: netip.ParseAddr, then no zone and no IPv4-mapped address.
 std::optional<Addr> ParseKubernetesIP(std::string_view raw, std::string* error) {
-  std::string err;
-  auto addr = ParseAddr(raw, &err);
+  core::IpParseError problem;
+  auto addr = core::ParseIp(raw, {.allow_zone = false, .allow_ipv4_mapped = false}, &problem);
   if (!addr) {
-    *error =
-        "IP Address " + core::GoQuote(raw) + " parse error during conversion from string: " + err;
-    return std::nullopt;
-  }
-  if (!addr->zone.empty()) {
-    *error = "IP address " + core::GoQuote(raw) + " with zone value is not allowed";
-    return std::nullopt;
-  }
-  if (addr->Is4In6()) {
-    *error = "IPv4-mapped IPv6 address " + core::GoQuote(raw) + " is not allowed";
-    return std::nullopt;
+    *error = problem.kind == core::IpParseError::Kind::kSyntax
+                 ? "IP Address " + core::GoQuote(raw) +
+                       " parse error during conversion from string: " + problem.message
+                 : problem.message;
   }
   return addr;
-}
-
-// Go's Addr.String (RFC 5952 for IPv6: lowercase, longest zero run of >= 2 groups as ::).
-std::string AddrString(const Addr& a) {
-  char buf[64];
-  if (a.is4) {
-    std::snprintf(buf, sizeof(buf), "%u.%u.%u.%u", a.bytes[0], a.bytes[1], a.bytes[2], a.bytes[3]);
-    return buf;
-  }
-  uint16_t groups[8];
-  for (int i = 0; i < 8; ++i)
-    groups[i] = static_cast<uint16_t>(a.bytes[2 * i] << 8 | a.bytes[2 * i + 1]);
-  int best_start = -1;
-  int best_len = 0;
-  for (int i = 0; i < 8;) {
-    if (groups[i] != 0) {
-      ++i;
-      continue;
-    }
-    int j = i;
-    while (j < 8 && groups[j] == 0) ++j;
-    if (j - i >= 2 && j - i > best_len) {
-      best_start = i;
-      best_len = j - i;
-    }
-    i = j;
-  }
-  std::string out;
-  for (int i = 0; i < 8; ++i) {
-    if (i == best_start) {
-      out += "::";
-      i += best_len - 1;
-      continue;
-    }
-    if (!out.empty() && out.back() != ':') out += ':';
-    std::snprintf(buf, sizeof(buf), "%x", groups[i]);
-    out += buf;
-  }
-  if (!a.zone.empty()) out += "%" + a.zone;
-  return out;
 }
 
 bool IsUnspecified(const Addr& a) {
@@ -310,12 +74,6 @@ bool IsGlobalUnicast(const Addr& a) {
   return !IsUnspecified(a) && !IsLoopback(a) && !IsMulticast(a) && !IsLinkLocalUnicast(a);
 }
 
-struct Prefix {
-  Addr addr;
-  int bits = 0;
-  bool operator==(const Prefix&) const = default;
-};
-
 Addr MaskAddr(const Addr& a, int bits) {
   Addr out = a;
   const int n = a.is4 ? 4 : 16;
@@ -332,36 +90,17 @@ bool PrefixContains(const Prefix& p, const Addr& a) {
   return MaskAddr(a, p.bits) == MaskAddr(p.addr, p.bits);
 }
 
-// Go's netip.ParsePrefix plus Kubernetes' parseCIDR.
+// Kubernetes' parseCIDR: netip.ParsePrefix, then no IPv4-mapped address.
 std::optional<Prefix> ParseKubernetesCIDR(std::string_view raw, std::string* error) {
-  auto fail = [&](std::string msg) {
-    *error = "network address parse error during conversion from string: netip.ParsePrefix(" +
-             core::GoQuote(raw) + "): " + msg;
-    return std::nullopt;
-  };
-  const size_t slash = raw.rfind('/');
-  if (slash == std::string_view::npos) return fail("no '/'");
-  std::string err;
-  auto addr = ParseAddr(raw.substr(0, slash), &err);
-  if (!addr) return fail(err);
-  if (!addr->is4 && !addr->zone.empty()) return fail("IPv6 zones cannot be present in a prefix");
-  const std::string_view bits_str = raw.substr(slash + 1);
-  const std::string bad_bits = "bad bits after slash: " + core::GoQuote(bits_str);
-  if (bits_str.empty() || (bits_str.size() > 1 && (bits_str[0] < '1' || bits_str[0] > '9'))) {
-    return fail(bad_bits);
+  core::IpParseError problem;
+  auto prefix = core::ParseIpPrefix(
+      raw, {.allow_length_leading_zeros = false, .allow_ipv4_mapped = false}, &problem);
+  if (!prefix) {
+    *error = problem.kind == core::IpParseError::Kind::kSyntax
+                 ? "network address parse error during conversion from string: " + problem.message
+                 : problem.message;
   }
-  for (char c : bits_str) {
-    if (c < '0' || c > '9') return fail(bad_bits);
-  }
-  if (bits_str.size() > 3 || std::stoi(std::string(bits_str)) > addr->bit_len()) {
-    return fail("prefix length out of range");
-  }
-  const int bits = std::stoi(std::string(bits_str));
-  if (addr->Is4In6()) {
-    *error = "IPv4-mapped IPv6 address " + core::GoQuote(raw) + " is not allowed";
-    return std::nullopt;
-  }
-  return Prefix{*addr, bits};
+  return prefix;
 }
 
 class IPValue final : public OpaqueValue {
@@ -372,7 +111,7 @@ class IPValue final : public OpaqueValue {
     const auto* o = dynamic_cast<const IPValue*>(&other);
     return o != nullptr && o->addr_ == addr_;
   }
-  std::string DebugString() const override { return "ip(\"" + AddrString(addr_) + "\")"; }
+  std::string DebugString() const override { return "ip(\"" + addr_.ToString() + "\")"; }
   const Addr& addr() const { return addr_; }
 
  private:
@@ -388,9 +127,7 @@ class CIDRValue final : public OpaqueValue {
     return o != nullptr && o->prefix_ == prefix_;
   }
   std::string DebugString() const override { return "cidr(\"" + String() + "\")"; }
-  std::string String() const {
-    return AddrString(prefix_.addr) + "/" + std::to_string(prefix_.bits);
-  }
+  std::string String() const { return prefix_.ToString(); }
   const Prefix& prefix() const { return prefix_; }
 
  private:
@@ -440,10 +177,10 @@ void internal::InstallIPLibrary(FunctionRegistry& registry) {
     std::string error;
     auto addr = ParseKubernetesIP(a[0].string_value(), &error);
     if (!addr) return Value::MakeError(error);
-    return Value::Bool(AddrString(*addr) == a[0].string_value());
+    return Value::Bool(addr->ToString() == a[0].string_value());
   });
   registry.Add("string", false, {ip}, [](std::span<const Value> a, EvalContext&) {
-    return Value::String(AddrString(AddrOf(a[0])));
+    return Value::String(AddrOf(a[0]).ToString());
   });
   registry.Add("family", true, {ip}, [](std::span<const Value> a, EvalContext&) {
     return Value::Int(AddrOf(a[0]).is4 ? 4 : 6);

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "cel/cel.h"
+#include "cel/quantity.h"
 
 namespace klutch::cel {
 namespace {
@@ -177,6 +178,34 @@ TEST(KubernetesQuantity, ComparesExactly) {
        "quantities must match the regular expression "
        "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"},
       {"quantity('1ki')", "unable to parse quantity's suffix"},
+  });
+}
+
+// resource.ParseQuantity's corners, which the OpenAPI "quantity" format shares through
+// cel::IsQuantity (schema/formats_test.cc): a sign or a point alone is zero; a binary suffix
+// that needs big-number arithmetic needs a digit; a mantissa beyond quantity()'s exact range is
+// still a quantity.
+TEST(KubernetesQuantity, AcceptsWhatParseQuantityAccepts) {
+  const std::string big = "1234567890123456789012345678901234567890123456789";
+  struct Case {
+    std::string text;
+    bool valid;
+  };
+  const Case cases[] = {
+      {"-", true}, {"+", true},        {".", true},   {"1.", true},   {"Ki", true},
+      {"E", true}, {"0.Pi", true},     {"Pi", false}, {"-Ei", false}, {".Pi", false},
+      {big, true}, {big + "Ki", true}, {"", false},   {"1e", false},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(IsQuantity(c.text), c.valid) << c.text;
+    const Value v = Call("isQuantity", {Value::String(c.text)});
+    EXPECT_EQ(v.DebugString(), c.valid ? "true" : "false") << c.text;
+  }
+  ExpectTrue({"quantity('-') == quantity('0')", "quantity('.') == quantity('0')"});
+  ExpectErrors({
+      {"quantity('Pi')", "unable to parse numeric part of quantity"},
+      {"quantity('1234567890123456789012345678901234567890123456789')",
+       "unable to parse numeric part of quantity"},
   });
 }
 

@@ -8,7 +8,8 @@
 // through isInteger/asInteger (only int64Amount values at scale >= 0 convert), so it is
 // tracked here too. Values are exact: an __int128 mantissa with a decimal exponent;
 // comparisons never round. Limitation: a slow-path mantissa beyond 38 significant digits,
-// or a sum that does not fit, is reported as an error where Go would use big integers.
+// or a sum that does not fit, is reported as an error by quantity() where Go would use big
+// integers; isQuantity() and cel::IsQuantity (quantity.h) still accept such text, as Go does.
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -21,6 +22,7 @@
 #include "cel/cel.h"
 #include "cel/internal.h"
 #include "cel/library_util.h"
+#include "cel/quantity.h"
 #include "cel/value.h"
 
 namespace klutch::cel {
@@ -202,6 +204,7 @@ bool InterpretSuffix(std::string_view s, int* base, int64_t* exponent, Format* f
 
 struct Scanned {
   bool positive = true;
+  bool digits = false;  // whether the number part has any digit ("" in "-Pi", "." in ".Ei")
   std::string num;
   std::string denom;
   std::string suffix;
@@ -215,7 +218,9 @@ bool ScanQuantity(std::string_view str, Scanned* out) {
     out->positive = str[0] != '-';
     ++pos;
   }
+  const size_t zeros_begin = pos;
   while (pos < end && str[pos] == '0') ++pos;
+  out->digits = pos > zeros_begin;
   if (pos >= end) {
     out->num = "0";
     return true;
@@ -223,6 +228,7 @@ bool ScanQuantity(std::string_view str, Scanned* out) {
   const size_t num_begin = pos;
   while (pos < end && str[pos] >= '0' && str[pos] <= '9') ++pos;
   out->num = std::string(str.substr(num_begin, pos - num_begin));
+  out->digits = out->digits || !out->num.empty();
   if (pos >= end) return true;
   if (out->num.empty()) out->num = "0";
   if (str[pos] == '.') {
@@ -230,6 +236,7 @@ bool ScanQuantity(std::string_view str, Scanned* out) {
     const size_t denom_begin = pos;
     while (pos < end && str[pos] >= '0' && str[pos] <= '9') ++pos;
     out->denom = std::string(str.substr(denom_begin, pos - denom_begin));
+    out->digits = out->digits || !out->denom.empty();
     if (pos >= end) return true;
   }
   const size_t suffix_begin = pos;
@@ -253,8 +260,15 @@ bool ParseDigits(std::string_view digits, int128* out) {
   return true;
 }
 
-// resource.ParseQuantity.
-std::optional<Amount> ParseQuantity(std::string_view str, std::string* error) {
+// resource.ParseQuantity. `beyond_limits` (when given) is set when the failure is only this
+// implementation's (see the file comment), not Go's: the text is a quantity.
+std::optional<Amount> ParseQuantity(std::string_view str, std::string* error,
+                                    bool* beyond_limits = nullptr) {
+  auto too_large = [&] {
+    *error = kErrNumeric;
+    if (beyond_limits != nullptr) *beyond_limits = true;
+    return std::nullopt;
+  };
   if (str.empty()) {
     *error = kErrFormatWrong;
     return std::nullopt;
@@ -299,7 +313,12 @@ std::optional<Amount> ParseQuantity(std::string_view str, std::string* error) {
       }
     }
   }
-  // Slow path (Go's inf.Dec): exact, rounded up to nano precision.
+  // Slow path (Go's inf.Dec): exact, rounded up to nano precision. inf.Dec refuses a number
+  // without digits, which the fast path reads as zero.
+  if (!q.digits) {
+    *error = kErrNumeric;
+    return std::nullopt;
+  }
   std::string digits = q.num + q.denom;
   int64_t exp10 = -static_cast<int64_t>(q.denom.size());
   const size_t first = digits.find_first_not_of('0');
@@ -310,18 +329,12 @@ std::optional<Amount> ParseQuantity(std::string_view str, std::string* error) {
     ++exp10;
   }
   int128 m = 0;
-  if (digits.size() > kMaxDigits || !ParseDigits(digits, &m)) {
-    *error = kErrNumeric;
-    return std::nullopt;
-  }
+  if (digits.size() > kMaxDigits || !ParseDigits(digits, &m)) return too_large();
   if (base == 10) {
     exp10 += exponent;
   } else {
     for (int64_t i = 0; i < exponent; ++i) {
-      if (m > kInt128Max / 2) {
-        *error = kErrNumeric;
-        return std::nullopt;
-      }
+      if (m > kInt128Max / 2) return too_large();
       m *= 2;
     }
   }
@@ -336,10 +349,7 @@ std::optional<Amount> ParseQuantity(std::string_view str, std::string* error) {
     }
     exp10 = -9;
   }
-  if (exp10 > std::numeric_limits<int32_t>::max()) {
-    *error = kErrNumeric;
-    return std::nullopt;
-  }
+  if (exp10 > std::numeric_limits<int32_t>::max()) return too_large();
   Amount amount{true, m, static_cast<int32_t>(exp10)};
   const Amount max_allowed{true, std::numeric_limits<int64_t>::max(), 0};
   if (format == Format::kBinarySI && CompareAmounts(amount, max_allowed) > 0) amount = max_allowed;
@@ -391,6 +401,12 @@ Value CostExceeded() { return Value::MakeError("operation cancelled: actual cost
 
 }  // namespace
 
+bool IsQuantity(std::string_view text) {
+  std::string error;
+  bool beyond_limits = false;
+  return ParseQuantity(text, &error, &beyond_limits).has_value() || beyond_limits;
+}
+
 void internal::InstallQuantityLibrary(FunctionRegistry& registry) {
   const Param str = Param::Of(Kind::kString);
   const Param quantity = Param::OfOpaque(kQuantityType);
@@ -406,8 +422,7 @@ void internal::InstallQuantityLibrary(FunctionRegistry& registry) {
   registry.Add("isQuantity", false, {str}, [](std::span<const Value> a, EvalContext& ctx) {
     const std::string& s = a[0].string_value();
     if (!ctx.Charge(internal::TraversalCost(s.size()))) return CostExceeded();
-    std::string error;
-    return Value::Bool(ParseQuantity(s, &error).has_value());
+    return Value::Bool(IsQuantity(s));
   });
   registry.AddBoth("sign", {quantity}, [](std::span<const Value> a, EvalContext&) {
     const int128 v = AmountOf(a[0]).value;

@@ -33,8 +33,6 @@ constexpr int64_t kNanosPerSecond = 1000000000;
 // CEL's timestamp range: 0001-01-01T00:00:00Z .. 9999-12-31T23:59:59.999999999Z.
 constexpr int64_t kMinTimestampSeconds = -62135596800;
 constexpr int64_t kMaxTimestampSeconds = 253402300799;
-// Parsing gives up early past about +-10,000 years (DurationInRange has the real limit).
-constexpr int64_t kMaxDurationSeconds = 315576000000;
 
 Duration Normalize(Int128 nanos) {
   Duration d;
@@ -402,70 +400,6 @@ std::optional<Timestamp> ParseTimestamp(std::string_view s) {
   Timestamp t{days * 86400 + h * 3600 + mi * 60 + sec - offset, nanos};
   if (!TimestampInRange(t)) return std::nullopt;
   return t;
-}
-
-std::optional<Duration> ParseDuration(std::string_view s) {
-  // Go's time.ParseDuration grammar: [-+]?([0-9]*(\.[0-9]*)?[a-z]+)+, or "0".
-  if (s.empty()) return std::nullopt;
-  bool neg = false;
-  size_t i = 0;
-  if (s[0] == '-' || s[0] == '+') {
-    neg = s[0] == '-';
-    ++i;
-  }
-  if (s.substr(i) == "0") return Duration{};
-  if (i >= s.size()) return std::nullopt;
-  Int128 total = 0;
-  while (i < s.size()) {
-    size_t start = i;
-    Int128 whole = 0;
-    while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) {
-      whole = whole * 10 + (s[i] - '0');
-      if (whole > static_cast<Int128>(1) << 100) return std::nullopt;
-      ++i;
-    }
-    bool had_whole = i > start;
-    Int128 frac = 0, scale = 1;
-    bool had_frac = false;
-    if (i < s.size() && s[i] == '.') {
-      ++i;
-      while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) {
-        if (scale < static_cast<Int128>(1000000000000000000LL)) {
-          frac = frac * 10 + (s[i] - '0');
-          scale *= 10;
-        }
-        had_frac = true;
-        ++i;
-      }
-    }
-    if (!had_whole && !had_frac) return std::nullopt;
-    size_t ustart = i;
-    while (i < s.size() && !std::isdigit(static_cast<unsigned char>(s[i])) && s[i] != '.') ++i;
-    std::string_view unit = s.substr(ustart, i - ustart);
-    Int128 mult;
-    if (unit == "ns") {
-      mult = 1;
-    } else if (unit == "us" || unit == "\xC2\xB5s" || unit == "\xCE\xBCs") {
-      mult = 1000;
-    } else if (unit == "ms") {
-      mult = 1000000;
-    } else if (unit == "s") {
-      mult = kNanosPerSecond;
-    } else if (unit == "m") {
-      mult = 60 * kNanosPerSecond;
-    } else if (unit == "h") {
-      mult = 3600 * kNanosPerSecond;
-    } else {
-      return std::nullopt;
-    }
-    total += whole * mult + frac * mult / scale;
-    if (total > static_cast<Int128>(kMaxDurationSeconds + 1) * kNanosPerSecond) {
-      return std::nullopt;
-    }
-  }
-  Duration d = Normalize(neg ? -total : total);
-  if (!DurationInRange(d)) return std::nullopt;
-  return d;
 }
 
 void InstallStandardLibrary(FunctionRegistry& r) {

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "cel/internal.h"
+#include "core/duration.h"
 
 namespace klutch::cel {
 
@@ -366,6 +367,13 @@ Ordering Compare(const Value& a, const Value& b) {
     default:
       return Ordering{};
   }
+}
+
+std::optional<Duration> ParseDuration(std::string_view text) {
+  // cel-go reads durations with Go's time.ParseDuration, whose range DurationInRange keeps.
+  core::Result<core::GoDuration> d = core::ParseGoDuration(text);
+  if (!d.ok()) return std::nullopt;
+  return Duration{d->seconds, d->nanos};
 }
 
 }  // namespace klutch::cel

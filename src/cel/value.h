@@ -228,7 +228,8 @@ std::string FormatTimestamp(Timestamp t);
 std::string FormatDuration(Duration d);
 // RFC 3339 (with "Z" or a numeric offset); nullopt when malformed or out of CEL's range.
 std::optional<Timestamp> ParseTimestamp(std::string_view text);
-// Go's duration syntax ("1h2m3.5s", "-1.5ms", "300us"); nullopt when malformed or out of range.
+// Go's duration syntax ("1h2m3.5s", "-1.5ms", "300us") through core::ParseGoDuration; nullopt
+// when malformed or out of range.
 std::optional<Duration> ParseDuration(std::string_view text);
 bool TimestampInRange(Timestamp t);
 bool DurationInRange(Duration d);

@@ -4,9 +4,9 @@
 #include <iostream>
 
 #include "apiserver/server.h"
-#include "cel/value.h"
 #include "cli/commands.h"
 #include "controllers/builtin_controllers.h"
+#include "core/duration.h"
 #include "core/log.h"
 #include "core/strings.h"
 
@@ -67,15 +67,15 @@ int RunApiServer(const apiserver::ApiServerOptions& options, bool sandbox_banner
 }
 
 std::chrono::seconds ParseDurationFlag(const std::string& v) {
-  auto d = cel::ParseDuration(v);
-  return std::chrono::seconds(d ? d->seconds : 0);
+  core::Result<core::GoDuration> d = core::ParseGoDuration(v);
+  return std::chrono::seconds(d.ok() ? d->seconds : 0);
 }
 
 CLI::Validator DurationValidator() {
   return CLI::Validator(
       [](std::string& v) -> std::string {
-        auto d = cel::ParseDuration(v);
-        if (!d || d->seconds <= 0) return "must be a positive Go duration such as 10m or 24h";
+        core::Result<core::GoDuration> d = core::ParseGoDuration(v);
+        if (!d.ok() || d->seconds <= 0) return "must be a positive Go duration such as 10m or 24h";
         return "";
       },
       "DURATION");

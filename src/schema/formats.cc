@@ -7,7 +7,12 @@
 #include <cctype>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "cel/quantity.h"
+#include "core/duration.h"
+#include "core/ip.h"
 
 namespace klutch::schema {
 namespace {
@@ -17,86 +22,15 @@ bool Full(const std::string& s, const RE2& re) { return RE2::FullMatch(s, re); }
 bool IsHex(char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; }
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 
-// net.ParseIP's IPv4 form: four decimal octets, no leading zeros.
-bool ParseIPv4(std::string_view s) {
-  int parts = 0;
-  size_t i = 0;
-  while (parts < 4) {
-    if (i >= s.size() || !IsDigit(s[i])) return false;
-    size_t start = i;
-    int n = 0;
-    while (i < s.size() && IsDigit(s[i])) {
-      n = n * 10 + (s[i] - '0');
-      if (n > 255) return false;
-      ++i;
-    }
-    if (i - start > 1 && s[start] == '0') return false;
-    ++parts;
-    if (parts < 4) {
-      if (i >= s.size() || s[i] != '.') return false;
-      ++i;
-    }
-  }
-  return i == s.size();
+// net.ParseIP: netip.ParseAddr without a zone; IPv4-mapped IPv6 addresses are addresses.
+bool IsNetIp(std::string_view s) {
+  return core::ParseIp(s, {.allow_zone = false, .allow_ipv4_mapped = true}).has_value();
 }
 
-// net.ParseIP's IPv6 form (with "::" and an optional embedded IPv4 tail).
-bool ParseIPv6(std::string_view s) {
-  int groups = 0;
-  bool ellipsis = false;
-  size_t i = 0;
-  if (s.size() >= 2 && s[0] == ':' && s[1] == ':') {
-    ellipsis = true;
-    i = 2;
-    if (i == s.size()) return true;
-  }
-  while (i < s.size()) {
-    size_t start = i;
-    while (i < s.size() && IsHex(s[i]) && i - start < 5) ++i;
-    size_t len = i - start;
-    if (len == 0) return false;
-    if (i < s.size() && s[i] == '.') {
-      // IPv4 tail takes two groups.
-      if (!ParseIPv4(s.substr(start))) return false;
-      groups += 2;
-      i = s.size();
-      break;
-    }
-    if (len > 4) return false;
-    ++groups;
-    if (i == s.size()) break;
-    if (s[i] != ':') return false;
-    ++i;
-    if (i < s.size() && s[i] == ':') {
-      if (ellipsis) return false;
-      ellipsis = true;
-      ++i;
-      if (i == s.size()) break;
-    } else if (i == s.size()) {
-      return false;
-    }
-  }
-  return ellipsis ? groups < 8 : groups == 8;
-}
-
-bool ParseIP(std::string_view s) {
-  return s.find(':') != std::string_view::npos ? ParseIPv6(s) : ParseIPv4(s);
-}
-
-bool IsCidr(const std::string& s) {
-  size_t slash = s.find('/');
-  if (slash == std::string::npos) return false;
-  std::string_view addr(s.data(), slash);
-  std::string_view mask(s.data() + slash + 1, s.size() - slash - 1);
-  bool v6 = addr.find(':') != std::string_view::npos;
-  if (!(v6 ? ParseIPv6(addr) : ParseIPv4(addr))) return false;
-  if (mask.empty() || mask.size() > 3) return false;
-  int n = 0;
-  for (char c : mask) {
-    if (!IsDigit(c)) return false;
-    n = n * 10 + (c - '0');
-  }
-  return n <= (v6 ? 128 : 32);
+// net.ParseCIDR, which reads the prefix length with leading zeros.
+bool IsCidr(std::string_view s) {
+  return core::ParseIpPrefix(s, {.allow_length_leading_zeros = true, .allow_ipv4_mapped = true})
+      .has_value();
 }
 
 bool IsMac(const std::string& s) {
@@ -165,33 +99,10 @@ bool IsDateTime(const std::string& str) {
   return h <= "23" && m <= "59" && s <= "59";
 }
 
-// time.ParseDuration.
-bool IsGoDuration(std::string_view s) {
-  size_t i = 0;
-  if (i < s.size() && (s[i] == '-' || s[i] == '+')) ++i;
-  if (s.substr(i) == "0") return true;
-  if (i == s.size()) return false;
-  while (i < s.size()) {
-    size_t digits = 0;
-    while (i < s.size() && IsDigit(s[i])) ++i, ++digits;
-    size_t frac = 0;
-    if (i < s.size() && s[i] == '.') {
-      ++i;
-      while (i < s.size() && IsDigit(s[i])) ++i, ++frac;
-    }
-    if (digits == 0 && frac == 0) return false;
-    size_t u = i;
-    while (i < s.size() && s[i] != '.' && !IsDigit(s[i])) ++i;
-    std::string_view unit = s.substr(u, i - u);
-    static const std::set<std::string_view> kUnits = {"ns", "us", "\xc2\xb5s", "\xce\xbcs",
-                                                      "ms", "s",  "m",         "h"};
-    if (!kUnits.contains(unit)) return false;
-  }
-  return true;
-}
-
+// strfmt.ParseDuration: time.ParseDuration, or else a run of "<digits> <unit>" pairs with units
+// such as d, days or weeks.
 bool IsDuration(const std::string& s) {
-  if (IsGoDuration(s)) return true;
+  if (core::ParseGoDuration(s).ok()) return true;
   static const RE2 kPart(R"((\d+)\s*([A-Za-z\x{b5}]+))");
   static const std::vector<std::vector<std::string>> kUnits = {
       {"ns", "nanoseconds"},  {"us", "\xc2\xb5s", "microseconds"},
@@ -316,13 +227,6 @@ bool IsRequestUri(const std::string& s) {
   return true;
 }
 
-// resource.ParseQuantity, syntactically.
-bool IsQuantity(const std::string& s) {
-  static const RE2 kQuantity(
-      R"([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?[0-9]+)?)");
-  return Full(s, kQuantity);
-}
-
 const std::set<std::string, std::less<>>& Supported() {
   static const std::set<std::string, std::less<>> kFormats = {
       "bsonobjectid", "uri",        "email",    "hostname", "ipv4",     "ipv6", "cidr",
@@ -366,8 +270,9 @@ bool MatchesFormat(std::string_view format, const std::string& v) {
   if (f == "uri") return IsRequestUri(v);
   if (f == "email") return IsEmail(v);
   if (f == "hostname") return IsHostname(v);
-  if (f == "ipv4") return ParseIP(v) && v.find('.') != std::string::npos;
-  if (f == "ipv6") return ParseIP(v) && v.find(':') != std::string::npos;
+  // govalidator's IsIPv4 and IsIPv6: net.ParseIP, told apart by the separator they contain.
+  if (f == "ipv4") return IsNetIp(v) && v.find('.') != std::string::npos;
+  if (f == "ipv6") return IsNetIp(v) && v.find(':') != std::string::npos;
   if (f == "cidr") return IsCidr(v);
   if (f == "mac") return IsMac(v);
   if (f == "uuid") return Full(v, kUuid);
@@ -386,7 +291,7 @@ bool MatchesFormat(std::string_view format, const std::string& v) {
   if (f == "date") return IsDate(v);
   if (f == "duration") return IsDuration(v);
   if (f == "datetime") return IsDateTime(v);
-  if (f == "quantity") return IsQuantity(v);
+  if (f == "quantity") return cel::IsQuantity(v);
   return true;
 }
 

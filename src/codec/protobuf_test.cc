@@ -1,4 +1,4 @@
-#include "machinery/protobuf.h"
+#include "codec/protobuf.h"
 
 #include <gtest/gtest.h>
 
@@ -9,9 +9,16 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
-namespace klutch::machinery {
+#include "apis/builtin_schemas.h"
+
+namespace klutch::codec {
 namespace {
+
+using machinery::Dump;
+using machinery::Json;
 
 // ---- Tiny protobuf writer, for building bodies in tests only. ----
 
@@ -242,7 +249,8 @@ TEST(DecodeKubernetesProtobuf, KubectlCreateToken) {
 TEST(DecodeKubernetesProtobuf, DecodesEveryBodyCapturedFromKubectl) {
   std::filesystem::path dir =
       std::filesystem::path(KLUTCH_SHARED_DIR) / "specs" / "kubectl-probe" / "results";
-  if (!std::filesystem::exists(dir)) GTEST_SKIP() << dir << " not present";
+  ASSERT_TRUE(std::filesystem::exists(dir)) << dir << " is missing: the shared probe results "
+                                                      "are required";
   int bodies = 0;
   for (const auto& file : std::filesystem::directory_iterator(dir)) {
     if (!file.path().string().ends_with(".requests.jsonl")) continue;
@@ -617,6 +625,182 @@ TEST(DecodeKubernetesProtobuf, EveryListedKindDecodesAnEmptyObject) {
   }
 }
 
+// `kubectl create quota compute --hard=cpu=2,pods=10 --scopes=NotTerminating`, field by field.
+TEST(DecodeKubernetesProtobuf, ResourceQuotaAsKubectlCreatesIt) {
+  std::string spec =
+      Bytes(1, Entry("cpu", Bytes(1, "2"))) + Bytes(1, Entry("pods", Bytes(1, "10"))) +
+      Bytes(2, "NotTerminating") +
+      Bytes(3, Bytes(1, Bytes(1, "PriorityClass") + Bytes(2, "In") + Bytes(3, "high")));
+  std::string raw = Bytes(1, GoObjectMeta("compute", "demo")) + Bytes(2, spec) + Bytes(3, "");
+  ExpectJson(DecodeKubernetesProtobuf(Envelope("v1", "ResourceQuota", raw)),
+             R"({"apiVersion":"v1","kind":"ResourceQuota",
+                 "metadata":{"name":"compute","namespace":"demo"},
+                 "spec":{"hard":{"cpu":"2","pods":"10"},"scopes":["NotTerminating"],
+                         "scopeSelector":{"matchExpressions":[
+                           {"scopeName":"PriorityClass","operator":"In","values":["high"]}]}},
+                 "status":{}})");
+}
+
+TEST(DecodeKubernetesProtobuf, LocalSubjectAccessReviewHasItsOwnMessage) {
+  std::string spec =
+      Bytes(1, Bytes(1, "demo") + Bytes(2, "get") + Bytes(5, "secrets")) + Bytes(3, "alice");
+  auto got =
+      DecodeKubernetesProtobuf(Envelope("authorization.k8s.io/v1", "LocalSubjectAccessReview",
+                                        Bytes(1, Bytes(3, "demo")) + Bytes(2, spec)));
+  ExpectJson(got, R"({"apiVersion":"authorization.k8s.io/v1","kind":"LocalSubjectAccessReview",
+                      "metadata":{"namespace":"demo"},
+                      "spec":{"resourceAttributes":{"namespace":"demo","verb":"get",
+                                                    "resource":"secrets"},
+                              "user":"alice"}})");
+  ExpectError(DecodeKubernetesProtobuf(
+                  Envelope("authorization.k8s.io/v1", "LocalSubjectAccessReview", Varint(9, 1))),
+              core::Reason::kBadRequest, {"unknown field number 9", "LocalSubjectAccessReview"});
+}
+
+// ---- Tables derived from annotated schemas. ----
+
+Json Schemas(std::string_view yaml) {
+  auto parsed = machinery::ParseYaml(yaml);
+  EXPECT_TRUE(parsed.ok()) << parsed.status().ToString();
+  return parsed.ok() ? *parsed : Json::object();
+}
+
+constexpr std::string_view kWidgetSchemas = R"(
+example.v1.Widget:
+  type: object
+  properties:
+    apiVersion: {type: string}
+    kind: {type: string}
+    metadata:
+      allOf: [{$ref: '#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.Time'}]
+      x-klutch-protobuf: 1
+    size:
+      type: integer
+      format: int32
+      x-klutch-protobuf: '2,ptr'
+    tags:
+      type: array
+      items: {type: string}
+      x-klutch-protobuf: 3
+    limits:
+      type: object
+      additionalProperties:
+        allOf: [{$ref: '#/components/schemas/io.k8s.apimachinery.pkg.api.resource.Quantity'}]
+      x-klutch-protobuf: 4
+    part:
+      allOf: [{$ref: '#/components/schemas/example.v1.Part'}]
+      x-klutch-protobuf: 5
+    secret:
+      type: string
+      format: byte
+      x-klutch-protobuf: 6
+    ignored:
+      type: string
+      x-klutch-protobuf: none
+  x-kubernetes-group-version-kind:
+    - {group: example.com, version: v1, kind: Widget}
+example.v1.Part:
+  type: object
+  x-klutch-protobuf-embedded: {1: Label}
+  properties:
+    name:
+      type: string
+      x-klutch-protobuf: '1.1'
+    port:
+      allOf: [{$ref: '#/components/schemas/io.k8s.apimachinery.pkg.util.intstr.IntOrString'}]
+      x-klutch-protobuf: 2
+    owner:
+      type: string
+      x-klutch-protobuf: '3,always'
+io.k8s.apimachinery.pkg.apis.meta.v1.Time: {type: string, format: date-time}
+io.k8s.apimachinery.pkg.api.resource.Quantity: {type: string}
+io.k8s.apimachinery.pkg.util.intstr.IntOrString: {x-kubernetes-int-or-string: true}
+)";
+
+// Every rule of the derivation at once: a pointer zero kept, a repeated string, a map of
+// quantities, a nested message with an embedded struct, an always-emitted string, bytes, a
+// well-known type, and a property left out on purpose.
+TEST(ProtobufTypes, DerivesMessagesFromAnnotatedSchemas) {
+  auto types = ProtobufTypes::Derive(Schemas(kWidgetSchemas));
+  ASSERT_TRUE(types.ok()) << types.status().ToString();
+  const ProtobufTypes& t = **types;
+  EXPECT_EQ(t.Kinds(),
+            (std::vector<std::pair<std::string, std::string>>{{"example.com/v1", "Widget"}}));
+  EXPECT_EQ(t.SchemaFor("example.com/v1", "Widget"), "example.v1.Widget");
+  EXPECT_EQ(t.SchemaFor("example.com/v2", "Widget"), "");
+  std::string raw = Bytes(1, TimeMsg(1700000000, 0)) + Varint(2, 0) + Bytes(3, "a") + Bytes(3, "") +
+                    Bytes(4, Entry("cpu", Bytes(1, "1"))) +
+                    Bytes(5, Bytes(1, Bytes(1, "x")) + Bytes(2, IntOrStr(80))) + Bytes(6, "\x01");
+  ExpectJson(t.Decode(Envelope("example.com/v1", "Widget", raw), {}),
+             R"({"apiVersion":"example.com/v1","kind":"Widget",
+                 "metadata":"2023-11-14T22:13:20Z","size":0,"tags":["a",""],
+                 "limits":{"cpu":"1"},"part":{"name":"x","port":80,"owner":""},
+                 "secret":"AQ=="})");
+  // The property annotated "none" has no field number: 7 is unknown, and so is 2 in the
+  // embedded struct, which the error names.
+  ExpectError(t.Decode(Envelope("example.com/v1", "Widget", Bytes(7, "x")), {}),
+              core::Reason::kBadRequest, {"unknown field number 7", "in message Widget"});
+  ExpectError(t.Decode(Envelope("example.com/v1", "Widget", Bytes(5, Bytes(1, Varint(2, 1)))), {}),
+              core::Reason::kBadRequest, {"part", "unknown field number 2", "in message Label"});
+}
+
+TEST(ProtobufTypes, DerivationNamesTheDefinitionAndPropertyItCannotUse) {
+  struct Case {
+    std::string from, to;  // replaced in kWidgetSchemas
+    std::string problem;
+  };
+  const Case cases[] = {
+      {"      x-klutch-protobuf: 3\n", "", "example.v1.Widget.tags: no x-klutch-protobuf"},
+      {"'2,ptr'", "'2,pointer'", "example.v1.Widget.size: unknown flag \"pointer\""},
+      {"'2,ptr'", "2.5", "example.v1.Widget.size: expected a field number or a string"},
+      {"'2,ptr'", "0", "example.v1.Widget.size: field number 0 out of range"},
+      {"'1.1'", "'2.1'", "example.v1.Part.name: field 2 is not declared"},
+      {"      x-klutch-protobuf: 6\n", "      x-klutch-protobuf: 5\n",
+       "example.v1.Widget: field number 5 used twice"},
+      {"      format: byte\n", "      format: date-time\n",
+       "example.v1.Widget.secret: a date-time string must refer to meta/v1 Time"},
+      {"      type: string\n      x-klutch-protobuf: '3,always'",
+       "      type: object\n      x-klutch-protobuf: 3",
+       "example.v1.Part.owner: objects must be maps"},
+      {"'#/components/schemas/example.v1.Part'", "'#/components/schemas/example.v1.Missing'",
+       "example.v1.Missing: no such definition"},
+      {"      x-klutch-protobuf: '1.1'\n", "      x-klutch-protobuf: 4\n",
+       "example.v1.Part: embedded field 1 has no properties"},
+  };
+  for (const Case& c : cases) {
+    std::string yaml(kWidgetSchemas);
+    size_t at = yaml.find(c.from);
+    ASSERT_NE(at, std::string::npos) << c.from;
+    yaml.replace(at, c.from.size(), c.to);
+    auto types = ProtobufTypes::Derive(Schemas(yaml));
+    ASSERT_FALSE(types.ok()) << c.problem;
+    EXPECT_EQ(types.status().reason(), core::Reason::kInvalid);
+    EXPECT_NE(types.status().message().find(c.problem), std::string::npos)
+        << types.status().message();
+  }
+}
+
+// The built-in tables come from the built-in schemas: each decodable kind from the definition
+// that declares it.
+TEST(ProtobufTypes, BuiltinKindsAreDerivedFromTheSchemaDeclaringThem) {
+  const ProtobufTypes& t = ProtobufTypes::Builtin();
+  for (const auto& [api_version, kind] : t.Kinds()) {
+    std::string schema = t.SchemaFor(api_version, kind);
+    if (api_version == "*") {
+      EXPECT_EQ(schema, "io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions");
+      continue;
+    }
+    size_t slash = api_version.find('/');
+    std::string group = slash == std::string::npos ? "" : api_version.substr(0, slash);
+    std::string version = api_version.substr(slash == std::string::npos ? 0 : slash + 1);
+    EXPECT_EQ(apis::SchemaNameFor(group, version, kind), schema) << api_version << " " << kind;
+  }
+  EXPECT_EQ(t.SchemaFor("v1", "ResourceQuota"), "io.k8s.api.core.v1.ResourceQuota");
+  EXPECT_EQ(t.SchemaFor("v1", "LimitRange"), "");
+  EXPECT_EQ(t.SchemaFor("apps/v1", "DeleteOptions"),
+            "io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions");
+}
+
 // ---- Malformed input. ----
 
 TEST(DecodeKubernetesProtobuf, RejectsBadMagicAndEnvelopeProblems) {
@@ -770,4 +954,4 @@ TEST(DecodeKubernetesProtobuf, SurvivesTruncationAndCorruptionOfRealBodies) {
 }
 
 }  // namespace
-}  // namespace klutch::machinery
+}  // namespace klutch::codec

@@ -8,14 +8,14 @@
 #include <nlohmann/json.hpp>
 #include <string_view>
 
+#include "codec/openapi_v2.h"
 #include "core/status.h"
 #include "machinery/json.h"
-#include "machinery/openapi_v2.h"
 
 namespace {
 
 void Check(const klutch::machinery::Json& doc) {
-  auto result = klutch::machinery::EncodeOpenApiV2Protobuf(doc);
+  auto result = klutch::codec::EncodeOpenApiV2Protobuf(doc);
   if (!result.ok() && result.status().reason() != klutch::core::Reason::kBadRequest) {
     __builtin_trap();
   }

@@ -1,4 +1,4 @@
-#include "machinery/openapi_v2.h"
+#include "codec/openapi_v2.h"
 
 #include <gtest/gtest.h>
 
@@ -11,8 +11,11 @@
 
 #include "machinery/json.h"
 
-namespace klutch::machinery {
+namespace klutch::codec {
 namespace {
+
+using machinery::Json;
+using machinery::ParseYaml;
 
 // ---- A generic protobuf wire walker, for reading what the encoder wrote. ----
 
@@ -621,4 +624,4 @@ TEST(EncodeOpenApiV2Protobuf, RejectsNestingDeeperThanTheJsonLimit) {
 }
 
 }  // namespace
-}  // namespace klutch::machinery
+}  // namespace klutch::codec

@@ -1,4 +1,4 @@
-#include "machinery/openapi_v2.h"
+#include "codec/openapi_v2.h"
 
 #include <algorithm>
 #include <cmath>
@@ -13,10 +13,16 @@
 #include <utility>
 #include <vector>
 
+#include "codec/wire.h"
 #include "fmt/format.h"
 
-namespace klutch::machinery {
+namespace klutch::codec {
+
+using machinery::Json;
+
 namespace {
+
+using machinery::kMaxJsonDepth;
 
 // ---------------------------------------------------------------------------------------------
 // Message tables.
@@ -446,88 +452,8 @@ class Registry {
 };
 
 // ---------------------------------------------------------------------------------------------
-// Wire writing.
-// ---------------------------------------------------------------------------------------------
-
-constexpr uint32_t kWireVarint = 0;
-constexpr uint32_t kWireFixed64 = 1;
-constexpr uint32_t kWireLen = 2;
-
-size_t PutVarint(char* out, uint64_t v) {
-  size_t n = 0;
-  while (v >= 0x80) {
-    out[n++] = static_cast<char>((v & 0x7f) | 0x80);
-    v >>= 7;
-  }
-  out[n++] = static_cast<char>(v);
-  return n;
-}
-
-void AppendVarint(std::string& out, uint64_t v) {
-  char buf[10];
-  out.append(buf, PutVarint(buf, v));
-}
-
-void AppendKey(std::string& out, uint32_t number, uint32_t wire) {
-  AppendVarint(out, (uint64_t{number} << 3) | wire);
-}
-
-void AppendBytes(std::string& out, uint32_t number, std::string_view bytes) {
-  AppendKey(out, number, kWireLen);
-  AppendVarint(out, bytes.size());
-  out.append(bytes);
-}
-
-// Turns out[start:] (a message body just written) into a length-delimited field `number`.
-// Writing in place and inserting the short key+length prefix afterwards avoids one temporary
-// string per nested message.
-void WrapAsField(std::string& out, size_t start, uint32_t number) {
-  char prefix[20];
-  size_t n = PutVarint(prefix, (uint64_t{number} << 3) | kWireLen);
-  n += PutVarint(prefix + n, out.size() - start);
-  out.insert(start, prefix, n);
-}
-
-// ---------------------------------------------------------------------------------------------
 // JSON checks.
 // ---------------------------------------------------------------------------------------------
-
-bool IsValidUtf8(std::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    auto c = static_cast<uint8_t>(s[i]);
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    size_t len = 0;
-    uint32_t cp = 0;
-    if (c >= 0xc2 && c <= 0xdf) {
-      len = 2;
-      cp = c & 0x1f;
-    } else if (c >= 0xe0 && c <= 0xef) {
-      len = 3;
-      cp = c & 0x0f;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-      len = 4;
-      cp = c & 0x07;
-    } else {
-      return false;
-    }
-    if (s.size() - i < len) return false;
-    for (size_t k = 1; k < len; ++k) {
-      auto cc = static_cast<uint8_t>(s[i + k]);
-      if ((cc & 0xc0) != 0x80) return false;
-      cp = (cp << 6) | (cc & 0x3f);
-    }
-    if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10ffff ||
-        (cp >= 0xd800 && cp <= 0xdfff)) {
-      return false;
-    }
-    i += len;
-  }
-  return true;
-}
 
 // An integer value: JSON integers, and numbers with an integral value, within int64.
 std::optional<int64_t> ToInt64(const Json& value) {
@@ -646,15 +572,14 @@ core::Status EncodeValue(const Field& field, uint32_t number, const Json& value,
       const auto& s = value.get_ref<const std::string&>();
       if (s.empty() && !keep_zero) return core::Status::Ok();
       if (!IsValidUtf8(s)) return Error(path, "invalid UTF-8 in string");
-      AppendBytes(out, number, s);
+      AppendLengthDelimited(out, number, s);
       return core::Status::Ok();
     }
     case Kind::kBool: {
       if (!value.is_boolean()) return Error(path, Expected("a boolean", value));
       bool b = value.get<bool>();
       if (!b && !keep_zero) return core::Status::Ok();
-      AppendKey(out, number, kWireVarint);
-      AppendVarint(out, b ? 1 : 0);
+      AppendVarintField(out, number, b ? 1 : 0);
       return core::Status::Ok();
     }
     case Kind::kInt64: {
@@ -665,8 +590,7 @@ core::Status EncodeValue(const Field& field, uint32_t number, const Json& value,
                                : Expected("an integer", value));
       }
       if (*v == 0 && !keep_zero) return core::Status::Ok();
-      AppendKey(out, number, kWireVarint);
-      AppendVarint(out, static_cast<uint64_t>(*v));
+      AppendVarintField(out, number, static_cast<uint64_t>(*v));
       return core::Status::Ok();
     }
     case Kind::kDouble: {
@@ -675,15 +599,14 @@ core::Status EncodeValue(const Field& field, uint32_t number, const Json& value,
       uint64_t bits = 0;
       std::memcpy(&bits, &d, sizeof bits);
       if (bits == 0 && !keep_zero) return core::Status::Ok();
-      AppendKey(out, number, kWireFixed64);
-      for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((bits >> (8 * i)) & 0xff));
+      AppendFixed64Field(out, number, bits);
       return core::Status::Ok();
     }
     case Kind::kAny: {
       // Any {2: yaml}: the value as compact JSON, which YAML parsers read as the same value.
       KLUTCH_RETURN_IF_ERROR(CheckFreeForm(value, path));
       size_t start = out.size();
-      AppendBytes(out, 2, value.dump(-1, ' ', false, Json::error_handler_t::replace));
+      AppendLengthDelimited(out, 2, value.dump(-1, ' ', false, Json::error_handler_t::replace));
       WrapAsField(out, start, number);
       return core::Status::Ok();
     }
@@ -715,7 +638,7 @@ core::Status EncodeNamed(uint32_t number, std::string_view name, const Field& va
                          const Json& value, const PathNode& path, std::string& out) {
   if (!IsValidUtf8(name)) return Error(path, "invalid UTF-8 in key");
   size_t start = out.size();
-  if (!name.empty()) AppendBytes(out, 1, name);
+  if (!name.empty()) AppendLengthDelimited(out, 1, name);
   KLUTCH_RETURN_IF_ERROR(EncodeValue(value_field, 2, value, path, false, out));
   WrapAsField(out, start, number);
   return core::Status::Ok();
@@ -836,4 +759,4 @@ core::Result<std::string> EncodeOpenApiV2Protobuf(const Json& swagger) {
   return out;
 }
 
-}  // namespace klutch::machinery
+}  // namespace klutch::codec

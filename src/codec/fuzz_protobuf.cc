@@ -5,12 +5,13 @@
 #include <nlohmann/json.hpp>
 #include <string_view>
 
+#include "codec/protobuf.h"
 #include "core/status.h"
-#include "machinery/protobuf.h"
+#include "machinery/json.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view body(reinterpret_cast<const char*>(data), size);
-  auto result = klutch::machinery::DecodeKubernetesProtobuf(body);
+  auto result = klutch::codec::DecodeKubernetesProtobuf(body);
   if (result.ok()) {
     // A decoded object always names its kind and serializes.
     if (!result->is_object() || !result->contains("kind")) __builtin_trap();

@@ -13,13 +13,16 @@
 #include <string>
 #include <vector>
 
+#include "codec/openapi_v2.h"
 #include "http/server.h"
 #include "machinery/json.h"
-#include "machinery/openapi_v2.h"
 #include "test/support/process.h"
 
-namespace klutch::machinery {
+namespace klutch::codec {
 namespace {
+
+using machinery::Json;
+using machinery::ParseYaml;
 
 namespace fs = std::filesystem;
 
@@ -365,7 +368,9 @@ class OpenApiV2Kubectl : public ::testing::TestWithParam<std::string> {
 
   void SetUp() override {
     kubectl_ = "/usr/lib/google-cloud-sdk/bin/kubectl." + GetParam();
-    if (!fs::exists(kubectl_)) GTEST_SKIP() << kubectl_ << " is not installed";
+    // Every kubectl version is part of the machine: a missing one fails the test.
+    ASSERT_TRUE(fs::exists(kubectl_)) << kubectl_ << " is missing: kubectl " << GetParam()
+                                      << " is required to run this test";
   }
 
   // GET /openapi/v2 requests, each with the protobuf media type kubectl asks for.
@@ -458,4 +463,4 @@ INSTANTIATE_TEST_SUITE_P(Versions, OpenApiV2Kubectl, ::testing::Values("1.27", "
                          });
 
 }  // namespace
-}  // namespace klutch::machinery
+}  // namespace klutch::codec

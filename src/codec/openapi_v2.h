@@ -7,9 +7,9 @@
 //
 // Schema: github.com/google/gnostic-models, openapiv2/OpenAPIv2.proto (proto3; the same numbers
 // as the older github.com/googleapis/gnostic copies). Its messages are transcribed as tables in
-// openapi_v2.cc; no generated code is involved. kube-openapi produces the body by parsing the
-// JSON document with gnostic's compiler and marshalling the result; this encoder writes the same
-// messages directly from JSON:
+// openapi_v2.cc and written with codec/wire.h; no generated code is involved. kube-openapi
+// produces the body by parsing the JSON document with gnostic's compiler and marshalling the
+// result; this encoder writes the same messages directly from JSON:
 //  - Objects with fixed keys (Document, Info, Operation, Schema, ...) become messages whose
 //    fields are written in field-number order. Keys starting with "x-" become the message's
 //    `vendor_extension` NamedAny entries, in key order; other unknown keys are ignored.
@@ -52,7 +52,7 @@
 #include "core/status.h"
 #include "machinery/json.h"
 
-namespace klutch::machinery {
+namespace klutch::codec {
 
 // The media type kube-apiserver answers with (Content-Type of the protobuf body).
 inline constexpr std::string_view kOpenApiV2ProtobufContentType =
@@ -66,6 +66,6 @@ inline constexpr std::string_view kOpenApiV2ProtobufDeprecatedContentType =
 // openapi.v2.Document, following the rules in the header comment. BadRequest naming the JSON
 // path when a known field has the wrong JSON type or the document is not an object. `swagger` is
 // only read during the call.
-core::Result<std::string> EncodeOpenApiV2Protobuf(const Json& swagger);
+core::Result<std::string> EncodeOpenApiV2Protobuf(const machinery::Json& swagger);
 
-}  // namespace klutch::machinery
+}  // namespace klutch::codec
