@@ -3,11 +3,18 @@
 
 set(KLUTCH_WARNINGS -Wall -Wextra -Wpedantic -Wno-unused-parameter -Wno-missing-field-initializers -Wnon-virtual-dtor
     -Wimplicit-fallthrough)
+# Modules whose code still puts GUARDED_BY on std::mutex members (libstdc++'s mutex is no
+# capability clang knows, so -Wthread-safety-attributes rejects those annotations) until they
+# move to core::Mutex (core/sync.h). Under clang their headers are read as system headers, which
+# mutes warnings inside them, and their own sources skip the attribute check.
+# scripts/check-clang.py (ctest thread_safety_check) reads this list and skips their sources.
+# Empty: every module uses core::Mutex now. Keep it that way; new code uses core/sync.h.
+set(KLUTCH_THREAD_SAFETY_PENDING)
 if(CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
-  # libstdc++'s std::mutex carries no capability annotation, so clang cannot check members
-  # GUARDED_BY one and would warn on every annotation; the analysis applies to annotated
-  # capabilities only (a core::Mutex wrapper is the follow-up that makes it bite).
-  list(APPEND KLUTCH_WARNINGS -Wthread-safety -Wno-thread-safety-attributes)
+  list(APPEND KLUTCH_WARNINGS -Wthread-safety)
+  foreach(module ${KLUTCH_THREAD_SAFETY_PENDING})
+    list(APPEND KLUTCH_WARNINGS --system-header-prefix=${module}/)
+  endforeach()
 endif()
 if(KLUTCH_WERROR)
   list(APPEND KLUTCH_WARNINGS -Werror)
@@ -15,6 +22,10 @@ endif()
 
 function(klutch_apply_common target)
   target_compile_options(${target} PRIVATE ${KLUTCH_WARNINGS})
+  cmake_path(GET CMAKE_CURRENT_SOURCE_DIR FILENAME folder)
+  if(CMAKE_CXX_COMPILER_ID STREQUAL "Clang" AND folder IN_LIST KLUTCH_THREAD_SAFETY_PENDING)
+    target_compile_options(${target} PRIVATE -Wno-thread-safety-attributes)
+  endif()
   target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR}/src)
   if(KLUTCH_SANITIZE)
     target_compile_options(${target} PRIVATE -fsanitize=address,undefined -fno-omit-frame-pointer)

@@ -4,17 +4,16 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
-#include <condition_variable>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <mutex>
 #include <thread>
 
 #include "auth/bootstrap_policy.h"
 #include "core/log.h"
 #include "core/random.h"
 #include "core/strings.h"
+#include "core/sync.h"
 #include "machinery/object.h"
 
 namespace klutch::apiserver {
@@ -198,11 +197,13 @@ class AccessControl::Impl {
       });
     }
     if (!options_.audit_log_path.empty()) {
+      core::MutexLock lock(audit_mu_);
       audit_.open(options_.audit_log_path, std::ios::app | std::ios::binary);
       if (!audit_) {
         return core::BadRequest(
             fmt::format("--audit-log-path {}: cannot open for writing", options_.audit_log_path));
       }
+      auditing_ = true;
     }
     KLUTCH_RETURN_IF_ERROR(SeedBootstrapPolicy());
     return StartFeed();
@@ -262,7 +263,7 @@ class AccessControl::Impl {
     }
     rbac_.Replace(objects);
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      core::MutexLock lock(mu_);
       applied_ = list.revision;
     }
     KLUTCH_ASSIGN_OR_RETURN(
@@ -274,6 +275,25 @@ class AccessControl::Impl {
 
   // Runs on the store's writer thread: cheap checks, one RBAC rebuild per batch.
   void OnEvents(const std::vector<storage::EventPtr>& events) {
+    core::MutexLock lock(feed_mu_);
+    if (feed_held_) {
+      held_.insert(held_.end(), events.begin(), events.end());
+      return;
+    }
+    ApplyEvents(events);
+  }
+
+  void HoldFeed(bool hold) {
+    core::MutexLock lock(feed_mu_);
+    feed_held_ = hold;
+    if (!hold && !held_.empty()) {
+      ApplyEvents(held_);
+      held_.clear();
+    }
+  }
+
+  // Under feed_mu_, so batches apply one at a time and in order.
+  void ApplyEvents(const std::vector<storage::EventPtr>& events) REQUIRES(feed_mu_) {
     std::vector<auth::RbacAuthorizer::Change> changes;
     bool accounts_changed = false;
     for (const auto& e : events) {
@@ -296,10 +316,10 @@ class AccessControl::Impl {
     rbac_.Apply(changes);
     if (accounts_changed) authenticator_->InvalidateServiceAccountTokens();
     if (!events.empty()) {
-      std::lock_guard<std::mutex> lock(mu_);
+      core::MutexLock lock(mu_);
       applied_ = std::max(applied_, events.back()->revision);
     }
-    cv_.notify_all();
+    cv_.SignalAll();
   }
 
   static bool IsTokenSecret(const std::shared_ptr<const std::string>& bytes) {
@@ -310,9 +330,27 @@ class AccessControl::Impl {
     return obj.ok() && GetString(*obj, {"type"}) == auth::kServiceAccountTokenSecretType;
   }
 
-  void WaitForRevision(int64_t revision) {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_for(lock, std::chrono::seconds(2), [&] { return applied_ >= revision; });
+  core::Status WaitForRevision(int64_t revision) {
+    int64_t applied = 0;
+    {
+      core::MutexLock lock(mu_);
+      const auto deadline = core::CondVar::DeadlineAfter(options_.settle_timeout);
+      while (applied_ < revision) {
+        if (!cv_.WaitUntil(mu_, deadline)) break;
+      }
+      if (applied_ >= revision) return core::Status::Ok();
+      applied = applied_;
+    }
+    settle_timeouts_.fetch_add(1, std::memory_order_relaxed);
+    KLUTCH_LOG(kWarn, "access",
+               "authorization and token caches still at revision {} after {} ms waiting for "
+               "revision {}: answering the write without them",
+               applied, options_.settle_timeout.count(), revision);
+    return core::Status(
+        core::Reason::kTimeout,
+        fmt::format("the authorization cache has not caught up with this write (revision {}) "
+                    "yet: requests made right after it may still be authorized as before it",
+                    revision));
   }
 
   auth::Decision Decide(const auth::Attributes& a) {
@@ -437,7 +475,7 @@ class AccessControl::Impl {
 
   void Audit(const http::Request& req, const RequestInfo& info, const Caller* caller, int code,
              std::string_view decision, std::string_view reason) {
-    if (!audit_.is_open()) return;
+    if (!auditing_) return;
     const std::string now = core::FormatMicroTime(core::RealClock::Get().Now());
     Json e = {{"kind", "Event"},
               {"apiVersion", "audit.k8s.io/v1"},
@@ -451,7 +489,13 @@ class AccessControl::Impl {
               {"responseStatus", {{"metadata", Json::object()}, {"code", code}}},
               {"requestReceivedTimestamp", now},
               {"stageTimestamp", now}};
-    if (auto ua = req.headers.Get("User-Agent"); !ua.empty()) e["userAgent"] = ua;
+    if (std::string_view ua = req.headers.Get("User-Agent"); !ua.empty()) {
+      // kube-apiserver keeps the first 1024 bytes of a longer User-Agent.
+      constexpr size_t kMaxUserAgent = 1024;
+      e["userAgent"] = ua.size() > kMaxUserAgent
+                           ? std::string(ua.substr(0, kMaxUserAgent)) + "...TRUNCATED"
+                           : std::string(ua);
+    }
     if (caller) {
       if (caller->impersonator) {
         e["user"] = UserInfoJson(*caller->impersonator);
@@ -472,9 +516,12 @@ class AccessControl::Impl {
       e["annotations"] = {{"authorization.k8s.io/decision", decision},
                           {"authorization.k8s.io/reason", reason}};
     }
-    std::string line = e.dump();
+    // Header values, names and paths come from the client and need not be UTF-8: Dump
+    // replaces invalid bytes with U+FFFD (as Go's JSON encoder does) instead of throwing, so
+    // every request gets its event.
+    std::string line = machinery::Dump(e);
     line += '\n';
-    std::lock_guard<std::mutex> lock(audit_mu_);
+    core::MutexLock lock(audit_mu_);
     audit_ << line;
     audit_.flush();
   }
@@ -486,12 +533,18 @@ class AccessControl::Impl {
   auth::ServiceAccountTokens* tokens_ = nullptr;  // owned by authenticator_
   auth::RbacAuthorizer rbac_;
   std::thread oidc_refresh_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int64_t applied_ = 0;
+  core::Mutex mu_;
+  core::CondVar cv_;  // applied_ advanced
+  int64_t applied_ GUARDED_BY(mu_) = 0;
+  std::atomic<uint64_t> settle_timeouts_{0};
+  // The feed's test seam (HoldFeedForTesting); also orders a release against new events.
+  core::Mutex feed_mu_;
+  bool feed_held_ GUARDED_BY(feed_mu_) = false;
+  std::vector<storage::EventPtr> held_ GUARDED_BY(feed_mu_);
   std::unique_ptr<storage::WatchHandle> watch_;
-  std::mutex audit_mu_;
-  std::ofstream audit_;
+  core::Mutex audit_mu_;
+  bool auditing_ = false;  // audit_ is open; set in Start, before any request
+  std::ofstream audit_ GUARDED_BY(audit_mu_);
 };
 
 core::Result<std::unique_ptr<AccessControl>> AccessControl::Start(const AccessOptions& options,
@@ -532,7 +585,15 @@ core::Status AccessControl::AdmitRbac(const auth::UserInfo& user, const Json& ob
   return impl_->rbac_.ConfirmNoEscalation(user, object, old);
 }
 
-void AccessControl::WaitForRevision(int64_t revision) { impl_->WaitForRevision(revision); }
+core::Status AccessControl::WaitForRevision(int64_t revision) {
+  return impl_->WaitForRevision(revision);
+}
+
+uint64_t AccessControl::settle_timeouts() const {
+  return impl_->settle_timeouts_.load(std::memory_order_relaxed);
+}
+
+void AccessControl::HoldFeedForTesting(bool hold) { impl_->HoldFeed(hold); }
 
 void AccessControl::Audit(const http::Request& request, const RequestInfo& info,
                           const Caller* caller, int code, std::string_view decision,

@@ -1,14 +1,22 @@
 // AccessControl: authentication, impersonation, authorization and audit for the API server.
 //
 // Owns the authenticator chain (client certificates, --token-auth-file, service-account JWTs
-// signed with the server's key, OIDC), the RBAC authorizer (fed from storage by a watch on
-// rbac.authorization.k8s.io, so every server sees every change; members of system:masters are
-// allowed everything, as kube-apiserver's privileged-group authorizer does), the
-// service-account token issuer, and the audit log. Seeds the bootstrap RBAC policy on start.
-// 401 and 403 answers carry the Status kube-apiserver sends. Thread-safe.
+// signed with the server's key or a --service-account-key-file key, OIDC, whose discovery is
+// fetched in the background at start), the service-account token issuer, the RBAC authorizer
+// (members of system:masters are allowed everything first, as kube-apiserver's
+// privileged-group authorizer does) with its escalation check for RBAC writes, and the audit
+// log (one JSON line per request). Start seeds the bootstrap RBAC policy, lists the RBAC
+// objects at one storage revision and follows every storage change after it with one Store
+// watch: RBAC objects feed the authorizer (one rebuild per storage batch); ServiceAccount and
+// token Secret changes drop cached service-account token results. WaitForRevision lets the
+// handler answer such writes once the caches reflect them (bounded: on a timeout the write
+// stands and the answer carries a warning). 401 and 403 answers carry the Status
+// kube-apiserver sends. Thread-safe.
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -41,6 +49,8 @@ struct AccessOptions {
   std::chrono::seconds service_account_min_expiration = std::chrono::minutes(10);
   std::chrono::seconds service_account_max_expiration = std::chrono::hours(48);
   std::string audit_log_path;  // JSON lines, one per request; "" = no audit log
+  // How long WaitForRevision waits for the authorizer and token caches before it gives up.
+  std::chrono::milliseconds settle_timeout = std::chrono::seconds(2);
 };
 
 // Who a request is from, after impersonation.
@@ -75,10 +85,19 @@ class AccessControl {
   // Admission for writes of Roles, ClusterRoles and their bindings: the RBAC escalation check.
   // `old` is the stored object on updates.
   core::Status AdmitRbac(const auth::UserInfo& user, const Json& object, const Json* old);
-  // Waits (bounded) until the authorizer and token caches reflect storage revision
-  // `revision`, so a client that changed RBAC objects or service accounts sees the effect on
-  // its next request.
-  void WaitForRevision(int64_t revision);
+  // Waits until the authorizer and token caches reflect storage revision `revision`, so a
+  // client that changed RBAC objects or service accounts sees the effect on its next request.
+  // Ok once they do. kTimeout when they have not within options().settle_timeout: the write
+  // stands, but requests made right after it may still be authorized as before; the message
+  // (naming the revision) is meant for the client as a warning. Each timeout is logged and
+  // counted in settle_timeouts().
+  core::Status WaitForRevision(int64_t revision);
+  // How many WaitForRevision calls have timed out since start (for /metrics).
+  uint64_t settle_timeouts() const;
+  // Test seam: while held, the caches' feed keeps the storage changes it receives instead of
+  // applying them, so they stay behind storage; releasing applies what was kept, in order,
+  // before it returns.
+  void HoldFeedForTesting(bool hold);
 
   // One audit event (JSON line) for a finished request, when the audit log is on.
   void Audit(const http::Request& request, const RequestInfo& info, const Caller* caller, int code,

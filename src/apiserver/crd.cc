@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "core/log.h"
 #include "core/strings.h"
 #include "machinery/jsonpath.h"
 #include "machinery/validation.h"
@@ -17,6 +18,16 @@ using machinery::Find;
 using machinery::GetString;
 
 namespace {
+
+// metav1.ObjectMeta's creationTimestamp documentation, which kube-apiserver gives the Age
+// column it serves for CRDs without printer columns.
+constexpr const char* kCreationTimestampDescription =
+    "CreationTimestamp is a timestamp representing the server time when this object was "
+    "created. It is not guaranteed to be set in happens-before order across separate "
+    "operations. Clients may not set this value. It is represented in RFC3339 form and is in "
+    "UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: "
+    "https://git.k8s.io/community/contributors/devel/sig-architecture/"
+    "api-conventions.md#metadata";
 
 // Whether a schema declares a `default` anywhere (keyword positions only: a property named
 // "default" is not one).
@@ -163,20 +174,34 @@ void ValidateCrdSpec(const Json& crd, const Json* old, std::vector<core::Cause>&
             causes.push_back(machinery::FieldInvalid(cbase, col, "must be an object"));
             continue;
           }
-          std::string path = GetString(col, {"jsonPath"});
-          if (path.empty()) {
-            causes.push_back(machinery::FieldRequired(cbase + ".jsonPath"));
-          } else if (!machinery::JsonPath::Compile(path).ok()) {
-            causes.push_back(
-                machinery::FieldInvalid(cbase + ".jsonPath", path, "must be a simple json path"));
-          }
-          if (GetString(col, {"name"}).empty())
+          // kube-apiserver's checks, in its order and wording (the field path names the
+          // internal type's JSONPath field). The path itself is only parsed when served:
+          // one client-go cannot parse ends the table's columns there.
+          if (GetString(col, {"name"}).empty()) {
             causes.push_back(machinery::FieldRequired(cbase + ".name"));
-          std::string type = GetString(col, {"type"});
-          static const std::vector<std::string> kTypes = {"integer", "number", "string", "boolean",
-                                                          "date"};
-          if (std::find(kTypes.begin(), kTypes.end(), type) == kTypes.end()) {
-            causes.push_back(machinery::FieldNotSupported(cbase + ".type", type, kTypes));
+          }
+          static const std::string kTypes = "boolean,date,integer,number,string";
+          const std::string type = GetString(col, {"type"});
+          if (type.empty()) {
+            causes.push_back(machinery::FieldRequired(cbase + ".type", "must be one of " + kTypes));
+          } else if (("," + kTypes + ",").find("," + type + ",") == std::string::npos) {
+            causes.push_back(
+                machinery::FieldInvalid(cbase + ".type", type, "must be one of " + kTypes));
+          }
+          static const std::string kFormats =
+              "byte,date,date-time,double,float,int32,int64,password";
+          const std::string format = GetString(col, {"format"});
+          if (!format.empty() &&
+              ("," + kFormats + ",").find("," + format + ",") == std::string::npos) {
+            causes.push_back(
+                machinery::FieldInvalid(cbase + ".format", format, "must be one of " + kFormats));
+          }
+          const std::string path = GetString(col, {"jsonPath"});
+          if (path.empty()) {
+            causes.push_back(machinery::FieldRequired(cbase + ".JSONPath"));
+          } else if (path.front() != '.') {
+            causes.push_back(machinery::FieldInvalid(cbase + ".JSONPath", path,
+                                                     "must be a simple json path starting with ."));
           }
           if (const Json* p = Find(col, {"priority"}); p && !p->is_number_integer()) {
             causes.push_back(
@@ -260,23 +285,34 @@ core::Result<std::vector<ResourcePtr>> ResourcesForCrd(const Json& crd) {
     }
     r.columns.push_back({"Name", "string", "name", "Name must be unique within a namespace.", 0, "",
                          [](const Json& o) { return Json(machinery::Name(o)); }});
-    bool has_age = false;
-    if (const Json* cols = Find(v, {"additionalPrinterColumns"}); cols && cols->is_array()) {
+    // As kube-apiserver serves them: the CRD's columns, or Age when it declares none; a
+    // column whose path client-go cannot parse (as the template `{<jsonPath>}`) ends the
+    // list there, kube-apiserver's fallback to the columns it could build.
+    const Json* cols = Find(v, {"additionalPrinterColumns"});
+    if (cols && cols->is_array() && !cols->empty()) {
       for (const auto& c : *cols) {
         Column col;
         col.name = GetString(c, {"name"});
         col.type = GetString(c, {"type"});
         col.format = GetString(c, {"format"});
+        col.json_path = GetString(c, {"jsonPath"});
         col.description = GetString(c, {"description"});
+        if (col.description.empty()) {
+          col.description =
+              "Custom resource definition column (in JSONPath format): " + col.json_path;
+        }
         const Json* priority = Find(c, {"priority"});
         col.priority = priority && priority->is_number_integer() ? priority->get<int>() : 0;
-        col.json_path = GetString(c, {"jsonPath"});
-        if (col.json_path == ".metadata.creationTimestamp") has_age = true;
+        if (auto parsed = machinery::JsonPath::Compile("{" + col.json_path + "}"); !parsed.ok()) {
+          KLUTCH_LOG(kWarn, "apiserver",
+                     "CRD {} version {}: printer column {} not served, nor any after it: {}",
+                     r.crd_name, r.version, col.name, parsed.status().message());
+          break;
+        }
         r.columns.push_back(std::move(col));
       }
-    }
-    if (!has_age) {
-      r.columns.push_back({"Age", "date", "", "Time since the object was created.", 0,
+    } else {
+      r.columns.push_back({"Age", "date", "", kCreationTimestampDescription, 0,
                            ".metadata.creationTimestamp", nullptr});
     }
     out.push_back(std::make_shared<const ResourceInfo>(std::move(r)));

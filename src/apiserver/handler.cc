@@ -13,6 +13,8 @@
 #include "codec/protobuf.h"
 #include "core/log.h"
 #include "core/strings.h"
+#include "machinery/selector.h"
+#include "serving/endpoints.h"
 
 namespace klutch::apiserver {
 
@@ -38,19 +40,15 @@ http::Response JsonResponse(int code, const Json& body) {
   return JsonResponse(code, machinery::Dump(body));
 }
 
-http::Response Text(int code, std::string body) {
-  http::Response r;
-  r.status = code;
-  r.headers.Set("Content-Type", "text/plain; charset=utf-8");
-  r.headers.Set("X-Content-Type-Options", "nosniff");
-  r.body = std::move(body);
-  return r;
-}
-
 core::Status PathNotFound() {
   core::Status s(core::Reason::kNotFound, "the server could not find the requested resource");
   s.set_details({});
   return s;
+}
+
+core::Status MethodNotAllowed() {
+  return core::Status(core::Reason::kMethodNotAllowed,
+                      "the server does not allow this method on the requested resource");
 }
 
 std::string MediaType(std::string_view content_type) {
@@ -214,23 +212,13 @@ ApiHandler::ApiHandler(RestStorage& storage, Registry& registry, OpenApi& openap
       openapi_(openapi),
       watches_(watches),
       access_(access),
-      options_(std::move(options)) {}
+      options_(std::move(options)),
+      router_(NonResourceRoutes()) {}
 
-bool ApiHandler::IsQuick(const http::Request& req) {
-  if (req.method != "GET" || req.Query("watch")) return false;
-  auto parts = core::SplitNonEmpty(req.path, '/');
-  if (parts.empty()) return true;
-  if (parts[0] == "api" || parts[0] == "apis") {
-    const size_t gv = parts[0] == "api" ? 2 : 3;
-    if (parts.size() <= gv) return true;  // discovery documents
-    const size_t rest = parts.size() - gv;
-    const bool in_namespace = parts[gv] == "namespaces";
-    // namespaces/<ns>/<plural> is a list; namespaces/<name> and <plural>/<name> are objects.
-    if (in_namespace) return rest == 2 || rest >= 4;
-    return rest >= 2;
-  }
-  return parts[0] == "healthz" || parts[0] == "livez" || parts[0] == "readyz" ||
-         parts[0] == "version";
+bool ApiHandler::IsQuick(const RequestInfo& info) {
+  if (info.resource_request) return info.verb == "get";
+  // Discovery, health and version: small answers from memory. The OpenAPI documents are big.
+  return info.verb == "get" && !info.path.starts_with("/openapi");
 }
 
 http::Response ApiHandler::StatusResponse(const core::Status& status) {
@@ -241,22 +229,31 @@ http::Response ApiHandler::StatusResponse(const core::Status& status) {
   return r;
 }
 
-http::Response ApiHandler::Handle(http::Request& req, const Caller& caller) {
-  std::vector<std::string> parts;
-  for (auto p : core::SplitNonEmpty(req.path, '/')) parts.emplace_back(p);
-  if (parts.empty()) {
-    Json paths = Json::array({"/api", "/api/v1", "/apis", "/healthz", "/livez", "/openapi/v2",
-                              "/openapi/v3", "/readyz", "/version"});
+http::Response ApiHandler::Handle(http::Request& req, const RequestInfo& info,
+                                  const Caller& caller) {
+  if (info.resource_request) return HandleResource(req, info, caller);
+  return router_.Serve(req);
+}
+
+http::Router ApiHandler::NonResourceRoutes() {
+  // 404 and 405 as kube-apiserver words them, as Status objects.
+  http::Router router([](int code, std::string) {
+    if (code == 405) return StatusResponse(MethodNotAllowed());
+    return StatusResponse(PathNotFound());
+  });
+  router.Get("/", [](http::Request&, const http::PathParams&) {
+    Json paths = Json::array({"/api", "/api/v1", "/apis", "/healthz", "/livez", "/metrics",
+                              "/openapi/v2", "/openapi/v3", "/readyz", "/version"});
     return JsonResponse(200, Json{{"paths", paths}});
+  });
+  if (options_.health) {
+    options_.health->AddRoutes(router);
+  } else {
+    static const serving::HealthChecks kPingOnly;
+    kPingOnly.AddRoutes(router);
   }
-  const std::string& head = parts[0];
-  if (head == "healthz" || head == "livez" || head == "readyz") {
-    if (req.Query("verbose")) {
-      return Text(200, fmt::format("[+]ping ok\n[+]etcd ok\n{} check passed\n", head));
-    }
-    return Text(200, "ok");
-  }
-  if (head == "version" && parts.size() == 1) {
+  if (options_.metrics) serving::AddMetricsRoute(router, *options_.metrics);
+  router.Get("/version", [this](http::Request&, const http::PathParams&) {
     Json v = {{"major", "1"},
               {"minor", options_.version_minor},
               {"gitVersion", "v1." + options_.version_minor + ".0-klutch"},
@@ -267,80 +264,70 @@ http::Response ApiHandler::Handle(http::Request& req, const Caller& caller) {
               {"compiler", "gcc"},
               {"platform", "linux/amd64"}};
     return JsonResponse(200, v);
-  }
+  });
   // Service-account issuer discovery: other parties verify our tokens with these.
-  if (req.method == "GET" && req.path == "/.well-known/openid-configuration") {
-    std::string host(req.headers.Get("Host"));
-    if (host.empty()) host = options_.server_address;
-    const std::string jwks_uri = "https://" + host + "/openid/v1/jwks";
-    http::Response r =
-        JsonResponse(200, Json{{"issuer", access_.options().service_account_issuer},
-                               {"jwks_uri", jwks_uri},
-                               {"response_types_supported", {"id_token"}},
-                               {"subject_types_supported", {"public"}},
-                               {"id_token_signing_alg_values_supported", {"RS256"}}});
-    r.headers.Set("Cache-Control", "public, max-age=3600");
-    return r;
-  }
-  if (req.method == "GET" && req.path == "/openid/v1/jwks") {
+  router.Get("/.well-known/openid-configuration",
+             [this](http::Request& req, const http::PathParams&) {
+               std::string host(req.headers.Get("Host"));
+               if (host.empty()) host = options_.server_address;
+               const std::string jwks_uri = "https://" + host + "/openid/v1/jwks";
+               http::Response r =
+                   JsonResponse(200, Json{{"issuer", access_.options().service_account_issuer},
+                                          {"jwks_uri", jwks_uri},
+                                          {"response_types_supported", {"id_token"}},
+                                          {"subject_types_supported", {"public"}},
+                                          {"id_token_signing_alg_values_supported", {"RS256"}}});
+               r.headers.Set("Cache-Control", "public, max-age=3600");
+               return r;
+             });
+  router.Get("/openid/v1/jwks", [this](http::Request&, const http::PathParams&) {
     http::Response r = JsonResponse(200, access_.tokens().PublicJwks());
     r.headers.Set("Content-Type", "application/jwk-set+json");
     return r;
-  }
-  if (head == "openapi") {
-    if (parts.size() >= 2 && parts[1] == "v3") {
-      std::string rest;
-      for (size_t i = 2; i < parts.size(); ++i) rest += (i > 2 ? "/" : "") + parts[i];
-      return OpenApiV3(req, rest);
-    }
-    if (parts.size() == 2 && parts[1] == "v2") return OpenApiV2(req);
-    return StatusResponse(PathNotFound());
-  }
-  if (head == "api" || head == "apis") {
-    bool legacy = head == "api";
-    size_t gv_parts = legacy ? 2 : 3;
-    if (parts.size() < gv_parts) return Discovery(req, parts);
-    std::string group = legacy ? "" : parts[1];
-    std::string version = legacy ? parts[1] : parts[2];
-    if (parts.size() == gv_parts) return Discovery(req, parts);
-    return HandleResource(req, caller, parts, gv_parts, group, version);
-  }
-  return StatusResponse(PathNotFound());
+  });
+  router.Get("/openapi/v2",
+             [this](http::Request& req, const http::PathParams&) { return OpenApiV2(req); });
+  router.Get("/openapi/v3/{path...}", [this](http::Request& req, const http::PathParams& p) {
+    return OpenApiV3(req, p.Get("path"));
+  });
+  // Discovery: /api, /api/<version>, /apis, /apis/<group>, /apis/<group>/<version>.
+  router.Get("/api", [this](http::Request& req, const http::PathParams&) {
+    return DiscoveryRoot(req, /*legacy=*/true);
+  });
+  router.Get("/apis", [this](http::Request& req, const http::PathParams&) {
+    return DiscoveryRoot(req, /*legacy=*/false);
+  });
+  router.Get("/api/{version}", [this](http::Request&, const http::PathParams& p) {
+    if (p.Get("version") != "v1") return StatusResponse(PathNotFound());
+    return JsonResponse(200, LegacyResourceList(registry_, "", "v1"));
+  });
+  router.Get("/apis/{group}", [this](http::Request&, const http::PathParams& p) {
+    Json g = LegacyApiGroup(registry_, std::string(p.Get("group")));
+    if (g.is_null()) return StatusResponse(PathNotFound());
+    return JsonResponse(200, g);
+  });
+  router.Get("/apis/{group}/{version}", [this](http::Request&, const http::PathParams& p) {
+    Json list =
+        LegacyResourceList(registry_, std::string(p.Get("group")), std::string(p.Get("version")));
+    if (list.is_null()) return StatusResponse(PathNotFound());
+    return JsonResponse(200, list);
+  });
+  return router;
 }
 
-http::Response ApiHandler::Discovery(http::Request& req, const std::vector<std::string>& parts) {
-  if (req.method != "GET") {
-    return StatusResponse(core::Status(core::Reason::kMethodNotAllowed,
-                                       fmt::format("the server does not allow this method on the "
-                                                   "requested resource")));
-  }
-  const bool legacy = parts[0] == "api";
-  if (parts.size() == 1) {
-    std::string agg = AggregatedDiscoveryVersion(req.headers.Get("Accept"));
-    if (!agg.empty()) {
-      http::Response r = JsonResponse(200, AggregatedDiscovery(registry_, legacy, agg));
-      r.headers.Set("Content-Type",
-                    agg == "v2" ? kAggregatedDiscoveryType : kAggregatedDiscoveryTypeBeta);
-      r.headers.Set("Vary", "Accept");
-      return r;
-    }
-    http::Response r = JsonResponse(
-        200, legacy ? LegacyApiVersions(options_.server_address) : LegacyApiGroupList(registry_));
+http::Response ApiHandler::DiscoveryRoot(http::Request& req, bool legacy) {
+  std::string agg = AggregatedDiscoveryVersion(req.headers.Get("Accept"));
+  if (!agg.empty()) {
+    http::Response r = JsonResponse(200, AggregatedDiscovery(registry_, legacy, agg));
+    r.headers.Set("Content-Type",
+                  agg == "v2" ? kAggregatedDiscoveryType : kAggregatedDiscoveryTypeBeta);
     r.headers.Set("Vary", "Accept");
     return r;
   }
-  if (legacy) {
-    if (parts[1] != "v1") return StatusResponse(PathNotFound());
-    return JsonResponse(200, LegacyResourceList(registry_, "", "v1"));
-  }
-  if (parts.size() == 2) {
-    Json g = LegacyApiGroup(registry_, parts[1]);
-    if (g.is_null()) return StatusResponse(PathNotFound());
-    return JsonResponse(200, g);
-  }
-  Json list = LegacyResourceList(registry_, parts[1], parts[2]);
-  if (list.is_null()) return StatusResponse(PathNotFound());
-  return JsonResponse(200, list);
+  http::Response r = JsonResponse(
+      200, legacy ? LegacyApiVersions(options_.server_address) : LegacyApiGroupList(registry_));
+  r.headers.Set("Vary", "Accept");
+  return r;
 }
 
 http::Response ApiHandler::HandleScale(http::Request& req, const ResourceInfo& r,
@@ -375,9 +362,7 @@ http::Response ApiHandler::HandleScale(http::Request& req, const ResourceInfo& r
       out = UpdateScale(storage_, r, ns, name, nullptr, &patch, *opts);
     }
   } else {
-    return StatusResponse(
-        core::Status(core::Reason::kMethodNotAllowed,
-                     "the server does not allow this method on the requested resource"));
+    return StatusResponse(MethodNotAllowed());
   }
   if (!out.ok()) return StatusResponse(out.status());
   return JsonResponse(200, *out);
@@ -415,28 +400,21 @@ http::Response ApiHandler::OpenApiV3(http::Request& req, std::string_view path) 
   return r;
 }
 
-http::Response ApiHandler::HandleResource(http::Request& req, const Caller& caller,
-                                          const std::vector<std::string>& parts, size_t start,
-                                          const std::string& group, const std::string& version) {
-  if (!registry_.HasGroupVersion(group, version)) return StatusResponse(PathNotFound());
-  // [namespaces/<ns>/]<resource>[/<name>[/<subresource>]]
-  std::vector<std::string> rest(parts.begin() + static_cast<long>(start), parts.end());
-  std::string ns, resource, name, sub;
-  // namespaces/<name>/status and /finalize are a namespace's own subresources in every
-  // group's paths (as kube-apiserver's request info reads them), never a resource called
-  // "status" inside that namespace.
-  if (rest.size() >= 3 && rest[0] == "namespaces" && rest[2] != "status" && rest[2] != "finalize") {
-    ns = rest[1];
-    resource = rest[2];
-    if (rest.size() > 3) name = rest[3];
-    if (rest.size() > 4) sub = rest[4];
-    if (rest.size() > 5) return StatusResponse(PathNotFound());
-  } else {
-    resource = rest[0];
-    if (rest.size() > 1) name = rest[1];
-    if (rest.size() > 2) sub = rest[2];
-    if (rest.size() > 3) return StatusResponse(PathNotFound());
+http::Response ApiHandler::HandleResource(http::Request& req, const RequestInfo& info,
+                                          const Caller& caller) {
+  // Routed from the one RequestInfo: [namespaces/<ns>/]<resource>[/<name>[/<subresource>]].
+  if (info.extra_segments || !registry_.HasGroupVersion(info.api_group, info.api_version)) {
+    return StatusResponse(PathNotFound());
   }
+  const std::string& group = info.api_group;
+  const std::string& version = info.api_version;
+  const std::string& resource = info.resource;
+  const std::string& sub = info.subresource;
+  const std::string name = info.name_from_field_selector ? std::string() : info.name;
+  // kube's request info reads /namespaces/<name>[/status|/finalize] as resource "namespaces"
+  // in namespace <name>; a namespace itself lives in no namespace.
+  std::string ns = info.ns;
+  if (resource == "namespaces" && ns == name) ns.clear();
   ResourcePtr rp = registry_.Find(group, version, resource);
   if (!rp) return StatusResponse(PathNotFound());
   const ResourceInfo& r = *rp;
@@ -449,9 +427,7 @@ http::Response ApiHandler::HandleResource(http::Request& req, const Caller& call
   if (r.create_only || sub == "token") {
     if (req.method != "POST" || (r.create_only && !name.empty()) ||
         (sub == "token" && name.empty())) {
-      return StatusResponse(
-          core::Status(core::Reason::kMethodNotAllowed,
-                       "the server does not allow this method on the requested resource"));
+      return StatusResponse(MethodNotAllowed());
     }
     std::vector<std::string> duplicates;
     auto body = DecodeBody(r, req, duplicates);
@@ -479,8 +455,14 @@ http::Response ApiHandler::HandleResource(http::Request& req, const Caller& call
       return access_.AdmitRbac(caller.user, object, old);
     };
   };
-  auto settle = [&] {
-    if (feeds_access) access_.WaitForRevision(storage_.store().Revision());
+  // Answers a write once the caches it feeds have caught up; when they have not in time, the
+  // answer carries a Warning saying so.
+  auto settle = [&](http::Response resp) {
+    if (!feeds_access) return resp;
+    if (auto st = access_.WaitForRevision(storage_.store().Revision()); !st.ok()) {
+      AddWarnings(resp, {std::string(st.message())});
+    }
+    return resp;
   };
 
   const std::string& method = req.method;
@@ -500,32 +482,55 @@ http::Response ApiHandler::HandleResource(http::Request& req, const Caller& call
     return resp;
   };
 
+  if (info.verb == "watch") {
+    if (method != "GET" || !sub.empty()) return StatusResponse(MethodNotAllowed());
+    auto lo = ParseListOptions(req);
+    if (!lo.ok()) return StatusResponse(lo.status());
+    if (!name.empty()) {
+      // The deprecated /watch/.../<name> paths watch one object, as a name field selector
+      // (kube-apiserver refuses a selector naming another object).
+      if (lo->field_selector.empty()) {
+        lo->field_selector = "metadata.name=" + name;
+      } else {
+        auto selected = machinery::FieldSelector::Parse(lo->field_selector);
+        bool names_it = false;
+        if (selected.ok()) {
+          for (const auto& term : selected->requirements()) {
+            names_it |= term.field == "metadata.name" && term.equal && term.value == name;
+          }
+        }
+        if (!names_it) {
+          return StatusResponse(
+              core::BadRequest("fieldSelector metadata.name doesn't match requested name"));
+        }
+      }
+    }
+    auto filter = Filter::Make(r, lo->label_selector, lo->field_selector);
+    if (!filter.ok()) return StatusResponse(filter.status());
+    WatchRequest wr;
+    wr.resource = rp;
+    wr.ns = ns;
+    wr.filter = *filter;
+    wr.resource_version = lo->resource_version;
+    wr.resource_version_match = lo->resource_version_match;
+    wr.allow_bookmarks = QueryBool(req.Query("allowWatchBookmarks"));
+    wr.send_initial_events = QueryBool(req.Query("sendInitialEvents"));
+    if (auto t = req.Query("timeoutSeconds")) {
+      auto n = core::ParseInt64(*t);
+      if (n && *n > 0) wr.timeout = std::chrono::seconds(*n);
+    }
+    wr.table = want_table;
+    wr.table_api_version = TableApiVersion(req.headers.Get("Accept"));
+    wr.include = ParseInclude(req);
+    auto resp = watches_.Start(std::move(wr));
+    if (!resp.ok()) return StatusResponse(resp.status());
+    return std::move(resp).value();
+  }
+
   if (method == "GET") {
     if (name.empty()) {
       auto lo = ParseListOptions(req);
       if (!lo.ok()) return StatusResponse(lo.status());
-      if (QueryBool(req.Query("watch"))) {
-        auto filter = Filter::Make(r, lo->label_selector, lo->field_selector);
-        if (!filter.ok()) return StatusResponse(filter.status());
-        WatchRequest wr;
-        wr.resource = rp;
-        wr.ns = ns;
-        wr.filter = *filter;
-        wr.resource_version = lo->resource_version;
-        wr.resource_version_match = lo->resource_version_match;
-        wr.allow_bookmarks = QueryBool(req.Query("allowWatchBookmarks"));
-        wr.send_initial_events = QueryBool(req.Query("sendInitialEvents"));
-        if (auto t = req.Query("timeoutSeconds")) {
-          auto n = core::ParseInt64(*t);
-          if (n && *n > 0) wr.timeout = std::chrono::seconds(*n);
-        }
-        wr.table = want_table;
-        wr.table_api_version = TableApiVersion(req.headers.Get("Accept"));
-        wr.include = ParseInclude(req);
-        auto resp = watches_.Start(std::move(wr));
-        if (!resp.ok()) return StatusResponse(resp.status());
-        return std::move(resp).value();
-      }
       auto list = storage_.List(r, ns, *lo);
       if (!list.ok()) return StatusResponse(list.status());
       Json meta = {{"resourceVersion", list->resource_version}};
@@ -568,9 +573,7 @@ http::Response ApiHandler::HandleResource(http::Request& req, const Caller& call
 
   if (method == "POST") {
     if (!name.empty()) {
-      return StatusResponse(
-          core::Status(core::Reason::kMethodNotAllowed,
-                       "the server does not allow this method on the requested resource"));
+      return StatusResponse(MethodNotAllowed());
     }
     auto opts = ParseWriteOptions(req, false);
     if (!opts.ok()) return StatusResponse(opts.status());
@@ -579,15 +582,12 @@ http::Response ApiHandler::HandleResource(http::Request& req, const Caller& call
     if (!body.ok()) return StatusResponse(body.status());
     auto out = storage_.Create(r, ns, std::move(body).value(), *opts);
     if (!out.ok()) return StatusResponse(out.status());
-    settle();
-    return object_response(201, out->object, out->warnings);
+    return settle(object_response(201, out->object, out->warnings));
   }
 
   if (method == "PUT") {
     if (name.empty()) {
-      return StatusResponse(
-          core::Status(core::Reason::kMethodNotAllowed,
-                       "the server does not allow this method on the requested resource"));
+      return StatusResponse(MethodNotAllowed());
     }
     auto opts = ParseWriteOptions(req, false);
     if (!opts.ok()) return StatusResponse(opts.status());
@@ -597,15 +597,12 @@ http::Response ApiHandler::HandleResource(http::Request& req, const Caller& call
     if (!body.ok()) return StatusResponse(body.status());
     auto out = storage_.Update(r, ns, name, std::move(body).value(), *opts);
     if (!out.ok()) return StatusResponse(out.status());
-    settle();
-    return object_response(out->created ? 201 : 200, out->object, out->warnings);
+    return settle(object_response(out->created ? 201 : 200, out->object, out->warnings));
   }
 
   if (method == "PATCH") {
     if (name.empty()) {
-      return StatusResponse(
-          core::Status(core::Reason::kMethodNotAllowed,
-                       "the server does not allow this method on the requested resource"));
+      return StatusResponse(MethodNotAllowed());
     }
     const std::string type = MediaType(req.headers.Get("Content-Type"));
     PatchRequest patch;
@@ -639,39 +636,32 @@ http::Response ApiHandler::HandleResource(http::Request& req, const Caller& call
     patch.body = std::move(req.body);
     auto out = storage_.Patch(r, ns, name, patch, *opts);
     if (!out.ok()) return StatusResponse(out.status());
-    settle();
-    return object_response(out->created ? 201 : 200, out->object, out->warnings);
+    return settle(object_response(out->created ? 201 : 200, out->object, out->warnings));
   }
 
   if (method == "DELETE") {
     if (!sub.empty()) {
-      return StatusResponse(
-          core::Status(core::Reason::kMethodNotAllowed,
-                       "the server does not allow this method on the requested resource"));
+      return StatusResponse(MethodNotAllowed());
     }
     auto dopts = ParseDeleteOptions(req);
     if (!dopts.ok()) return StatusResponse(dopts.status());
     if (name.empty()) {
       if (std::find(r.verbs.begin(), r.verbs.end(), "deletecollection") == r.verbs.end()) {
-        return StatusResponse(
-            core::Status(core::Reason::kMethodNotAllowed,
-                         "the server does not allow this method on the requested resource"));
+        return StatusResponse(MethodNotAllowed());
       }
       auto lo = ParseListOptions(req);
       if (!lo.ok()) return StatusResponse(lo.status());
       auto deleted = storage_.DeleteCollection(r, ns, *lo, *dopts);
       if (!deleted.ok()) return StatusResponse(deleted.status());
-      settle();
       Json items = Json::array();
       for (auto& o : *deleted) items.push_back(std::move(o));
-      return JsonResponse(200, Json{{"kind", r.list_kind},
-                                    {"apiVersion", r.ApiVersion()},
-                                    {"metadata", Json::object()},
-                                    {"items", std::move(items)}});
+      return settle(JsonResponse(200, Json{{"kind", r.list_kind},
+                                           {"apiVersion", r.ApiVersion()},
+                                           {"metadata", Json::object()},
+                                           {"items", std::move(items)}}));
     }
     auto out = storage_.Delete(r, ns, name, *dopts);
     if (!out.ok()) return StatusResponse(out.status());
-    settle();
     if (out->deleted) {
       core::Details d;
       d.name = std::string(name);
@@ -681,14 +671,12 @@ http::Response ApiHandler::HandleResource(http::Request& req, const Caller& call
       Json status = machinery::StatusToJson(core::Status());
       status["details"] = {{"name", d.name}, {"kind", d.kind}, {"uid", d.uid}};
       if (!d.group.empty()) status["details"]["group"] = d.group;
-      return JsonResponse(200, status);
+      return settle(JsonResponse(200, status));
     }
-    return JsonResponse(200, out->object);
+    return settle(JsonResponse(200, out->object));
   }
 
-  return StatusResponse(
-      core::Status(core::Reason::kMethodNotAllowed,
-                   "the server does not allow this method on the requested resource"));
+  return StatusResponse(MethodNotAllowed());
 }
 
 }  // namespace klutch::apiserver

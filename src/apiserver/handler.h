@@ -1,7 +1,9 @@
-// ApiHandler: the HTTP face of the API server. Routes requests (discovery, OpenAPI, health,
-// version, resource paths), decodes bodies (JSON, YAML, Kubernetes protobuf, patch types),
-// calls RestStorage or the WatchManager, and encodes results (JSON objects and lists,
-// Tables, Status errors with Kubernetes' codes). Thread-safe.
+// ApiHandler: the HTTP face of the API server. Routes each request from its one RequestInfo
+// (resource requests by verb, group, version, namespace, resource, name and subresource;
+// everything else through an http::Router: discovery, OpenAPI, health, version, issuer
+// discovery), decodes bodies (JSON, YAML, Kubernetes protobuf, patch types), calls
+// RestStorage or the WatchManager, and encodes results (JSON objects and lists, Tables,
+// Status errors with Kubernetes' codes). Thread-safe.
 #pragma once
 
 #include <memory>
@@ -9,15 +11,23 @@
 
 #include "apiserver/access.h"
 #include "apiserver/openapi.h"
+#include "apiserver/request_info.h"
 #include "apiserver/rest_storage.h"
 #include "apiserver/watch.h"
 #include "http/message.h"
+#include "http/router.h"
+#include "serving/health.h"
+#include "serving/metrics.h"
 
 namespace klutch::apiserver {
 
 struct HandlerOptions {
   std::string server_address;  // reported in legacy /api
   std::string version_minor = "32";
+  // /healthz, /livez, /readyz with these checks (unset: only "ping").
+  const serving::HealthChecks* health = nullptr;
+  // /metrics (unset: 404).
+  const serving::MetricRegistry* metrics = nullptr;
 };
 
 class ApiHandler {
@@ -25,22 +35,23 @@ class ApiHandler {
   ApiHandler(RestStorage& storage, Registry& registry, OpenApi& openapi, WatchManager& watches,
              AccessControl& access, HandlerOptions options);
 
-  // Serves an authenticated and authorized request on behalf of `caller` (reviews answer
-  // for it; writes of RBAC objects are checked against its permissions).
-  http::Response Handle(http::Request& request, const Caller& caller);
+  // Serves an authenticated and authorized request, described by `info`, on behalf of
+  // `caller` (reviews answer for it; writes of RBAC objects are checked against its
+  // permissions).
+  http::Response Handle(http::Request& request, const RequestInfo& info, const Caller& caller);
 
   // Whether a request is a quick point read that may run on an I/O thread (gets of one
   // object, discovery, health); lists, watches and writes go to the worker pool.
-  static bool IsQuick(const http::Request& request);
+  static bool IsQuick(const RequestInfo& info);
 
   // A Status as an HTTP response (used for transport errors too).
   static http::Response StatusResponse(const core::Status& status);
 
  private:
-  http::Response HandleResource(http::Request& request, const Caller& caller,
-                                const std::vector<std::string>& parts, size_t rest_start,
-                                const std::string& group, const std::string& version);
-  http::Response Discovery(http::Request& request, const std::vector<std::string>& parts);
+  http::Router NonResourceRoutes();
+  http::Response HandleResource(http::Request& request, const RequestInfo& info,
+                                const Caller& caller);
+  http::Response DiscoveryRoot(http::Request& request, bool legacy);
   http::Response OpenApiV3(http::Request& request, std::string_view path);
   http::Response OpenApiV2(http::Request& request);
   http::Response HandleScale(http::Request& request, const ResourceInfo& r, const std::string& ns,
@@ -52,6 +63,7 @@ class ApiHandler {
   WatchManager& watches_;
   AccessControl& access_;
   HandlerOptions options_;
+  http::Router router_;  // non-resource paths; last, its routes capture `this`
 };
 
 }  // namespace klutch::apiserver

@@ -168,7 +168,7 @@ void AddPaths(const ResourceInfo& r, const std::string& schema_name, Json& paths
   }
   if (r.has_status) {
     Json status = Json::object();
-    status["parameters"] = one["parameters"];
+    status["parameters"] = paths[item]["parameters"];  // `one` was moved into it
     status["get"] =
         Operation(r, "get", OpId("read", r, r.namespaced, "Status"), schema_name, {}, nullptr);
     status["put"] = Operation(r, "put", OpId("replace", r, r.namespaced, "Status"), schema_name,
@@ -289,7 +289,7 @@ std::shared_ptr<const OpenApi::Document> OpenApi::V2Json() { return Current()->v
 std::shared_ptr<const OpenApi::Document> OpenApi::V2Protobuf() { return Current()->v2_protobuf; }
 
 std::shared_ptr<const OpenApi::Snapshot> OpenApi::Current() {
-  std::lock_guard<std::mutex> lock(mu_);
+  core::MutexLock lock(mu_);
   uint64_t gen = registry_.generation();
   if (snapshot_ && snapshot_->generation == gen) return snapshot_;
 

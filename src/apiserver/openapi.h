@@ -6,7 +6,6 @@
 
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "apiserver/resource.h"
@@ -40,10 +39,10 @@ class OpenApi {
     std::shared_ptr<const Document> v2_json;
     std::shared_ptr<const Document> v2_protobuf;
   };
-  std::shared_ptr<const Snapshot> Current();
+  std::shared_ptr<const Snapshot> Current() EXCLUDES(mu_);
 
   const Registry& registry_;
-  std::mutex mu_;
+  core::Mutex mu_;
   std::shared_ptr<const Snapshot> snapshot_ GUARDED_BY(mu_);
 };
 

@@ -58,8 +58,9 @@ RequestInfo ParseRequestInfo(const http::Request& req) {
   } else if (m == "DELETE") {
     info.verb = "delete";
   }
-  if (parts[i] == "watch") {  // the deprecated /watch/ prefix
+  if (parts[i] == "watch" && i + 1 < parts.size()) {  // the deprecated /watch/ prefix
     info.verb = "watch";
+    info.watch_path = true;
     ++i;
   }
   std::vector<std::string_view> rest(parts.begin() + static_cast<long>(i), parts.end());
@@ -75,11 +76,13 @@ RequestInfo ParseRequestInfo(const http::Request& req) {
   if (!rest.empty()) info.resource = std::string(rest[0]);
   if (rest.size() >= 2) info.name = std::string(rest[1]);
   if (rest.size() >= 3) info.subresource = std::string(rest[2]);
-  if (info.name.empty() && info.verb == "get") {
-    info.verb = QueryBool(req.Query("watch")) ? "watch" : "list";
-    if (auto fs = req.Query("fieldSelector")) info.name = NameFromFieldSelector(*fs);
-  } else if (info.name.empty() && info.verb == "watch") {
-    if (auto fs = req.Query("fieldSelector")) info.name = NameFromFieldSelector(*fs);
+  info.extra_segments = rest.size() > 3;
+  if (info.name.empty() && (info.verb == "get" || info.verb == "watch")) {
+    if (info.verb == "get") info.verb = QueryBool(req.Query("watch")) ? "watch" : "list";
+    if (auto fs = req.Query("fieldSelector")) {
+      info.name = NameFromFieldSelector(*fs);
+      info.name_from_field_selector = !info.name.empty();
+    }
   }
   if (info.name.empty() && info.verb == "delete") info.verb = "deletecollection";
   return info;

@@ -8,10 +8,7 @@ namespace {
 http::Request Req(std::string method, std::string target) {
   http::Request r;
   r.method = std::move(method);
-  r.target = target;
-  auto q = target.find('?');
-  r.path = target.substr(0, q);
-  if (q != std::string::npos) r.query = http::ParseQuery(target.substr(q + 1));
+  r.SetTarget(std::move(target));
   return r;
 }
 
@@ -45,6 +42,12 @@ TEST(ParseRequestInfo, ReadsVerbsAndResourcesAsKubeApiserver) {
        "ns", "configmaps", "", "c"},
       {"GET", "/api/v1/watch/namespaces/ns/configmaps", true, "watch", "", "ns", "configmaps", "",
        ""},
+      {"GET", "/api/v1/watch/namespaces/ns/configmaps/c", true, "watch", "", "ns", "configmaps", "",
+       "c"},
+      {"GET", "/api/v1/watch/namespaces", true, "watch", "", "", "namespaces", "", ""},
+      {"GET", "/api/v1/watch/namespaces/ns", true, "watch", "", "ns", "namespaces", "", "ns"},
+      {"GET", "/apis/apps/v1/watch/deployments?fieldSelector=metadata.name%3Dd", true, "watch",
+       "apps", "", "deployments", "", "d"},
       {"POST", "/api/v1/namespaces/ns/configmaps", true, "create", "", "ns", "configmaps", "", ""},
       {"PUT", "/api/v1/namespaces/ns/configmaps/c", true, "update", "", "ns", "configmaps", "",
        "c"},
@@ -83,6 +86,21 @@ TEST(ParseRequestInfo, ReadsVerbsAndResourcesAsKubeApiserver) {
     EXPECT_EQ(info.subresource, c.subresource);
     EXPECT_EQ(info.name, c.name);
   }
+}
+
+TEST(ParseRequestInfo, MarksWhereTheNameAndTheWatchCameFrom) {
+  RequestInfo selected = ParseRequestInfo(
+      Req("GET", "/api/v1/namespaces/ns/configmaps?fieldSelector=metadata.name%3Dc"));
+  EXPECT_TRUE(selected.name_from_field_selector);
+  EXPECT_FALSE(selected.watch_path);
+  RequestInfo watched = ParseRequestInfo(Req("GET", "/api/v1/watch/namespaces/ns/configmaps/c"));
+  EXPECT_FALSE(watched.name_from_field_selector);
+  EXPECT_TRUE(watched.watch_path);
+  EXPECT_FALSE(watched.extra_segments);
+  EXPECT_TRUE(
+      ParseRequestInfo(Req("GET", "/api/v1/namespaces/ns/configmaps/c/status/x")).extra_segments);
+  EXPECT_FALSE(
+      ParseRequestInfo(Req("GET", "/api/v1/namespaces/ns/configmaps/c/status")).extra_segments);
 }
 
 TEST(QueryBool, FollowsKubernetesConversion) {

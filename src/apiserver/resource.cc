@@ -96,7 +96,7 @@ bool VersionPreferred(std::string_view a, std::string_view b) {
 void Registry::SetOwner(const std::string& owner, std::vector<ResourcePtr> resources) {
   std::vector<std::function<void()>> listeners;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    core::MutexLock lock(mu_);
     owners_[owner] = std::move(resources);
     ++generation_;
     listeners = listeners_;
@@ -107,7 +107,7 @@ void Registry::SetOwner(const std::string& owner, std::vector<ResourcePtr> resou
 void Registry::RemoveOwner(const std::string& owner) {
   std::vector<std::function<void()>> listeners;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    core::MutexLock lock(mu_);
     if (owners_.erase(owner) == 0) return;
     ++generation_;
     listeners = listeners_;
@@ -117,7 +117,7 @@ void Registry::RemoveOwner(const std::string& owner) {
 
 ResourcePtr Registry::Find(std::string_view group, std::string_view version,
                            std::string_view plural) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  core::MutexLock lock(mu_);
   for (const auto& [owner, list] : owners_) {
     for (const auto& r : list) {
       if (r->group == group && r->version == version && r->plural == plural) return r;
@@ -128,7 +128,7 @@ ResourcePtr Registry::Find(std::string_view group, std::string_view version,
 
 ResourcePtr Registry::FindKind(std::string_view group, std::string_view version,
                                std::string_view kind) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  core::MutexLock lock(mu_);
   for (const auto& [owner, list] : owners_) {
     for (const auto& r : list) {
       if (r->group == group && r->version == version && r->kind == kind) return r;
@@ -138,7 +138,7 @@ ResourcePtr Registry::FindKind(std::string_view group, std::string_view version,
 }
 
 ResourcePtr Registry::FindStored(std::string_view group, std::string_view plural) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  core::MutexLock lock(mu_);
   ResourcePtr any;
   for (const auto& [owner, list] : owners_) {
     for (const auto& r : list) {
@@ -153,7 +153,7 @@ ResourcePtr Registry::FindStored(std::string_view group, std::string_view plural
 ResourcePtr Registry::FindGroupKind(std::string_view group, std::string_view kind) const {
   ResourcePtr any;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    core::MutexLock lock(mu_);
     for (const auto& [owner, list] : owners_) {
       for (const auto& r : list) {
         if (r->group == group && r->kind == kind) {
@@ -170,7 +170,7 @@ ResourcePtr Registry::FindGroupKind(std::string_view group, std::string_view kin
 std::vector<ResourcePtr> Registry::All() const {
   std::vector<ResourcePtr> out;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    core::MutexLock lock(mu_);
     for (const auto& [owner, list] : owners_) out.insert(out.end(), list.begin(), list.end());
   }
   std::sort(out.begin(), out.end(), [](const ResourcePtr& a, const ResourcePtr& b) {
@@ -213,7 +213,7 @@ std::vector<GroupEntry> Registry::Groups() const {
 }
 
 bool Registry::HasGroupVersion(std::string_view group, std::string_view version) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  core::MutexLock lock(mu_);
   for (const auto& [owner, list] : owners_) {
     for (const auto& r : list) {
       if (r->group == group && r->version == version) return true;
@@ -223,12 +223,12 @@ bool Registry::HasGroupVersion(std::string_view group, std::string_view version)
 }
 
 uint64_t Registry::generation() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  core::MutexLock lock(mu_);
   return generation_;
 }
 
 void Registry::OnChange(std::function<void()> callback) {
-  std::lock_guard<std::mutex> lock(mu_);
+  core::MutexLock lock(mu_);
   listeners_.push_back(std::move(callback));
 }
 

@@ -12,7 +12,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -148,7 +147,7 @@ class Registry {
   void OnChange(std::function<void()> callback);
 
  private:
-  mutable std::mutex mu_;
+  mutable core::Mutex mu_;
   std::map<std::string, std::vector<ResourcePtr>> owners_ GUARDED_BY(mu_);
   uint64_t generation_ GUARDED_BY(mu_) = 0;
   std::vector<std::function<void()>> listeners_ GUARDED_BY(mu_);

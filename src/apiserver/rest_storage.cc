@@ -1,6 +1,7 @@
 #include "apiserver/rest_storage.h"
 
 #include <fmt/format.h>
+#include <re2/re2.h>
 
 #include <chrono>
 #include <nlohmann/json.hpp>
@@ -162,13 +163,33 @@ void CopyServerOwnedMetadata(const Json& current, Json& updated) {
   m.erase("selfLink");
 }
 
+// Go's unicode.IsPrint: letters, marks, numbers, punctuation, symbols and the ASCII space.
+bool IsGoPrint(uint32_t cp) {
+  if (cp < 0x80) return cp >= 0x20 && cp < 0x7F;
+  static const re2::RE2 kGraphic(R"([\p{L}\p{M}\p{N}\p{P}\p{S}])");
+  std::string rune;
+  core::AppendUtf8(rune, cp);
+  return re2::RE2::FullMatch(rune, kGraphic);
+}
+
 }  // namespace
 
 std::string DefaultFieldManager(std::string_view user_agent) {
-  auto slash = user_agent.find('/');
-  std::string_view m = user_agent.substr(0, slash);
-  if (m.size() > 128) m = m.substr(0, 128);
-  return std::string(m);
+  // As kube-apiserver's prefixFromUserAgent: the part before the first '/', rune by rune
+  // (an invalid byte is U+FFFD, as Go reads it), without unprintable runes, whole runes up
+  // to 128 bytes. The result is valid UTF-8 whatever the header held.
+  const std::string_view prefix = user_agent.substr(0, user_agent.find('/'));
+  std::string out;
+  for (size_t i = 0; i < prefix.size();) {
+    const int32_t decoded = core::DecodeUtf8(prefix, i);
+    const uint32_t cp = decoded < 0 ? 0xFFFD : static_cast<uint32_t>(decoded);
+    if (!IsGoPrint(cp)) continue;
+    std::string rune;
+    core::AppendUtf8(rune, cp);
+    if (out.size() + rune.size() > 128) break;
+    out += rune;
+  }
+  return out;
 }
 
 // ----------------------------------------------------------------------------------------

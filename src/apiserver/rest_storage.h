@@ -1,13 +1,27 @@
-// RestStorage: Kubernetes object semantics over a Store, independent of HTTP.
+// RestStorage: Kubernetes object semantics over a storage::Store, independent of HTTP.
 //
-// Implements create, get, list, update, patch, delete and deletecollection for any
-// registered resource: metadata rules (uid, creationTimestamp, generateName, generation,
-// immutable fields), optimistic concurrency on resourceVersion, no-op suppression, status
-// subresource separation, finalizers and deletionTimestamp, managedFields for every write
-// and server-side apply, field validation (Strict/Warn/Ignore), schema validation of custom
-// resources, namespace existence and termination, dry run. The HTTP layer (handler.cc) and
-// the built-in controllers both go through it, so every write obeys the same rules.
-// Thread-safe.
+// Create, get, list, update, patch (JSON, merge, strategic merge, server-side apply), delete
+// and deletecollection for any resource of the Registry, checked and answered as
+// kube-apiserver does:
+//  - writes: apiVersion/kind must match the resource (CheckTypeMeta); objects are stored at
+//    the resource's storage version; metadata rules (uid, creationTimestamp, generateName,
+//    generation, immutable fields, no new finalizers while deleting); unknown and duplicate
+//    fields pruned and reported per fieldValidation (Strict/Warn/Ignore); built-in kinds
+//    type-checked against their schema; custom resources defaulted, validated against the
+//    CRD schema, then its x-kubernetes-validations rules (oldSelf = the stored object); the
+//    kind's strategy; the caller's validating admission (WriteOptions::admit) last.
+//    managedFields for every write, optimistic concurrency on resourceVersion (updates and
+//    patches re-read and retry on a lost compare-and-swap), unchanged objects not written,
+//    the status subresource separated, dry run, namespaces that must exist and not be
+//    terminating.
+//  - deletes: preconditions, finalizers and deletionTimestamp, propagation (Background,
+//    Foreground, Orphan), namespaces turning Terminating.
+//  - lists: one store snapshot, label/field selectors (Filter), limit/continue,
+//    resourceVersion and resourceVersionMatch.
+// The HTTP handler (handler.cc) serves every resource request through it, so every client,
+// including the built-in controllers over their in-process RestClient, meets the same rules;
+// watches (watch.h), TokenRequest (reviews.h) and the scale subresource (scale.h, through
+// Mutate) build on it. Thread-safe: all state is in the Store.
 #pragma once
 
 #include <functional>

@@ -3,7 +3,7 @@
 #include <arpa/inet.h>
 #include <fmt/format.h>
 
-#include <condition_variable>
+#include <atomic>
 #include <deque>
 #include <filesystem>
 #include <fstream>
@@ -13,12 +13,17 @@
 #include "apiserver/builtin_resources.h"
 #include "apiserver/crd.h"
 #include "apiserver/handler.h"
+#include "apiserver/metrics.h"
 #include "apiserver/openapi.h"
 #include "apiserver/watch.h"
 #include "core/log.h"
 #include "core/strings.h"
-#include "http/certs.h"
+#include "core/sync.h"
 #include "http/server.h"
+#include "serving/health.h"
+#include "serving/kubeconfig.h"
+#include "serving/metrics.h"
+#include "serving/pki.h"
 #include "storage/memory/memory_store.h"
 #include "storage/sqlite/sqlite_store.h"
 
@@ -28,121 +33,18 @@ namespace fs = std::filesystem;
 
 namespace {
 
-core::Result<std::string> ReadFile(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) return core::Internal(fmt::format("cannot read {}", p.string()));
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-core::Status WriteFileAtomic(const fs::path& p, const std::string& data, fs::perms perms) {
-  fs::path tmp = p;
-  tmp += ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return core::Internal(fmt::format("cannot write {}", tmp.string()));
-    out << data;
-    if (!out) return core::Internal(fmt::format("cannot write {}", tmp.string()));
-  }
-  std::error_code ec;
-  fs::permissions(tmp, perms, ec);
-  fs::rename(tmp, p, ec);
-  if (ec) return core::Internal(fmt::format("cannot rename {}: {}", tmp.string(), ec.message()));
-  return core::Status::Ok();
-}
-
-struct Pki {
-  http::Pem ca;
-  std::string ca_file, cert_file, key_file;
-  http::Pem admin;
-};
-
-// Generates the CA, the serving certificate and the admin client certificate on first start;
-// later starts reuse them.
-core::Result<Pki> EnsurePki(const fs::path& dir, const std::string& host,
-                            const std::vector<std::string>& extra_sans) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) return core::Internal(fmt::format("cannot create {}: {}", dir.string(), ec.message()));
-  Pki pki;
-  pki.ca_file = (dir / "ca.crt").string();
-  pki.cert_file = (dir / "apiserver.crt").string();
-  pki.key_file = (dir / "apiserver.key").string();
-  const auto owner_only = fs::perms::owner_read | fs::perms::owner_write;
-  const auto readable = owner_only | fs::perms::group_read | fs::perms::others_read;
-  if (!fs::exists(dir / "ca.key")) {
-    KLUTCH_ASSIGN_OR_RETURN(
-        pki.ca, http::GenerateCertificateAuthority("klutch-ca", std::chrono::hours(24 * 365 * 10)));
-    KLUTCH_RETURN_IF_ERROR(WriteFileAtomic(dir / "ca.key", pki.ca.private_key, owner_only));
-    KLUTCH_RETURN_IF_ERROR(WriteFileAtomic(dir / "ca.crt", pki.ca.certificate, readable));
-  } else {
-    KLUTCH_ASSIGN_OR_RETURN(pki.ca.private_key, ReadFile(dir / "ca.key"));
-    KLUTCH_ASSIGN_OR_RETURN(pki.ca.certificate, ReadFile(dir / "ca.crt"));
-  }
-  http::CertificateRequest req;
-  req.common_name = "klutch-apiserver";
-  req.dns_names = {"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
-                   "kubernetes.default.svc.cluster.local"};
-  req.ip_addresses = {"127.0.0.1", "::1"};
-  auto add_san = [&req](const std::string& name) {
-    if (name.empty() || name == "0.0.0.0" || name == "::") return;
-    unsigned char buf[sizeof(struct in6_addr)];
-    const bool ip =
-        inet_pton(AF_INET, name.c_str(), buf) == 1 || inet_pton(AF_INET6, name.c_str(), buf) == 1;
-    auto& list = ip ? req.ip_addresses : req.dns_names;
-    if (std::find(list.begin(), list.end(), name) == list.end()) list.push_back(name);
-  };
-  add_san(host);
-  for (const auto& san : extra_sans) add_san(san);
-  // The names the serving certificate was issued for; a different set reissues it.
-  std::string sans = core::Join(req.dns_names, ",") + ";" + core::Join(req.ip_addresses, ",");
-  auto issued_for = ReadFile(dir / "apiserver.sans");
-  if (!fs::exists(dir / "apiserver.key") || !issued_for.ok() || *issued_for != sans) {
-    req.server = true;
-    req.validity = std::chrono::hours(24 * 365);
-    KLUTCH_ASSIGN_OR_RETURN(http::Pem serving, http::IssueCertificate(pki.ca, req));
-    KLUTCH_RETURN_IF_ERROR(WriteFileAtomic(dir / "apiserver.key", serving.private_key, owner_only));
-    KLUTCH_RETURN_IF_ERROR(WriteFileAtomic(dir / "apiserver.crt", serving.certificate, readable));
-    KLUTCH_RETURN_IF_ERROR(WriteFileAtomic(dir / "apiserver.sans", sans, readable));
-  }
-  if (!fs::exists(dir / "admin.key")) {
-    http::CertificateRequest req;
-    req.common_name = "kubernetes-admin";
-    req.organizations = {"system:masters"};
-    req.client = true;
-    KLUTCH_ASSIGN_OR_RETURN(pki.admin, http::IssueCertificate(pki.ca, req));
-    KLUTCH_RETURN_IF_ERROR(WriteFileAtomic(dir / "admin.key", pki.admin.private_key, owner_only));
-    KLUTCH_RETURN_IF_ERROR(WriteFileAtomic(dir / "admin.crt", pki.admin.certificate, readable));
-  } else {
-    KLUTCH_ASSIGN_OR_RETURN(pki.admin.private_key, ReadFile(dir / "admin.key"));
-    KLUTCH_ASSIGN_OR_RETURN(pki.admin.certificate, ReadFile(dir / "admin.crt"));
-  }
-  return pki;
-}
-
-std::string Kubeconfig(const std::string& server, const std::string& ca_pem,
-                       const http::Pem& user) {
-  return fmt::format(
-      "apiVersion: v1\n"
-      "kind: Config\n"
-      "clusters:\n"
-      "- name: klutch\n"
-      "  cluster:\n"
-      "    server: {}\n"
-      "    certificate-authority-data: {}\n"
-      "users:\n"
-      "- name: klutch-admin\n"
-      "  user:\n"
-      "    client-certificate-data: {}\n"
-      "    client-key-data: {}\n"
-      "contexts:\n"
-      "- name: klutch\n"
-      "  context:\n"
-      "    cluster: klutch\n"
-      "    user: klutch-admin\n"
-      "    namespace: default\n"
-      "current-context: klutch\n",
-      server, core::Base64Encode(ca_pem), core::Base64Encode(user.certificate),
-      core::Base64Encode(user.private_key));
+// The API server's certificates: the serving certificate for every name clients may use to
+// reach it, and the admin client certificate (group system:masters).
+core::Result<serving::Pki> EnsurePki(const fs::path& dir, const std::string& host,
+                                     const std::vector<std::string>& extra_sans) {
+  serving::PkiSpec spec;
+  spec.serving_file = "apiserver";
+  spec.serving_common_name = "klutch-apiserver";
+  spec.serving_names = {"kubernetes", "kubernetes.default", "kubernetes.default.svc",
+                        "kubernetes.default.svc.cluster.local", host};
+  spec.serving_names.insert(spec.serving_names.end(), extra_sans.begin(), extra_sans.end());
+  spec.clients = {{"admin", "kubernetes-admin", {"system:masters"}}};
+  return serving::EnsurePki(dir, spec);
 }
 
 }  // namespace
@@ -171,16 +73,23 @@ class ApiServer::Impl {
     if (host.size() > 2 && host.front() == '[' && host.back() == ']')
       host = host.substr(1, host.size() - 2);
 
+    std::unique_ptr<storage::Store> store;
     if (options_.storage == "memory") {
-      store_ = std::make_unique<storage::MemoryStore>();
+      store = std::make_unique<storage::MemoryStore>();
     } else if (options_.storage == "sqlite") {
-      KLUTCH_ASSIGN_OR_RETURN(auto s,
+      KLUTCH_ASSIGN_OR_RETURN(store,
                               storage::SqliteStore::Open({.path = (dir / "state.db").string()}));
-      store_ = std::move(s);
     } else {
       return core::BadRequest(
           fmt::format("--storage {}: must be sqlite or memory", options_.storage));
     }
+    metrics_ = std::make_unique<ApiServerMetrics>(registry_metrics_);
+    store_ = NewMeteredStore(std::move(store), *metrics_);
+    KLUTCH_ASSIGN_OR_RETURN(count_watch_, metrics_->CountObjects(*store_));
+    health_.AddLiveness("etcd", [this]() -> core::Status {
+      // The store answers a point read (SQLite: the file is readable; memory: always).
+      return store_->Get("/registry/core/namespaces/default").status();
+    });
     registry_.SetOwner("builtin", BuiltinResources());
     rest_ = std::make_unique<RestStorage>(
         *store_, registry_, options_.clock ? *options_.clock : core::RealClock::Get());
@@ -189,14 +98,32 @@ class ApiServer::Impl {
 
     const fs::path pki_dir = options_.pki_dir.empty() ? dir / "pki" : fs::path(options_.pki_dir);
     KLUTCH_ASSIGN_OR_RETURN(pki_, EnsurePki(pki_dir, host, options_.tls_sans));
+    health_.AddReadiness("informer-sync", [this]() -> core::Status {
+      return access_ ? core::Status::Ok() : core::Unavailable("access control not started");
+    });
     KLUTCH_ASSIGN_OR_RETURN(access_,
                             AccessControl::Start(options_.access, pki_dir.string(), *rest_));
     openapi_ = std::make_unique<OpenApi>(registry_);
     watches_ = std::make_unique<WatchManager>(*rest_, options_.bookmark_interval,
                                               options_.default_watch_timeout);
-    handler_ = std::make_unique<ApiHandler>(
-        *rest_, registry_, *openapi_, *watches_, *access_,
-        HandlerOptions{.server_address = options_.listen, .version_minor = options_.version_minor});
+    metrics_->ReportWatches(*watches_);
+    // Writes answered before the authorizer caught up with them (AccessControl::WaitForRevision).
+    registry_metrics_.OnScrape(
+        [this, reported = std::make_shared<std::atomic<uint64_t>>(0),
+         counter = registry_metrics_
+                       .Counter("klutch_apiserver_access_settle_timeouts_total",
+                                "Writes answered before the authorizer "
+                                "and token caches had applied them")
+                       .With({})] {
+          const uint64_t now = access_->settle_timeouts();
+          const uint64_t before = reported->exchange(now);
+          if (now > before) counter.Increment(static_cast<double>(now - before));
+        });
+    handler_ = std::make_unique<ApiHandler>(*rest_, registry_, *openapi_, *watches_, *access_,
+                                            HandlerOptions{.server_address = options_.listen,
+                                                           .version_minor = options_.version_minor,
+                                                           .health = &health_,
+                                                           .metrics = &registry_metrics_});
 
     http::ServerOptions so;
     so.address = host.empty() ? "127.0.0.1" : host;
@@ -205,16 +132,19 @@ class ApiServer::Impl {
     so.io_threads = options_.io_threads;
     // Quick point reads run on the I/O thread, unless their token still needs checking
     // (a signature, an account read or even an OIDC key fetch).
-    so.run_inline = [this](const http::Request& r) {
-      return ApiHandler::IsQuick(r) && access_->QuickToAuthenticate(r);
+    so.run_inline = [this](http::Request& r) {
+      // The one parse of the request's URL: Serve and the handler read it from the context.
+      const RequestInfo& info = r.context.emplace<RequestInfo>(ParseRequestInfo(r));
+      return ApiHandler::IsQuick(info) && access_->QuickToAuthenticate(r);
     };
-    so.tls =
-        http::TlsOptions{options_.tls_cert_file.empty() ? pki_.cert_file : options_.tls_cert_file,
-                         options_.tls_key_file.empty() ? pki_.key_file : options_.tls_key_file,
-                         options_.client_ca_file.empty() ? pki_.ca_file : options_.client_ca_file};
+    so.tls = http::TlsOptions{
+        options_.tls_cert_file.empty() ? pki_.serving_cert_file : options_.tls_cert_file,
+        options_.tls_key_file.empty() ? pki_.serving_key_file : options_.tls_key_file,
+        options_.client_ca_file.empty() ? pki_.ca_file : options_.client_ca_file};
     so.error_response = [](int code, std::string message) {
-      core::Reason reason =
-          code == 413 ? core::Reason::kRequestEntityTooLarge : core::Reason::kBadRequest;
+      core::Reason reason = code == 413   ? core::Reason::kRequestEntityTooLarge
+                            : code >= 500 ? core::Reason::kInternalError
+                                          : core::Reason::kBadRequest;
       core::Status s(reason, std::move(message));
       s.set_code(code);
       return ApiHandler::StatusResponse(s);
@@ -224,18 +154,36 @@ class ApiServer::Impl {
     std::string url_host = so.address == "0.0.0.0" ? "127.0.0.1" : so.address;
     if (url_host.find(':') != std::string::npos) url_host = "[" + url_host + "]";
     url_ = fmt::format("https://{}:{}", url_host, server_->port());
-    KLUTCH_RETURN_IF_ERROR(WriteFileAtomic(dir / "admin.kubeconfig",
-                                           Kubeconfig(url_, pki_.ca.certificate, pki_.admin),
-                                           fs::perms::owner_read | fs::perms::owner_write));
+    KLUTCH_RETURN_IF_ERROR(serving::WriteKubeconfig(
+        dir / "admin.kubeconfig", {.name = "klutch",
+                                   .server = url_,
+                                   .ca_pem = pki_.ca.certificate,
+                                   .client_certificate_pem = pki_.clients[0].certificate,
+                                   .client_key_pem = pki_.clients[0].private_key,
+                                   .ns = "default"}));
     compactor_ = std::thread([this] { CompactLoop(); });
     KLUTCH_LOG(kInfo, "apiserver", "serving on {} (storage {}, revision {})", url_,
                options_.storage, store_->Revision());
     return core::Status::Ok();
   }
 
-  // Authentication, then authorization, then the handler; one audit event per request.
+  // Authentication, then authorization, then the handler; one audit event and one metrics
+  // sample per request.
   http::Response Serve(http::Request& req) {
-    const RequestInfo info = ParseRequestInfo(req);
+    const auto started = std::chrono::steady_clock::now();
+    http::Response resp = Authorized(req);
+    const RequestInfo& info = std::any_cast<const RequestInfo&>(req.context);
+    metrics_->OnRequest(
+        info, req, resp.status,
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+    return resp;
+  }
+
+  http::Response Authorized(http::Request& req) {
+    // Parsed already when the request came through the HTTPS listener (run_inline).
+    const RequestInfo* parsed = std::any_cast<RequestInfo>(&req.context);
+    if (!parsed) parsed = &req.context.emplace<RequestInfo>(ParseRequestInfo(req));
+    const RequestInfo& info = *parsed;
     Caller refused;
     auto caller = access_->Authenticate(req, &refused);
     if (!caller.ok()) {
@@ -253,7 +201,17 @@ class ApiServer::Impl {
       access_->Audit(req, info, &*caller, resp.status, "forbid", decision.reason);
       return resp;
     }
-    http::Response resp = handler_->Handle(req, *caller);
+    http::Response resp;
+    try {
+      resp = handler_->Handle(req, info, *caller);
+    } catch (const std::exception& e) {
+      // A bug, never a client error; the request may have written already, so it still gets
+      // its audit event.
+      KLUTCH_LOG(kError, "apiserver", "handler threw for {} {}: {}", req.method, req.path,
+                 e.what());
+      resp = ApiHandler::StatusResponse(
+          core::Internal("Internal error occurred: the request failed; see the server log"));
+    }
     access_->Audit(req, info, &*caller, resp.status, "allow", decision.reason);
     return resp;
   }
@@ -300,14 +258,14 @@ class ApiServer::Impl {
     return core::Status::Ok();
   }
 
-  void CompactLoop() {
+  void CompactLoop() EXCLUDES(mu_) {
     // Remember (time, revision) samples; compact to the newest one older than `history`.
     std::deque<std::pair<std::chrono::steady_clock::time_point, int64_t>> samples;
     const auto period = std::clamp<std::chrono::seconds>(
         options_.history / 2, std::chrono::seconds(1), std::chrono::seconds(10));
-    std::unique_lock<std::mutex> lock(mu_);
+    core::MutexLock lock(mu_);
     while (!stopping_) {
-      cv_.wait_for(lock, period);
+      cv_.WaitFor(mu_, period);
       if (stopping_) break;
       auto now = std::chrono::steady_clock::now();
       samples.emplace_back(now, store_->Revision());
@@ -317,21 +275,22 @@ class ApiServer::Impl {
         samples.pop_front();
       }
       if (target > store_->CompactedRevision()) {
-        lock.unlock();
+        mu_.Unlock();
         auto st = store_->Compact(target);
         if (!st.ok()) KLUTCH_LOG(kWarn, "apiserver", "compaction failed: {}", st.message());
-        lock.lock();
+        mu_.Lock();
       }
     }
   }
 
-  void Stop() {
+  void Stop() EXCLUDES(mu_) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      core::MutexLock lock(mu_);
       if (stopping_) return;
       stopping_ = true;
     }
-    cv_.notify_all();
+    health_.SetShuttingDown();
+    cv_.SignalAll();
     if (compactor_.joinable()) compactor_.join();
     // The HTTP server first: stopping it ends every connection and stream, whose callbacks
     // still use the watch manager; then the manager and its store watches.
@@ -340,19 +299,23 @@ class ApiServer::Impl {
   }
 
   ApiServerOptions options_;
+  serving::MetricRegistry registry_metrics_;
+  serving::HealthChecks health_;
+  std::unique_ptr<ApiServerMetrics> metrics_;
   std::unique_ptr<storage::Store> store_;
+  std::unique_ptr<storage::WatchHandle> count_watch_;  // destroyed before the store
   Registry registry_;
   std::unique_ptr<RestStorage> rest_;
-  Pki pki_;
+  serving::Pki pki_;
   std::unique_ptr<AccessControl> access_;
   std::unique_ptr<OpenApi> openapi_;
   std::unique_ptr<WatchManager> watches_;
   std::unique_ptr<ApiHandler> handler_;
   std::unique_ptr<http::Server> server_;
   std::string url_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopping_ = false;
+  core::Mutex mu_;
+  core::CondVar cv_;  // stopping_ set
+  bool stopping_ GUARDED_BY(mu_) = false;
   std::thread compactor_;
 };
 

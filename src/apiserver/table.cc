@@ -1,6 +1,12 @@
 #include "apiserver/table.h"
 
+#include <fmt/format.h>
+
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "core/strings.h"
 #include "machinery/jsonpath.h"
@@ -45,24 +51,57 @@ Json Age(const Json& obj, core::SystemTime now) {
   return core::HumanDuration(std::chrono::duration_cast<std::chrono::seconds>(now - *t));
 }
 
-// A printer-column cell from a JSONPath, formatted by the column type.
-Json JsonPathCell(const Column& c, const Json& obj, core::SystemTime now) {
-  auto compiled = machinery::JsonPath::Compile(c.json_path);
-  if (!compiled.ok()) return "<error>";
-  auto values = compiled->Evaluate(obj);
+// A float as Go's fmt prints it with %v (strconv's shortest 'g': exponent form below 1e-4
+// and from 1e6 on, at least two exponent digits).
+std::string GoFloat(double v) {
+  if (!std::isfinite(v)) return std::isnan(v) ? "NaN" : (v > 0 ? "+Inf" : "-Inf");
+  char buf[64];
+  auto sci = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific);
+  std::string_view s(buf, static_cast<size_t>(sci.ptr - buf));
+  const size_t e = s.find('e');
+  const int exp = std::atoi(std::string(s.substr(e + 1)).c_str());
+  if (exp < -4 || exp >= 6) {
+    std::string mantissa(s.substr(0, e));
+    const char sign = exp < 0 ? '-' : '+';
+    const int a = exp < 0 ? -exp : exp;
+    return fmt::format("{}e{}{:02d}", mantissa, sign, a);
+  }
+  auto fixed = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed);
+  return std::string(buf, fixed.ptr);
+}
+
+// A printer-column cell as kube-apiserver's CRD table convertor computes it: the first value
+// the path selects (null when none); string columns print any value (JSON for objects and
+// arrays), other types keep only values of their type.
+Json JsonPathCell(const Column& c, const machinery::JsonPath& path, const Json& obj,
+                  core::SystemTime now) {
+  auto values = path.Evaluate(obj);
   if (values.empty()) return nullptr;
   const Json& v = *values.front();
-  if (c.type == "date") {
-    if (!v.is_string()) return v;
-    auto t = core::ParseTime(v.get<std::string>());
-    if (!t) return v;
-    return core::HumanDuration(std::chrono::duration_cast<std::chrono::seconds>(now - *t));
-  }
-  if (c.type == "integer" && v.is_number()) return v.get<int64_t>();
-  if (c.type == "string" && !v.is_string()) {
+  if (c.type == "string") {
+    if (v.is_string()) return v;
+    if (v.is_null()) return "<no value>";  // what Go's template printer shows for nil
+    if (v.is_number_float()) return GoFloat(v.get<double>());
     return machinery::Dump(v);
   }
-  return v;
+  if (v.is_null()) return nullptr;
+  if (c.type == "integer") {
+    if (v.is_number_float()) {
+      const double d = v.get<double>();
+      if (!(d >= -9.2233720368547758e18 && d < 9.2233720368547758e18)) return nullptr;
+      return static_cast<int64_t>(d);  // Go's int64(float64) truncates
+    }
+    return v.is_number() ? v : Json();
+  }
+  if (c.type == "number") return v.is_number() ? v : Json();
+  if (c.type == "boolean") return v.is_boolean() ? v : Json();
+  if (c.type == "date") {
+    if (!v.is_string()) return nullptr;
+    auto t = core::ParseTime(v.get<std::string>());
+    if (!t) return "<invalid>";
+    return core::HumanDuration(std::chrono::duration_cast<std::chrono::seconds>(now - *t));
+  }
+  return nullptr;
 }
 
 Json PartialMetadata(const Json& obj, std::string_view api_version) {
@@ -92,16 +131,27 @@ Json ToTable(const ResourceInfo& r, const std::vector<const Json*>& objects, Inc
   } else {
     table["columnDefinitions"] = nullptr;
   }
+  // Each printer column's path, parsed once per table as kube-apiserver parses it.
+  std::vector<std::optional<machinery::JsonPath>> paths;
+  paths.reserve(r.columns.size());
+  for (const auto& c : r.columns) {
+    std::optional<machinery::JsonPath> path;
+    if (!c.cell && !c.json_path.empty()) {
+      if (auto p = machinery::JsonPath::Compile("{" + c.json_path + "}"); p.ok()) path = *p;
+    }
+    paths.push_back(std::move(path));
+  }
   Json rows = Json::array();
   for (const Json* obj : objects) {
     Json cells = Json::array();
-    for (const auto& c : r.columns) {
+    for (size_t i = 0; i < r.columns.size(); ++i) {
+      const Column& c = r.columns[i];
       // A malformed object must not take the listing (or a watch) down with it.
       try {
         if (c.cell) {
           cells.push_back(c.cell(*obj));
         } else if (!c.json_path.empty()) {
-          cells.push_back(JsonPathCell(c, *obj, now));
+          cells.push_back(paths[i] ? JsonPathCell(c, *paths[i], *obj, now) : Json());
         } else {
           cells.push_back(Age(*obj, now));
         }

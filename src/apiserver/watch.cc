@@ -50,7 +50,7 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
           if (auto self = weak.lock()) self->OnEvents(events);
         });
     if (!handle.ok()) return handle.status();
-    std::lock_guard<std::mutex> lock(mu_);
+    core::MutexLock lock(mu_);
     handle_ = std::move(handle).value();
     return core::Status::Ok();
   }
@@ -58,7 +58,7 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
   // Hands the HTTP stream over: queued frames first, then live ones (I/O thread).
   void Attach(const std::shared_ptr<http::ResponseStream>& stream) {
     {
-      std::lock_guard<std::mutex> lock(emit_mu_);
+      core::MutexLock lock(emit_mu_);
       for (auto& frame : pending_) stream->Write(std::move(frame));
       pending_.clear();
       pending_.shrink_to_fit();
@@ -71,6 +71,7 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
     });
   }
   bool attached() const { return attached_.load(); }
+  const WatchRequest& request() const { return request_; }
 
   std::string Prefix() const {
     std::string p = request_.resource->KeyPrefix();
@@ -102,7 +103,7 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
   void Close() {
     std::shared_ptr<http::ResponseStream> s;
     {
-      std::lock_guard<std::mutex> lock(emit_mu_);
+      core::MutexLock lock(emit_mu_);
       s = stream_;
     }
     if (s) s->Close();
@@ -111,7 +112,7 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
   void Stop() {
     std::unique_ptr<storage::WatchHandle> h;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      core::MutexLock lock(mu_);
       h = std::move(handle_);
     }
     h.reset();
@@ -127,7 +128,7 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
  private:
   // Emits one frame; `revision` > 0 advances the resume point once the frame is handed on.
   void Emit(std::string frame, int64_t revision) {
-    std::lock_guard<std::mutex> lock(emit_mu_);
+    core::MutexLock lock(emit_mu_);
     if (stream_) {
       if (!stream_->Write(std::move(frame))) return;
     } else {
@@ -165,7 +166,7 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
 
   void SendBookmark(bool initial_events_end) {
     const ResourceInfo& r = *request_.resource;
-    std::lock_guard<std::mutex> lock(emit_mu_);
+    core::MutexLock lock(emit_mu_);
     const std::string rv = std::to_string(last_revision_.load());
     Json meta = {{"resourceVersion", rv}, {"creationTimestamp", nullptr}};
     if (initial_events_end) meta["annotations"] = {{"k8s.io/initial-events-end", "true"}};
@@ -241,7 +242,7 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
     }
     // Events this watch filtered out are behind it too: bookmarks may resume after them.
     if (!events.empty()) {
-      std::lock_guard<std::mutex> lock(emit_mu_);
+      core::MutexLock lock(emit_mu_);
       if (events.back()->revision > last_revision_) last_revision_ = events.back()->revision;
     }
   }
@@ -254,10 +255,10 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
   std::atomic<Clock::time_point> last_bookmark_;
   std::atomic<bool> sent_columns_{false};
   std::atomic<bool> attached_{false};
-  std::mutex emit_mu_;
+  core::Mutex emit_mu_;
   std::shared_ptr<http::ResponseStream> stream_ GUARDED_BY(emit_mu_);
   std::vector<std::string> pending_ GUARDED_BY(emit_mu_);  // frames before Attach
-  mutable std::mutex mu_;
+  mutable core::Mutex mu_;
   std::unique_ptr<storage::WatchHandle> handle_ GUARDED_BY(mu_);
 };
 
@@ -270,11 +271,11 @@ WatchManager::WatchManager(RestStorage& storage, std::chrono::seconds bookmark_i
 WatchManager::~WatchManager() {
   std::set<std::shared_ptr<WatchSession>> sessions;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    core::MutexLock lock(mu_);
     stopping_ = true;
     sessions.swap(sessions_);
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   ticker_.join();
   for (const auto& s : sessions) {
     s->Stop();
@@ -283,14 +284,21 @@ WatchManager::~WatchManager() {
 }
 
 size_t WatchManager::active() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  core::MutexLock lock(mu_);
   return sessions_.size();
+}
+
+std::map<std::string, size_t> WatchManager::ActiveByResource() const {
+  std::map<std::string, size_t> out;
+  core::MutexLock lock(mu_);
+  for (const auto& session : sessions_) ++out[session->request().resource->GroupResource()];
+  return out;
 }
 
 void WatchManager::Remove(WatchSession* session) {
   std::shared_ptr<WatchSession> found;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    core::MutexLock lock(mu_);
     for (auto it = sessions_.begin(); it != sessions_.end(); ++it) {
       if (it->get() == session) {
         found = *it;
@@ -303,15 +311,15 @@ void WatchManager::Remove(WatchSession* session) {
 }
 
 void WatchManager::Tick() {
-  std::unique_lock<std::mutex> lock(mu_);
+  core::MutexLock lock(mu_);
   while (!stopping_) {
-    cv_.wait_for(lock, std::chrono::seconds(1));
+    cv_.WaitFor(mu_, std::chrono::seconds(1));
     if (stopping_) break;
     auto sessions = sessions_;
-    lock.unlock();
+    mu_.Unlock();
     auto now = Clock::now();
     for (const auto& s : sessions) s->Tick(now, bookmark_interval_);
-    lock.lock();
+    mu_.Lock();
   }
 }
 
@@ -366,7 +374,7 @@ core::Result<http::Response> WatchManager::Start(WatchRequest request) {
     }
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    core::MutexLock lock(mu_);
     if (stopping_) return core::Unavailable("server is shutting down");
     sessions_.insert(session);
   }

@@ -5,8 +5,8 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
@@ -44,19 +44,21 @@ class WatchManager {
   // disconnect or server stop. Errors found before streaming (bad RV) come back as Status.
   core::Result<http::Response> Start(WatchRequest request);
   size_t active() const;
+  // Open watches by resource, as "configmaps" or "deployments.apps" (for /metrics).
+  std::map<std::string, size_t> ActiveByResource() const;
 
  private:
   friend class WatchSession;
-  void Remove(WatchSession* session);
-  void Tick();
+  void Remove(WatchSession* session) EXCLUDES(mu_);
+  void Tick() EXCLUDES(mu_);
 
   RestStorage& storage_;
   std::chrono::seconds bookmark_interval_;
   std::chrono::seconds default_timeout_;
-  mutable std::mutex mu_;
+  mutable core::Mutex mu_;
   std::set<std::shared_ptr<WatchSession>> sessions_ GUARDED_BY(mu_);
   bool stopping_ GUARDED_BY(mu_) = false;
-  std::condition_variable cv_;
+  core::CondVar cv_;
   std::thread ticker_;
 };
 

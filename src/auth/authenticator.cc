@@ -90,7 +90,7 @@ core::Result<TokenResult> Authenticator::AuthenticateToken(std::string_view toke
   const std::string key = Sha256(token);
   uint64_t generation;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    core::MutexLock lock(mu_);
     auto it = cache_.find(key);
     if (it != cache_.end()) {
       if (it->second.valid_until > now) return it->second.result;
@@ -110,7 +110,7 @@ core::Result<TokenResult> Authenticator::AuthenticateToken(std::string_view toke
     AddAuthenticatedGroup(result.user);
     core::SystemTime until = now + options_.cache_ttl;
     if (result.expires && *result.expires < until) until = *result.expires;
-    std::lock_guard<std::mutex> lock(mu_);
+    core::MutexLock lock(mu_);
     // A result computed before an invalidation may describe an account that is gone.
     if (!result.service_account || generation == generation_) {
       if (cache_.size() >= options_.cache_max_entries) {
@@ -157,13 +157,13 @@ core::Result<AuthResult> Authenticator::Authenticate(const Credentials& c) {
 bool Authenticator::IsCached(std::string_view token) {
   const core::SystemTime now = options_.clock->Now();
   const std::string key = Sha256(token);
-  std::lock_guard<std::mutex> lock(mu_);
+  core::MutexLock lock(mu_);
   auto it = cache_.find(key);
   return it != cache_.end() && it->second.valid_until > now;
 }
 
 void Authenticator::InvalidateServiceAccountTokens() {
-  std::lock_guard<std::mutex> lock(mu_);
+  core::MutexLock lock(mu_);
   ++generation_;
   for (auto it = cache_.begin(); it != cache_.end();) {
     it = it->second.result.service_account ? cache_.erase(it) : std::next(it);

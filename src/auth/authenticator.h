@@ -13,7 +13,6 @@
 
 #include <chrono>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -23,6 +22,7 @@
 #include "auth/user.h"
 #include "core/clock.h"
 #include "core/status.h"
+#include "core/sync.h"
 
 namespace klutch::auth {
 
@@ -99,9 +99,9 @@ class Authenticator {
   };
   AuthenticatorOptions options_;
   std::vector<std::unique_ptr<TokenAuthenticator>> token_authenticators_;
-  std::mutex mu_;
-  std::unordered_map<std::string, CacheEntry> cache_;  // key: SHA-256 of the token
-  uint64_t generation_ = 0;                            // bumped by InvalidateServiceAccountTokens
+  core::Mutex mu_;
+  std::unordered_map<std::string, CacheEntry> cache_ GUARDED_BY(mu_);  // key: SHA-256 of token
+  uint64_t generation_ GUARDED_BY(mu_) = 0;  // bumped by InvalidateServiceAccountTokens
 };
 
 // "Bearer <token>" -> the token, as kube-apiserver splits it: scheme in any case, one space,

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <optional>
 
 #include "auth/oidc.h"
 #include "auth/service_account.h"
@@ -206,6 +207,7 @@ class ServiceAccountTokensTest : public ::testing::Test {
   void SetUp() override {
     auto key = SigningKey::Generate();
     ASSERT_TRUE(key.ok()) << key.status().ToString();
+    key_ = *key;
     lookup_.accounts["ns1/robot"] = "uid-1";
     tokens_ = std::make_unique<ServiceAccountTokens>(
         *key, std::vector<PublicKey>{},
@@ -213,6 +215,7 @@ class ServiceAccountTokensTest : public ::testing::Test {
   }
   core::FakeClock clock_{core::SystemTime(std::chrono::seconds(1'700'000'000))};
   MapLookup lookup_;
+  std::optional<SigningKey> key_;  // the key tokens_ signs with
   std::unique_ptr<ServiceAccountTokens> tokens_;
 };
 
@@ -245,6 +248,26 @@ TEST_F(ServiceAccountTokensTest, ExpirationIsClampedToTheMaximum) {
   auto t = tokens_->Issue("ns1", "robot", "uid-1", {}, std::chrono::hours(24 * 30), std::nullopt);
   ASSERT_TRUE(t.ok());
   EXPECT_EQ(t->expires, clock_.Now() + std::chrono::hours(24));
+}
+
+// A token signed by an accepted key whose "exp" lies beyond what the clock can hold expires at
+// the clock's maximum instead of overflowing into the past.
+TEST_F(ServiceAccountTokensTest, FarFutureExpiryIsClampedInsteadOfOverflowing) {
+  auto issued = tokens_->Issue("ns1", "robot", "uid-1", {}, std::chrono::hours(1), std::nullopt);
+  ASSERT_TRUE(issued.ok());
+  auto parsed = ParseJwt(issued->token);
+  ASSERT_TRUE(parsed.ok());
+  for (const machinery::Json& exp :
+       {machinery::Json(1e300), machinery::Json(9'000'000'000'000'000'000u)}) {
+    machinery::Json claims = parsed->claims;
+    claims["exp"] = exp;
+    auto token = key_->Sign(claims);
+    ASSERT_TRUE(token.ok());
+    auto r = tokens_->Authenticate(*token);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_TRUE(r->has_value() && (*r)->expires.has_value()) << exp;
+    EXPECT_GT(*(*r)->expires, clock_.Now() + std::chrono::hours(24 * 365 * 100)) << exp;
+  }
 }
 
 TEST_F(ServiceAccountTokensTest, DeletedOrRecreatedAccountEndsTheToken) {

@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "core/strings.h"
+#include "machinery/object.h"
 
 namespace klutch::auth {
 namespace {
@@ -167,10 +168,11 @@ core::Result<std::optional<std::string>> OptionalString(const machinery::Json& o
                                                         const char* name) {
   auto it = object.find(name);
   if (it == object.end()) return std::optional<std::string>();
-  if (!it->is_string()) {
+  const auto* value = it->get_ptr<const std::string*>();
+  if (value == nullptr) {
     return core::Invalid(std::string("JWK member \"") + name + "\" is not a string");
   }
-  return std::optional<std::string>(it->get<std::string>());
+  return std::optional<std::string>(*value);
 }
 
 }  // namespace
@@ -400,10 +402,11 @@ core::Result<std::string> JwkBytes(const machinery::Json& jwk, const char* membe
   if (it == jwk.end()) {
     return core::Invalid(std::string("JWK member \"") + member + "\" is missing");
   }
-  if (!it->is_string()) {
+  const auto* text = it->get_ptr<const std::string*>();
+  if (text == nullptr) {
     return core::Invalid(std::string("JWK member \"") + member + "\" is not a string");
   }
-  auto decoded = core::Base64UrlDecode(it->get_ref<const std::string&>());
+  auto decoded = core::Base64UrlDecode(*text);
   if (!decoded || decoded->empty()) {
     return core::Invalid(std::string("JWK member \"") + member + "\" is not base64url");
   }
@@ -469,7 +472,7 @@ core::Result<std::optional<double>> NumericDate(const machinery::Json& claims, c
   auto it = claims.find(name);
   if (it == claims.end()) return std::optional<double>();
   if (!it->is_number()) return Unauthorized(std::string("invalid ") + name + " claim");
-  double v = it->get<double>();
+  double v = it->get<double>();  // json-ok: is_number() checked above
   if (!std::isfinite(v)) return Unauthorized(std::string("invalid ") + name + " claim");
   return std::optional<double>(v);
 }
@@ -498,14 +501,12 @@ core::Result<Jwt> ParseJwt(std::string_view token) {
 
   Jwt jwt;
   KLUTCH_ASSIGN_OR_RETURN(jwt.header, DecodeJsonObject(header_part, "header"));
-  auto alg = jwt.header.find("alg");
-  if (alg == jwt.header.end() || !alg->is_string() || alg->get_ref<const std::string&>().empty()) {
-    return Unauthorized("token header has no alg");
-  }
-  jwt.alg = alg->get<std::string>();
-  if (auto kid = jwt.header.find("kid"); kid != jwt.header.end()) {
-    if (!kid->is_string()) return Unauthorized("token header kid is not a string");
-    jwt.kid = kid->get<std::string>();
+  jwt.alg = machinery::GetString(jwt.header, {"alg"});  // "" when absent or not a string
+  if (jwt.alg.empty()) return Unauthorized("token header has no alg");
+  if (const auto* kid = machinery::Find(jwt.header, {"kid"})) {
+    const auto* text = kid->get_ptr<const std::string*>();
+    if (text == nullptr) return Unauthorized("token header kid is not a string");
+    jwt.kid = *text;
   }
   // RFC 7515 §4.1.11: extensions listed in "crit" must be understood; we understand none.
   if (jwt.header.contains("crit")) return Unauthorized("token has critical header extensions");
@@ -807,21 +808,22 @@ core::Result<std::string> SigningKey::Sign(const machinery::Json& claims) const 
 core::Status CheckClaims(const Jwt& jwt, const ClaimChecks& checks) {
   const machinery::Json& claims = jwt.claims;
   if (!checks.issuers.empty()) {
-    auto iss = claims.find("iss");
-    if (iss == claims.end() || !iss->is_string() ||
-        !Contains(checks.issuers, iss->get_ref<const std::string&>())) {
+    const machinery::Json* iss = machinery::Find(claims, {"iss"});
+    const auto* issuer = iss ? iss->get_ptr<const std::string*>() : nullptr;
+    if (issuer == nullptr || !Contains(checks.issuers, *issuer)) {
       return Unauthorized("invalid issuer");
     }
   }
   if (!checks.audiences.empty()) {
-    auto aud = claims.find("aud");
+    const machinery::Json* aud = machinery::Find(claims, {"aud"});
     bool match = false;
-    if (aud != claims.end() && aud->is_string()) {
-      match = Contains(checks.audiences, aud->get_ref<const std::string&>());
-    } else if (aud != claims.end() && aud->is_array()) {
+    if (const auto* one = aud ? aud->get_ptr<const std::string*>() : nullptr) {
+      match = Contains(checks.audiences, *one);
+    } else if (aud != nullptr && aud->is_array()) {
       for (const auto& a : *aud) {
-        if (!a.is_string()) return Unauthorized("invalid audience");
-        match = match || Contains(checks.audiences, a.get_ref<const std::string&>());
+        const auto* each = a.get_ptr<const std::string*>();
+        if (each == nullptr) return Unauthorized("invalid audience");
+        match = match || Contains(checks.audiences, *each);
       }
     }
     if (!match) return Unauthorized("invalid audience");

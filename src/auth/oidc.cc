@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <fstream>
 #include <iterator>
 
@@ -59,12 +60,13 @@ core::Result<HttpsUrl> ParseHttpsUrl(std::string_view url) {
 // The claim's value as a list of strings (a string or an array of strings).
 core::Result<std::vector<std::string>> StringList(const Json& v, const std::string& claim) {
   std::vector<std::string> out;
-  if (v.is_string()) {
-    out.push_back(v.get<std::string>());
+  if (const auto* one = v.get_ptr<const std::string*>()) {
+    out.push_back(*one);
   } else if (v.is_array()) {
     for (const auto& g : v) {
-      if (!g.is_string()) return Refused(fmt::format("claim {} holds a non-string", claim));
-      out.push_back(g.get<std::string>());
+      const auto* each = g.get_ptr<const std::string*>();
+      if (each == nullptr) return Refused(fmt::format("claim {} holds a non-string", claim));
+      out.push_back(*each);
     }
   } else {
     return Refused(fmt::format("claim {} is neither a string nor a list", claim));
@@ -141,7 +143,7 @@ core::Status OidcAuthenticator::Refresh() {
   if (jwks_uri.empty()) return core::Internal("OIDC discovery has no jwks_uri");
   KLUTCH_ASSIGN_OR_RETURN(std::string jwks_body, Fetch(jwks_uri));
   KLUTCH_ASSIGN_OR_RETURN(Jwks jwks, Jwks::Parse(jwks_body));
-  std::lock_guard<std::mutex> lock(mu_);
+  core::MutexLock lock(mu_);
   keys_ = std::make_shared<const Jwks>(std::move(jwks));
   KLUTCH_LOG(kInfo, "auth", "OIDC issuer {}: {} signing keys", options_.issuer_url,
              keys_->keys().size());
@@ -149,38 +151,37 @@ core::Status OidcAuthenticator::Refresh() {
 }
 
 core::Result<std::shared_ptr<const Jwks>> OidcAuthenticator::KeysFor(std::string_view kid) {
-  auto known = [&] {
-    if (!keys_) return false;
-    if (kid.empty()) return true;
-    for (const auto& k : keys_->keys()) {
-      if (k.kid() == kid) return true;
+  {
+    core::MutexLock lock(mu_);
+    if (keys_ && (kid.empty() || std::any_of(keys_->keys().begin(), keys_->keys().end(),
+                                             [&](const auto& k) { return k.kid() == kid; }))) {
+      return keys_;
     }
-    return false;
-  };
-  std::unique_lock<std::mutex> lock(mu_);
-  if (known()) return keys_;
-  // Requests arriving while a fetch runs wait for its result instead of being refused by the
-  // rate limit (the first requests after a key rotation come in bursts).
-  if (fetching_) {
-    cv_.wait_for(lock, 2 * options_.fetch_timeout, [&] { return !fetching_; });
-    if (keys_) return keys_;
-    return Refused("OIDC keys not available");
+    // Requests arriving while a fetch runs wait for its result instead of being refused by the
+    // rate limit (the first requests after a key rotation come in bursts).
+    if (fetching_) {
+      const auto deadline = core::CondVar::DeadlineAfter(2 * options_.fetch_timeout);
+      while (fetching_) {
+        if (!cv_.WaitUntil(mu_, deadline)) break;
+      }
+      if (keys_) return keys_;
+      return Refused("OIDC keys not available");
+    }
+    auto now = std::chrono::steady_clock::now();
+    if (last_fetch_ && now - *last_fetch_ < options_.refetch_interval) {
+      if (keys_) return keys_;
+      return Refused("OIDC keys not available yet");
+    }
+    last_fetch_ = now;
+    fetching_ = true;
   }
-  auto now = std::chrono::steady_clock::now();
-  if (last_fetch_ && now - *last_fetch_ < options_.refetch_interval) {
-    if (keys_) return keys_;
-    return Refused("OIDC keys not available yet");
-  }
-  last_fetch_ = now;
-  fetching_ = true;
-  lock.unlock();
   auto st = Refresh();
   if (!st.ok()) {
     KLUTCH_LOG(kWarn, "auth", "OIDC issuer {}: {}", options_.issuer_url, st.message());
   }
-  lock.lock();
+  core::MutexLock lock(mu_);
   fetching_ = false;
-  cv_.notify_all();
+  cv_.SignalAll();
   if (!keys_) return Refused("OIDC keys not available");
   return keys_;
 }
@@ -204,19 +205,19 @@ core::Result<std::optional<TokenResult>> OidcAuthenticator::Authenticate(std::st
   checks.now = options_.clock->Now();
   KLUTCH_RETURN_IF_ERROR(CheckClaims(jwt, checks));
   for (const auto& [claim, want] : options_.required_claims) {
-    auto it = jwt.claims.find(claim);
-    if (it == jwt.claims.end() || !it->is_string() || it->get<std::string>() != want) {
+    const Json* value = machinery::Find(jwt.claims, {claim});
+    const auto* text = value ? value->get_ptr<const std::string*>() : nullptr;
+    if (text == nullptr || *text != want) {
       return Refused(fmt::format("required claim {} missing or different", claim));
     }
   }
 
-  auto name_it = jwt.claims.find(options_.username_claim);
-  if (name_it == jwt.claims.end() || !name_it->is_string() || name_it->get<std::string>().empty()) {
-    return Refused(fmt::format("claim {} missing", options_.username_claim));
-  }
+  const std::string username = machinery::GetString(jwt.claims, {options_.username_claim});
+  if (username.empty()) return Refused(fmt::format("claim {} missing", options_.username_claim));
   if (options_.username_claim == "email") {
-    auto verified = jwt.claims.find("email_verified");
-    if (verified != jwt.claims.end() && !(verified->is_boolean() && verified->get<bool>())) {
+    const Json* verified = machinery::Find(jwt.claims, {"email_verified"});
+    const bool* is_verified = verified ? verified->get_ptr<const bool*>() : nullptr;
+    if (verified != nullptr && !(is_verified != nullptr && *is_verified)) {
       return Refused("email not verified");
     }
   }
@@ -227,7 +228,7 @@ core::Result<std::optional<TokenResult>> OidcAuthenticator::Authenticate(std::st
     prefix = options_.issuer_url + "#";
   }
   TokenResult r;
-  r.user.name = prefix + name_it->get<std::string>();
+  r.user.name = prefix + username;
   if (!options_.groups_claim.empty()) {
     auto g = jwt.claims.find(options_.groups_claim);
     if (g != jwt.claims.end()) {
@@ -236,9 +237,7 @@ core::Result<std::optional<TokenResult>> OidcAuthenticator::Authenticate(std::st
     }
   }
   r.audiences = {options_.client_id};
-  if (auto exp = jwt.claims.find("exp"); exp != jwt.claims.end() && exp->is_number()) {
-    r.expires = core::SystemTime(std::chrono::seconds(exp->get<int64_t>()));
-  }
+  r.expires = ExpiryOf(jwt);  // clamped: a far-future "exp" cannot overflow the clock
   return std::optional<TokenResult>(std::move(r));
 }
 

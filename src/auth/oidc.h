@@ -11,9 +11,7 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -21,6 +19,7 @@
 
 #include "auth/authenticator.h"
 #include "auth/jwt.h"
+#include "core/sync.h"
 
 namespace klutch::auth {
 
@@ -61,11 +60,11 @@ class OidcAuthenticator final : public TokenAuthenticator {
 
   OidcOptions options_;
   std::string ca_pem_;
-  std::mutex mu_;
-  std::condition_variable cv_;  // signalled when a fetch ends
-  std::shared_ptr<const Jwks> keys_;
-  std::optional<std::chrono::steady_clock::time_point> last_fetch_;
-  bool fetching_ = false;
+  core::Mutex mu_;
+  core::CondVar cv_;  // signalled when a fetch ends
+  std::shared_ptr<const Jwks> keys_ GUARDED_BY(mu_);
+  std::optional<std::chrono::steady_clock::time_point> last_fetch_ GUARDED_BY(mu_);
+  bool fetching_ GUARDED_BY(mu_) = false;
 };
 
 }  // namespace klutch::auth

@@ -624,14 +624,14 @@ RbacAuthorizer::RbacAuthorizer() : state_(std::make_unique<State>()) {
 RbacAuthorizer::~RbacAuthorizer() = default;
 
 void RbacAuthorizer::Replace(const std::vector<Json>& objects) {
-  std::lock_guard<std::mutex> lock(mu_);
+  core::MutexLock lock(mu_);
   state_ = std::make_unique<State>();
   for (const auto& o : objects) UpsertLocked(o);
   Rebuild();
 }
 
 void RbacAuthorizer::Upsert(const Json& object) {
-  std::lock_guard<std::mutex> lock(mu_);
+  core::MutexLock lock(mu_);
   UpsertLocked(object);
   Rebuild();
 }
@@ -656,7 +656,7 @@ void RbacAuthorizer::UpsertLocked(const Json& o) {
 }
 
 void RbacAuthorizer::Remove(std::string_view kind, std::string_view ns, std::string_view name) {
-  std::lock_guard<std::mutex> lock(mu_);
+  core::MutexLock lock(mu_);
   if (RemoveLocked(kind, ns, name)) Rebuild();
 }
 
@@ -677,7 +677,7 @@ bool RbacAuthorizer::RemoveLocked(std::string_view kind, std::string_view ns,
 
 void RbacAuthorizer::Apply(const std::vector<Change>& changes) {
   if (changes.empty()) return;
-  std::lock_guard<std::mutex> lock(mu_);
+  core::MutexLock lock(mu_);
   for (const auto& c : changes) {
     if (c.removed) {
       RemoveLocked(machinery::Kind(c.object), machinery::Namespace(c.object),

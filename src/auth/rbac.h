@@ -15,7 +15,6 @@
 
 #include <atomic>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -160,7 +159,7 @@ class RbacAuthorizer {
   bool RemoveLocked(std::string_view kind, std::string_view ns, std::string_view name)
       REQUIRES(mu_);
 
-  std::mutex mu_;  // serializes writers
+  core::Mutex mu_;  // serializes writers
   std::unique_ptr<State> state_ GUARDED_BY(mu_);
   std::atomic<std::shared_ptr<const Snapshot>> snapshot_;
 };

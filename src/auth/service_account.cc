@@ -22,8 +22,7 @@ int64_t UnixSeconds(core::SystemTime t) {
 }
 
 std::string StringClaim(const Json& claims, const char* name) {
-  auto it = claims.find(name);
-  return it != claims.end() && it->is_string() ? it->get<std::string>() : std::string();
+  return machinery::GetString(claims, {name});
 }
 
 bool ConstantTimeEquals(std::string_view a, std::string_view b) {
@@ -163,14 +162,16 @@ core::Result<TokenResult> ServiceAccountTokens::CheckBound(
   if (std::string jti = StringClaim(jwt.claims, "jti"); !jti.empty()) {
     r.user.extra["authentication.kubernetes.io/credential-id"] = {"JTI=" + jti};
   }
-  const Json& aud = jwt.claims.at("aud");
+  // CheckClaims found "aud" naming one of `audiences` and a numeric "exp".
+  const Json* aud = machinery::Find(jwt.claims, {"aud"});
   for (const auto& a : audiences) {
-    bool named = aud.is_string() ? aud.get<std::string>() == a
-                                 : std::find(aud.begin(), aud.end(), Json(a)) != aud.end();
+    const auto* one = aud ? aud->get_ptr<const std::string*>() : nullptr;
+    bool named = one != nullptr ? *one == a
+                                : aud != nullptr && aud->is_array() &&
+                                      std::find(aud->begin(), aud->end(), Json(a)) != aud->end();
     if (named) r.audiences.push_back(a);
   }
-  const Json& exp = jwt.claims.at("exp");
-  r.expires = core::SystemTime(std::chrono::seconds(exp.get<int64_t>()));
+  r.expires = ExpiryOf(jwt);  // clamped: a far-future "exp" cannot overflow the clock
   return r;
 }
 

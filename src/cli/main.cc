@@ -1,5 +1,4 @@
 #include <CLI/CLI.hpp>
-#include <csignal>
 #include <filesystem>
 #include <iostream>
 
@@ -9,34 +8,13 @@
 #include "core/duration.h"
 #include "core/log.h"
 #include "core/strings.h"
+#include "serving/shutdown.h"
 
 namespace klutch::cli {
 namespace {
 
-// Blocks until SIGINT or SIGTERM.
-void WaitForSignal() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  int sig = 0;
-  sigwait(&set, &sig);
-}
-
-void BlockSignals() {
-  // Block in the main thread before any thread starts so every thread inherits the mask and
-  // sigwait() receives the signal.
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  std::signal(SIGPIPE, SIG_IGN);
-}
-
 int RunApiServer(const apiserver::ApiServerOptions& options, bool sandbox_banner) {
-  BlockSignals();
+  serving::BlockShutdownSignals();
   auto server = apiserver::ApiServer::Start(options);
   if (!server.ok()) {
     std::cerr << "klutch apiserver: " << server.status().message() << "\n";
@@ -59,8 +37,7 @@ int RunApiServer(const apiserver::ApiServerOptions& options, bool sandbox_banner
               << (*server)->admin_kubeconfig_path() << "\n"
               << std::flush;
   }
-  WaitForSignal();
-  KLUTCH_LOG(kInfo, "apiserver", "shutting down");
+  serving::WaitForShutdownSignal();
   (*controllers)->Stop();
   (*server)->Stop();
   return 0;

@@ -196,7 +196,7 @@ std::string ExecInfo(const ExecConfig& exec, const RestConfig& config) {
     spec["cluster"] = std::move(cluster);
   }
   Json info = {{"apiVersion", exec.api_version}, {"kind", "ExecCredential"}, {"spec", spec}};
-  return info.dump();
+  return machinery::Dump(info);
 }
 
 // This process's environment, then the plugin's env entries, then KUBERNETES_EXEC_INFO; a
@@ -283,10 +283,11 @@ core::Result<ExecResult> ParseExecCredential(const ExecConfig& exec, std::string
   auto field = [&](std::string_view key, std::string& out_value) -> core::Status {
     auto it = status->find(key);
     if (it == status->end() || it->is_null()) return core::Status::Ok();
-    if (!it->is_string()) {
+    const auto* text = it->get_ptr<const std::string*>();
+    if (text == nullptr) {
       return Unauthorized(fmt::format("{} returned a non-string status.{}", prefix, key));
     }
-    out_value = it->get<std::string>();
+    out_value = *text;
     return core::Status::Ok();
   };
   ExecResult result;
@@ -393,7 +394,7 @@ core::Result<std::unique_ptr<Credentials>> Credentials::For(const RestConfig& co
   if (config.exec) KLUTCH_RETURN_IF_ERROR(ValidateExecConfig(*config.exec));
   std::unique_ptr<Credentials> creds(new Credentials(config, clock));
   if (!config.bearer_token_file.empty()) {
-    std::lock_guard<std::mutex> lock(creds->mu_);
+    core::MutexLock lock(creds->mu_);
     core::Status status = creds->RefreshTokenFile();
     if (!status.ok() && config.bearer_token.empty()) return core::Invalid(status.message());
   }
@@ -447,7 +448,7 @@ core::Status Credentials::RefreshTokenFile() {
 }
 
 core::Result<AuthMaterial> Credentials::CurrentFromTokenFile() {
-  std::lock_guard<std::mutex> lock(mu_);
+  core::MutexLock lock(mu_);
   core::Status status = RefreshTokenFile();
   AuthMaterial m = Static();
   if (!file_token_.empty()) {
@@ -482,18 +483,18 @@ bool Credentials::ExecCacheFresh() const {
 
 core::Result<AuthMaterial> Credentials::CurrentFromExec() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    core::MutexLock lock(mu_);
     if (ExecCacheFresh()) return WithPlugin(exec_cache_->material);
   }
   // One plugin run at a time; whoever waited behind a run uses its result.
-  std::lock_guard<std::mutex> run_lock(run_mu_);
+  core::MutexLock run_lock(run_mu_);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    core::MutexLock lock(mu_);
     if (ExecCacheFresh()) return WithPlugin(exec_cache_->material);
   }
   auto result = RunExecPlugin(*config_.exec, config_);
   if (!result.ok()) return result.status();
-  std::lock_guard<std::mutex> lock(mu_);
+  core::MutexLock lock(mu_);
   exec_cache_ = ExecCache{result->material, result->expiry};
   return WithPlugin(result->material);
 }
@@ -505,12 +506,12 @@ void Credentials::InvalidateLocked() {
 }
 
 void Credentials::Invalidate() {
-  std::lock_guard<std::mutex> lock(mu_);
+  core::MutexLock lock(mu_);
   InvalidateLocked();
 }
 
 void Credentials::Invalidate(const AuthMaterial& rejected) {
-  std::lock_guard<std::mutex> lock(mu_);
+  core::MutexLock lock(mu_);
   if (config_.exec) {
     // Already invalidated (maybe being refreshed), or already replaced: nothing to do.
     if (!exec_cache_ || !(WithPlugin(exec_cache_->material) == rejected)) return;

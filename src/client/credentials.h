@@ -16,7 +16,6 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 
@@ -91,8 +90,8 @@ class Credentials {
   const RestConfig config_;
   const core::Clock& clock_;
 
-  std::mutex run_mu_;  // serializes plugin runs; taken before mu_
-  std::mutex mu_;
+  core::Mutex run_mu_;  // serializes plugin runs; taken before mu_
+  core::Mutex mu_;
   std::optional<ExecCache> exec_cache_ GUARDED_BY(mu_);
   std::string file_token_ GUARDED_BY(mu_);
   FileState file_state_ GUARDED_BY(mu_);

@@ -14,13 +14,7 @@ constexpr const char* kAggregatedAccept =
     "application/json";
 
 std::vector<std::string> Strings(const Json& o, const char* key) {
-  std::vector<std::string> out;
-  auto it = o.find(key);
-  if (it == o.end() || !it->is_array()) return out;
-  for (const auto& v : *it) {
-    if (v.is_string()) out.push_back(v.get<std::string>());
-  }
-  return out;
+  return machinery::Strings(machinery::Find(o, {key}));
 }
 
 std::string Lower(std::string_view s) {
@@ -113,7 +107,8 @@ core::Status RestMapper::LoadLegacy(std::vector<ResourceMapping>& out) {
       m.gvr = {gv.group, gv.version, name};
       m.gvk = {gv.group, gv.version, machinery::GetString(r, {"kind"})};
       const Json* ns = machinery::Find(r, {"namespaced"});
-      m.namespaced = ns && ns->is_boolean() && ns->get<bool>();
+      const bool* namespaced = ns ? ns->get_ptr<const bool*>() : nullptr;
+      m.namespaced = namespaced != nullptr && *namespaced;
       m.singular = machinery::GetString(r, {"singularName"});
       m.short_names = Strings(r, "shortNames");
       m.verbs = Strings(r, "verbs");
@@ -126,7 +121,7 @@ core::Status RestMapper::LoadLegacy(std::vector<ResourceMapping>& out) {
 }
 
 core::Status RestMapper::Refresh() {
-  std::lock_guard<std::mutex> lock(mu_);
+  core::MutexLock lock(mu_);
   std::vector<ResourceMapping> fresh;
   bool aggregated = false;
   KLUTCH_RETURN_IF_ERROR(LoadAggregated(aggregated, fresh));
@@ -142,7 +137,7 @@ core::Status RestMapper::Refresh() {
 
 core::Status RestMapper::EnsureLoaded(bool force_if_stale) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    core::MutexLock lock(mu_);
     if (loaded_ && (!force_if_stale ||
                     std::chrono::steady_clock::now() - last_refresh_ < min_refresh_interval_)) {
       return core::Status::Ok();
@@ -155,7 +150,7 @@ core::Result<ResourceMapping> RestMapper::ForKind(std::string_view group, std::s
                                                   std::string_view version) {
   for (int pass = 0; pass < 2; ++pass) {
     KLUTCH_RETURN_IF_ERROR(EnsureLoaded(/*force_if_stale=*/pass == 1));
-    std::lock_guard<std::mutex> lock(mu_);
+    core::MutexLock lock(mu_);
     const ResourceMapping* any = nullptr;
     for (const auto& m : mappings_) {
       if (m.gvk.group != group || m.gvk.kind != kind) continue;
@@ -184,7 +179,7 @@ core::Result<ResourceMapping> RestMapper::ForResource(std::string_view name) {
   }
   for (int pass = 0; pass < 2; ++pass) {
     KLUTCH_RETURN_IF_ERROR(EnsureLoaded(pass == 1));
-    std::lock_guard<std::mutex> lock(mu_);
+    core::MutexLock lock(mu_);
     const ResourceMapping* best = nullptr;
     for (const auto& m : mappings_) {
       if (!group.empty() && m.gvr.group != group) continue;
@@ -204,7 +199,7 @@ core::Result<ResourceMapping> RestMapper::ForResource(std::string_view name) {
 }
 
 std::vector<ResourceMapping> RestMapper::All() {
-  std::lock_guard<std::mutex> lock(mu_);
+  core::MutexLock lock(mu_);
   return mappings_;
 }
 

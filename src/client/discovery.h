@@ -1,17 +1,25 @@
 // RestMapper: what a server serves, from discovery, for going between kinds and resources.
 //
-// It reads aggregated discovery (apidiscovery.k8s.io/v2, two requests) and falls back to
-// the legacy documents (/api, /apis and one list per group-version) for servers that do not
-// offer it. Lookups of a kind or resource it does not know refresh the data once (at most
-// once per `min_refresh_interval`), so a CRD created after start is found. Thread-safe.
+// Refresh() reads aggregated discovery (GET /api and /apis asking for
+// apidiscovery.k8s.io/v2 or v2beta1 APIGroupDiscoveryList) and, when the server answers with
+// the plain documents instead, falls back to the legacy ones: /api, /apis and one resource
+// list per group-version. The preferred version of a group is the first one aggregated
+// discovery lists, or the legacy document's preferredVersion. ForKind and ForResource load
+// the data on first use; a kind or resource not found triggers one more refresh, unless the
+// last one is younger than `min_refresh_interval`, so a CRD created after start is found.
+// ForResource resolves names as `kubectl get NAME` does (plural, singular, short name or kind,
+// optionally ".group"; the core group and preferred versions win).
+//
+// Thread-safe. A refresh holds the mapper's lock across its requests: lookups and other
+// refreshes wait until it is done.
 #pragma once
 
 #include <chrono>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "client/rest_client.h"
+#include "core/sync.h"
 #include "machinery/object.h"
 
 namespace klutch::client {
@@ -34,7 +42,7 @@ class RestMapper {
       : rest_(rest), min_refresh_interval_(min_refresh_interval) {}
 
   // Re-reads discovery.
-  core::Status Refresh();
+  core::Status Refresh() EXCLUDES(mu_);
 
   // The resource of a kind; `version` "" picks the group's preferred version. NotFound
   // ("no matches for kind \"X\" in group \"g\"") when the server does not serve it.
@@ -48,16 +56,16 @@ class RestMapper {
   std::vector<ResourceMapping> All();
 
  private:
-  core::Status EnsureLoaded(bool force_if_stale);
+  core::Status EnsureLoaded(bool force_if_stale) EXCLUDES(mu_);
   core::Status LoadAggregated(bool& supported, std::vector<ResourceMapping>& out);
   core::Status LoadLegacy(std::vector<ResourceMapping>& out);
 
   RestClient& rest_;
   std::chrono::milliseconds min_refresh_interval_;
-  std::mutex mu_;  // serialises refreshes and guards the fields below
-  std::vector<ResourceMapping> mappings_;
-  bool loaded_ = false;
-  std::chrono::steady_clock::time_point last_refresh_{};
+  core::Mutex mu_;  // serialises refreshes (held across their requests)
+  std::vector<ResourceMapping> mappings_ GUARDED_BY(mu_);
+  bool loaded_ GUARDED_BY(mu_) = false;
+  std::chrono::steady_clock::time_point last_refresh_ GUARDED_BY(mu_){};
 };
 
 }  // namespace klutch::client

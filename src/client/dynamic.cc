@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "core/strings.h"
+#include "machinery/json.h"
 
 namespace klutch::client {
 
@@ -100,14 +101,14 @@ core::Result<Json> ResourceClient::ListAll(ListOptions options) const {
 core::Result<Json> ResourceClient::Create(const Json& object, const WriteOptions& options) const {
   Request r = Make("POST");
   AddWrite(r, options);
-  r.body = object.dump();
+  r.body = machinery::Dump(object);
   return rest_->DoJson(r);
 }
 
 core::Result<Json> ResourceClient::Update(const Json& object, const WriteOptions& options) const {
   Request r = Make("PUT", machinery::Name(object));
   AddWrite(r, options);
-  r.body = object.dump();
+  r.body = machinery::Dump(object);
   return rest_->DoJson(r);
 }
 
@@ -115,7 +116,7 @@ core::Result<Json> ResourceClient::UpdateStatus(const Json& object,
                                                 const WriteOptions& options) const {
   Request r = Make("PUT", machinery::Name(object), "status");
   AddWrite(r, options);
-  r.body = object.dump();
+  r.body = machinery::Dump(object);
   return rest_->DoJson(r);
 }
 
@@ -145,7 +146,7 @@ core::Result<Json> ResourceClient::Patch(std::string_view name, PatchType type,
 core::Result<Json> ResourceClient::Delete(std::string_view name,
                                           const DeleteOptions& options) const {
   Request r = Make("DELETE", name);
-  r.body = DeleteBody(options).dump();
+  r.body = machinery::Dump(DeleteBody(options));
   return rest_->DoJson(r);
 }
 
@@ -153,7 +154,7 @@ core::Result<Json> ResourceClient::DeleteCollection(const ListOptions& selection
                                                     const DeleteOptions& options) const {
   Request r = Make("DELETE");
   AddList(r, selection);
-  r.body = DeleteBody(options).dump();
+  r.body = machinery::Dump(DeleteBody(options));
   return rest_->DoJson(r);
 }
 

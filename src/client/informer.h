@@ -1,17 +1,23 @@
 // Informers: a local, always-converging copy of one resource, kept by a reflector that lists
 // and then watches, with handlers told about every change.
 //
-// Indexer: the thread-safe cache, keyed "namespace/name" (or "name" for cluster-scoped
-// objects), with a namespace index and any custom indexes; it hands out shared_ptr<const>
-// objects that stay valid after they are replaced.
+// Indexer: the cache, keyed "namespace/name" (or "name" for cluster-scoped objects), with a
+// namespace index and custom indexes (added before the first object). It hands out
+// shared_ptr<const> objects that stay valid after they are replaced. Thread-safe.
 //
-// Informer: one reflector thread per informer. It lists in pages, replaces the cache (adds,
-// updates and deletes for the difference reach the handlers), then watches from the list's
-// resourceVersion with bookmarks. A broken or ended watch resumes from the last
-// resourceVersion seen, with backoff on errors; a 410 Gone (or a stream it cannot decode)
-// starts over with a fresh list. Handlers run on the reflector thread, in the order of
-// the server's events, so they must be quick (queue a key, return). Resync periodically
-// re-delivers every cached object as an update. Thread-safe.
+// Informer: one reflector thread. It lists in pages and applies them together after the last
+// one, so the cache moves from one consistent snapshot to the next: handlers get an add or
+// update for each new or changed object (an unchanged resourceVersion is not re-delivered)
+// and a delete for each object gone. It then watches from the list's resourceVersion with
+// bookmarks and a randomized server-side timeout. A watch that ends, breaks, or stays silent
+// past watch_idle_timeout resumes from the last resourceVersion seen (with backoff after
+// errors); a 410 Gone or an undecodable stream starts over with a list. Objects are shaped
+// before they are cached (managedFields stripped by default, metadata only on request, the
+// options' transform). Handlers run on the reflector thread, one at a time and in the order
+// of the server's events, so they must be quick (queue a key, return); a handler added after
+// Start() first gets an add for each cached object. Resync re-delivers every cached object as
+// an update once per resync_period. Backoff and resync wait on the injected core::Clock, so
+// tests drive them with a FakeClock. Thread-safe.
 #pragma once
 
 #include <chrono>

@@ -63,10 +63,11 @@ class FieldReader {
                       std::string& out) const {
     const Json* v = Get(obj, key);
     if (v == nullptr) return core::Status::Ok();
-    if (!v->is_string()) {
+    const auto* text = v->get_ptr<const std::string*>();
+    if (text == nullptr) {
       return Error(Join(field, key), fmt::format("must be a string, not {}", TypeName(*v)));
     }
-    out = v->get<std::string>();
+    out = *text;
     return core::Status::Ok();
   }
 
@@ -74,10 +75,11 @@ class FieldReader {
                     bool& out) const {
     const Json* v = Get(obj, key);
     if (v == nullptr) return core::Status::Ok();
-    if (!v->is_boolean()) {
+    const bool* value = v->get_ptr<const bool*>();
+    if (value == nullptr) {
       return Error(Join(field, key), fmt::format("must be a boolean, not {}", TypeName(*v)));
     }
-    out = v->get<bool>();
+    out = *value;
     return core::Status::Ok();
   }
 
@@ -121,11 +123,12 @@ class FieldReader {
     out.clear();
     for (size_t i = 0; i < v->size(); ++i) {
       const Json& item = (*v)[i];
-      if (!item.is_string()) {
+      const auto* text = item.get_ptr<const std::string*>();
+      if (text == nullptr) {
         return Error(fmt::format("{}[{}]", path, i),
                      fmt::format("must be a string, not {}", TypeName(item)));
       }
-      out.push_back(item.get<std::string>());
+      out.push_back(*text);
     }
     return core::Status::Ok();
   }

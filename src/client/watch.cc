@@ -29,12 +29,13 @@ Json ParseWithoutManagedFields(std::string_view text, int object_key_depth) {
     if (event != Json::parse_event_t::key) return true;
     if (depth < 0) return true;
     if (static_cast<size_t>(depth) >= keys.size()) keys.resize(static_cast<size_t>(depth) + 1);
-    const std::string& key = parsed.get_ref<const std::string&>();
-    if (depth == object_key_depth + 1 && key == "managedFields" &&
+    const auto* key = parsed.get_ptr<const std::string*>();  // a key event carries a string
+    if (key == nullptr) return true;
+    if (depth == object_key_depth + 1 && *key == "managedFields" &&
         keys[static_cast<size_t>(object_key_depth)] == "metadata") {
       return false;  // the key and its whole value are skipped
     }
-    keys[static_cast<size_t>(depth)] = key;
+    keys[static_cast<size_t>(depth)] = *key;
     return true;
   };
   return Json::parse(text, callback, /*allow_exceptions=*/false);
@@ -50,13 +51,14 @@ core::Status WatchDecoder::DecodeLine(std::string_view line, WatchEvent& event) 
   if (!j.is_object()) return core::BadRequest("watch stream: an event is not a JSON object");
   auto type = j.find("type");
   auto object = j.find("object");
-  if (type == j.end() || !type->is_string()) {
+  const auto* type_text = type == j.end() ? nullptr : type->get_ptr<const std::string*>();
+  if (type_text == nullptr) {
     return core::BadRequest("watch stream: an event has no string \"type\"");
   }
   if (object == j.end() || !object->is_object()) {
     return core::BadRequest("watch stream: an event has no \"object\" object");
   }
-  const std::string& t = type->get_ref<const std::string&>();
+  const std::string& t = *type_text;
   if (t == "ADDED") {
     event.type = EventType::kAdded;
   } else if (t == "MODIFIED") {

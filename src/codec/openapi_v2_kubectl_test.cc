@@ -369,8 +369,8 @@ class OpenApiV2Kubectl : public ::testing::TestWithParam<std::string> {
   void SetUp() override {
     kubectl_ = "/usr/lib/google-cloud-sdk/bin/kubectl." + GetParam();
     // Every kubectl version is part of the machine: a missing one fails the test.
-    ASSERT_TRUE(fs::exists(kubectl_)) << kubectl_ << " is missing: kubectl " << GetParam()
-                                      << " is required to run this test";
+    ASSERT_TRUE(fs::exists(kubectl_))
+        << kubectl_ << " is missing: kubectl " << GetParam() << " is required to run this test";
   }
 
   // GET /openapi/v2 requests, each with the protobuf media type kubectl asks for.

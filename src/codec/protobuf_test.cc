@@ -249,8 +249,9 @@ TEST(DecodeKubernetesProtobuf, KubectlCreateToken) {
 TEST(DecodeKubernetesProtobuf, DecodesEveryBodyCapturedFromKubectl) {
   std::filesystem::path dir =
       std::filesystem::path(KLUTCH_SHARED_DIR) / "specs" / "kubectl-probe" / "results";
-  ASSERT_TRUE(std::filesystem::exists(dir)) << dir << " is missing: the shared probe results "
-                                                      "are required";
+  ASSERT_TRUE(std::filesystem::exists(dir)) << dir
+                                            << " is missing: the shared probe results "
+                                               "are required";
   int bodies = 0;
   for (const auto& file : std::filesystem::directory_iterator(dir)) {
     if (!file.path().string().ends_with(".requests.jsonl")) continue;

@@ -15,6 +15,12 @@ namespace {
 constexpr const char* kManager = "klutch-apiserver-crd";
 constexpr const char* kCleanupFinalizer = "customresourcecleanup.apiextensions.k8s.io";
 
+// A JSON true (nullptr, other types and false are not).
+bool IsTrue(const Json* value) {
+  const bool* b = value ? value->get_ptr<const bool*>() : nullptr;
+  return b != nullptr && *b;
+}
+
 void SetCondition(Json& status, const std::string& type, const std::string& value,
                   const std::string& reason, const std::string& message, const std::string& now) {
   Json& conds = status["conditions"];
@@ -65,7 +71,7 @@ Json DesiredStatus(const Json& crd, const core::Status& served) {
   if (const Json* versions = Find(crd, {"spec", "versions"}); versions && versions->is_array()) {
     for (const auto& v : *versions) {
       const Json* storage = Find(v, {"storage"});
-      if (!storage || !storage->is_boolean() || !storage->get<bool>()) continue;
+      if (!IsTrue(storage)) continue;
       std::string vn = GetString(v, {"name"});
       bool have = false;
       for (const auto& s : stored) have = have || s == vn;
@@ -88,7 +94,7 @@ std::string StorageVersion(const Json& crd) {
   if (!versions || !versions->is_array()) return "";
   for (const auto& v : *versions) {
     const Json* storage = Find(v, {"storage"});
-    if (storage && storage->is_boolean() && storage->get<bool>()) return GetString(v, {"name"});
+    if (IsTrue(storage)) return GetString(v, {"name"});
   }
   return "";
 }

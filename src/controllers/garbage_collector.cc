@@ -57,7 +57,7 @@ core::Status GarbageCollector::SyncResources() {
   KLUTCH_RETURN_IF_ERROR(mapper_.Refresh());
   std::vector<client::ResourceMapping> fresh;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    core::MutexLock lock(mu_);
     for (const auto& m : mapper_.All()) {
       if (!m.preferred_version || !Has(m.verbs, "list") || !Has(m.verbs, "watch") ||
           !Has(m.verbs, "delete")) {
@@ -77,7 +77,7 @@ void GarbageCollector::Watch(const client::ResourceMapping& m) {
   const std::string resource = ResourceName(m.gvr);
   client::Informer& informer = manager_.Informer(m.gvr, {.metadata_only = true});
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    core::MutexLock lock(mu_);
     informers_[resource] = &informer;
   }
   informer.AddEventHandler(
@@ -93,7 +93,7 @@ void GarbageCollector::Observe(const std::string& resource, const Json& obj, boo
   reconcile::Request self{machinery::Namespace(obj), machinery::Name(obj), resource};
   std::vector<std::string> keys;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    core::MutexLock lock(mu_);
     auto it = nodes_.find(uid);
     if (it != nodes_.end()) {
       for (const auto& owner : it->second.owners) {
@@ -130,7 +130,7 @@ void GarbageCollector::Observe(const std::string& resource, const Json& obj, boo
 }
 
 bool GarbageCollector::AllSynced() {
-  std::lock_guard<std::mutex> lock(mu_);
+  core::MutexLock lock(mu_);
   for (const auto& [name, informer] : informers_) {
     if (!informer->HasSynced()) return false;
   }
@@ -138,7 +138,7 @@ bool GarbageCollector::AllSynced() {
 }
 
 std::vector<reconcile::Request> GarbageCollector::DependentsOf(const std::string& uid) {
-  std::lock_guard<std::mutex> lock(mu_);
+  core::MutexLock lock(mu_);
   std::vector<reconcile::Request> out;
   auto d = dependents_.find(uid);
   if (d == dependents_.end()) return out;
@@ -152,7 +152,7 @@ std::vector<reconcile::Request> GarbageCollector::DependentsOf(const std::string
 client::ObjectPtr GarbageCollector::Cached(const reconcile::Request& r) {
   client::Informer* informer = nullptr;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    core::MutexLock lock(mu_);
     auto it = informers_.find(r.resource);
     if (it == informers_.end()) return nullptr;
     informer = it->second;
@@ -163,7 +163,7 @@ client::ObjectPtr GarbageCollector::Cached(const reconcile::Request& r) {
 GarbageCollector::Owner GarbageCollector::OwnerState(const Json& ref, const std::string& ns) {
   const std::string uid = GetString(ref, {"uid"});
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    core::MutexLock lock(mu_);
     if (nodes_.count(uid)) return Owner::kExists;
   }
   // Not (yet) in the graph: ask the server. Any served version of the kind will do.
@@ -180,7 +180,7 @@ GarbageCollector::Owner GarbageCollector::OwnerState(const Json& ref, const std:
 }
 
 std::optional<client::ResourceClient> GarbageCollector::ClientFor(const reconcile::Request& r) {
-  std::lock_guard<std::mutex> lock(mu_);
+  core::MutexLock lock(mu_);
   auto it = followed_.find(r.resource);
   if (it == followed_.end()) return std::nullopt;
   return client::ResourceClient(rest_, it->second.gvr, r.ns);

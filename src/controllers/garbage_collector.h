@@ -16,12 +16,12 @@
 
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
 
 #include "client/discovery.h"
+#include "core/sync.h"
 #include "reconcile/manager.h"
 
 namespace klutch::controllers {
@@ -69,11 +69,11 @@ class GarbageCollector final : public reconcile::Reconciler {
   reconcile::Manager& manager_;
   reconcile::Controller* controller_ = nullptr;
 
-  std::mutex mu_;
-  std::map<std::string, client::ResourceMapping> followed_;  // guarded by mu_
-  std::map<std::string, client::Informer*> informers_;       // guarded by mu_
-  std::map<std::string, Node> nodes_;                        // guarded by mu_: by uid
-  std::map<std::string, std::set<std::string>> dependents_;  // guarded by mu_: owner uid -> uids
+  core::Mutex mu_;
+  std::map<std::string, client::ResourceMapping> followed_ GUARDED_BY(mu_);
+  std::map<std::string, client::Informer*> informers_ GUARDED_BY(mu_);
+  std::map<std::string, Node> nodes_ GUARDED_BY(mu_);                        // by uid
+  std::map<std::string, std::set<std::string>> dependents_ GUARDED_BY(mu_);  // owner uid -> uids
 };
 
 }  // namespace klutch::controllers

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "machinery/json.h"
 #include "machinery/object.h"
 #include "reconcile/committer.h"
 
@@ -23,7 +24,7 @@ bool HasSpecFinalizer(const Json& ns, std::string_view f) {
   const Json* list = machinery::Find(ns, {"spec", "finalizers"});
   if (!list || !list->is_array()) return false;
   for (const auto& x : *list) {
-    if (x.is_string() && x.get_ref<const std::string&>() == f) return true;
+    if (const auto* name = x.get_ptr<const std::string*>(); name && *name == f) return true;
   }
   return false;
 }
@@ -32,7 +33,7 @@ bool HasSpecFinalizer(const Json& ns, std::string_view f) {
 core::Result<reconcile::Result> NamespaceReconciler::Reconcile(const reconcile::Request& request) {
   client::ObjectPtr ns = namespaces_.Get(request.name);
   if (!ns || !machinery::IsBeingDeleted(*ns) || !HasSpecFinalizer(*ns, "kubernetes")) {
-    std::lock_guard<std::mutex> lock(mu_);
+    core::MutexLock lock(mu_);
     empty_once_.erase(request.name);
     return reconcile::Result::Done();
   }
@@ -59,7 +60,7 @@ core::Result<reconcile::Result> NamespaceReconciler::Reconcile(const reconcile::
     }
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    core::MutexLock lock(mu_);
     if (remaining) {
       empty_once_.erase(request.name);
       // Each pass costs a request per resource type: poll gently while finalizers hold
@@ -83,7 +84,7 @@ core::Result<reconcile::Result> NamespaceReconciler::Reconcile(const reconcile::
   put.verb = "PUT";
   put.path = client::ResourcePath(client::resources::kNamespaces, "", request.name, "finalize");
   put.query.emplace_back("fieldManager", kNamespaceManager);
-  put.body = finalized.dump();
+  put.body = machinery::Dump(finalized);
   auto r = rest_.Do(put);
   if (!r.ok() && !core::IsNotFound(r.status())) return r.status();
   return reconcile::Result::Done();

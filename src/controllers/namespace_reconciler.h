@@ -13,12 +13,12 @@
 // Both read from informer caches and write through the REST client. Thread-safe.
 #pragma once
 
-#include <mutex>
 #include <set>
 #include <string>
 
 #include "client/discovery.h"
 #include "client/informer.h"
+#include "core/sync.h"
 #include "reconcile/controller.h"
 
 namespace klutch::controllers {
@@ -36,8 +36,8 @@ class NamespaceReconciler final : public reconcile::Reconciler {
   client::RestClient& rest_;
   client::Indexer& namespaces_;
   client::RestMapper& mapper_;
-  std::mutex mu_;
-  std::set<std::string> empty_once_;  // guarded by mu_: namespaces found empty once
+  core::Mutex mu_;
+  std::set<std::string> empty_once_ GUARDED_BY(mu_);  // namespaces found empty once
 };
 
 class NamespaceDefaultsReconciler final : public reconcile::Reconciler {

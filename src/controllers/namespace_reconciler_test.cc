@@ -4,10 +4,8 @@
 #include <gtest/gtest.h>
 
 #include "client/dynamic.h"
-#include "core/clock.h"
 #include "machinery/object.h"
-#include "test/support/test_cluster.h"
-#include "test/support/wait.h"
+#include "test/support/cluster_fixture.h"
 
 namespace klutch::controllers {
 namespace {
@@ -17,39 +15,17 @@ using client::ResourceClient;
 using testing::Eventually;
 namespace resources = client::resources;
 
-class NamespaceControllers : public ::testing::Test {
+class NamespaceControllers : public testing::ClusterTest {
  protected:
-  void SetUp() override {
-    auto cluster = testing::TestCluster::Start({.clock = &clock_});
-    ASSERT_TRUE(cluster.ok()) << cluster.status().ToString();
-    cluster_ = std::move(*cluster);
-  }
-
-  ResourceClient Namespaces() { return ResourceClient(cluster_->admin(), resources::kNamespaces); }
+  ResourceClient Namespaces() { return Resource(resources::kNamespaces); }
   ResourceClient In(const client::GroupVersionResource& gvr, const std::string& ns) {
-    return ResourceClient(cluster_->admin(), gvr, ns);
+    return Resource(gvr, ns);
   }
   void CreateNamespace(const std::string& name) {
-    auto r = Namespaces().Create(
-        Json{{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", name}}}});
-    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    Create(resources::kNamespaces,
+           Json{{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", name}}}});
   }
-  bool Exists(const ResourceClient& r, const std::string& name) {
-    auto got = r.Get(name);
-    return got.ok();
-  }
-  // Lets simulated time pass in steps until `done` holds (requeues fire as time passes).
-  bool AdvanceUntil(const std::function<bool()>& done,
-                    std::chrono::milliseconds step = std::chrono::milliseconds(100)) {
-    return Eventually([&] {
-      if (done()) return true;
-      clock_.Advance(step);
-      return false;
-    });
-  }
-
-  core::FakeClock clock_;
-  std::unique_ptr<testing::TestCluster> cluster_;
+  bool Exists(const ResourceClient& r, const std::string& name) { return r.Get(name).ok(); }
 };
 
 TEST_F(NamespaceControllers, EveryNamespaceGetsItsDefaultsBackAfterTheyAreRemovedOrEdited) {
@@ -98,6 +74,23 @@ TEST_F(NamespaceControllers, DeletionRemovesTheContentAndFinalizesOnlyAfterASeco
   EXPECT_EQ(machinery::GetString(*ns, {"status", "phase"}), "Terminating");
   clock_.Advance(std::chrono::milliseconds(200));
   EXPECT_TRUE(Eventually([&] { return !Exists(Namespaces(), "doomed"); }));
+}
+
+TEST_F(NamespaceControllers, ATerminatingNamespaceRefusesNewContent) {
+  CreateNamespace("closing");
+  ResourceClient config_maps = In(resources::kConfigMaps, "closing");
+  ASSERT_TRUE(config_maps
+                  .Create(Json{{"apiVersion", "v1"},
+                               {"kind", "ConfigMap"},
+                               {"metadata", {{"name", "pinned"}, {"finalizers", {"test/hold"}}}}})
+                  .ok());
+  ASSERT_TRUE(Namespaces().Delete("closing").ok());
+  auto late = config_maps.Create(
+      Json{{"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"metadata", {{"name", "late"}}}});
+  ASSERT_FALSE(late.ok());
+  EXPECT_EQ(late.status().reason(), core::Reason::kForbidden) << late.status().ToString();
+  EXPECT_NE(late.status().message().find("because it is being terminated"), std::string::npos)
+      << late.status().message();
 }
 
 TEST_F(NamespaceControllers, AnObjectHeldByAFinalizerKeepsTheNamespaceUntilReleased) {

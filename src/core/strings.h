@@ -17,6 +17,7 @@ std::vector<std::string_view> Split(std::string_view s, char sep);
 std::vector<std::string_view> SplitNonEmpty(std::string_view s, char sep);
 std::string_view Trim(std::string_view s);
 std::string ToLower(std::string_view s);
+std::string ToUpper(std::string_view s);
 std::string Join(const std::vector<std::string>& parts, std::string_view sep);
 
 // Standard base64 (RFC 4648 §4) with padding.

@@ -5,9 +5,9 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
-#include <mutex>
 #include <optional>
 
+#include "core/sync.h"
 #include "fmt/format.h"
 
 namespace klutch::http {
@@ -70,7 +70,7 @@ class Client::Impl {
     auto results = resolver.resolve(options_.host, std::to_string(options_.port), ec);
     if (ec) return Fail("resolve", ec);
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      core::MutexLock lock(mu_);
       if (options_.tls) {
         tls_.emplace(ioc_, ssl_ctx_);
       } else {
@@ -79,7 +79,7 @@ class Client::Impl {
     }
     auto& lowest = Lowest();
     lowest.expires_after(options_.timeout);
-    ec = RunOp([&](auto&& h) { lowest.async_connect(results, std::move(h)); });
+    ec = RunOp([&](auto h) { lowest.async_connect(results, std::move(h)); });
     if (ec) return Fail("connect", ec);
     if (options_.tls) {
       std::string name = options_.server_name.empty() ? options_.host : options_.server_name;
@@ -88,7 +88,7 @@ class Client::Impl {
       }
       SSL_set_tlsext_host_name(tls_->native_handle(), name.c_str());
       ec = RunOp(
-          [&](auto&& h) { tls_->async_handshake(asio::ssl::stream_base::client, std::move(h)); });
+          [&](auto h) { tls_->async_handshake(asio::ssl::stream_base::client, std::move(h)); });
       if (ec) return Fail("TLS handshake", ec);
     }
     connected_ = true;
@@ -96,7 +96,7 @@ class Client::Impl {
   }
 
   void Close() {
-    std::lock_guard<std::mutex> lock(mu_);
+    core::MutexLock lock(mu_);
     boost::system::error_code ec;
     if (tls_) beast::get_lowest_layer(*tls_).socket().close(ec);
     if (plain_) plain_->socket().close(ec);
@@ -107,11 +107,11 @@ class Client::Impl {
   // thread's io_context (the only thread-safe way in); otherwise the next request simply
   // starts on a fresh connection.
   void Disconnect() {
-    std::lock_guard<std::mutex> lock(mu_);
+    core::MutexLock lock(mu_);
     if (streaming_) {
       uint64_t gen = stream_gen_;
       asio::post(ioc_, [this, gen] {
-        std::lock_guard<std::mutex> inner(mu_);
+        core::MutexLock inner(mu_);
         if (!streaming_ || gen != stream_gen_) return;
         boost::system::error_code ec;
         if (tls_) beast::get_lowest_layer(*tls_).socket().shutdown(tcp::socket::shutdown_both, ec);
@@ -156,7 +156,7 @@ class Client::Impl {
   }
 
   bool TakeDisconnectRequest() {
-    std::lock_guard<std::mutex> lock(mu_);
+    core::MutexLock lock(mu_);
     bool r = disconnect_requested_;
     disconnect_requested_ = false;
     return r;
@@ -179,13 +179,13 @@ class Client::Impl {
       auto req = Build(method, target, headers, body);
       auto r = WithStream([&](auto& s) -> core::Result<ClientResponse> {
         Lowest().expires_after(options_.timeout);
-        auto ec = RunOp([&](auto&& h) { bhttp::async_write(s, req, std::move(h)); });
+        auto ec = RunOp([&](auto h) { bhttp::async_write(s, req, std::move(h)); });
         if (ec) return Fail("write", ec);
         written = true;
         beast::flat_buffer buffer;
         bhttp::response_parser<bhttp::string_body> parser;
         parser.body_limit(1024ull * 1024 * 1024);
-        ec = RunOp([&](auto&& h) { bhttp::async_read(s, buffer, parser, std::move(h)); });
+        ec = RunOp([&](auto h) { bhttp::async_read(s, buffer, parser, std::move(h)); });
         if (ec) {
           // The server closed the idle connection before reading the request: no byte of a
           // response came back, so it was not processed and any method may be sent again.
@@ -214,7 +214,7 @@ class Client::Impl {
                                       const std::function<bool(std::string_view)>& on_data) {
     if (!connected_) KLUTCH_RETURN_IF_ERROR(Connect());
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      core::MutexLock lock(mu_);
       if (disconnect_requested_) {
         // Cancelled while connecting: do not start the stream at all.
         disconnect_requested_ = false;
@@ -232,7 +232,7 @@ class Client::Impl {
     }
     auto result = StreamOn(method, target, headers, on_data);
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      core::MutexLock lock(mu_);
       streaming_ = false;
     }
     return result;
@@ -244,12 +244,12 @@ class Client::Impl {
     auto req = Build(method, target, headers, {});
     return WithStream([&](auto& s) -> core::Result<ClientResponse> {
       Lowest().expires_after(options_.timeout);
-      auto ec = RunOp([&](auto&& h) { bhttp::async_write(s, req, std::move(h)); });
+      auto ec = RunOp([&](auto h) { bhttp::async_write(s, req, std::move(h)); });
       if (ec) return Fail("write", ec);
       beast::flat_buffer buffer;
       bhttp::response_parser<bhttp::buffer_body> parser;
       parser.body_limit(boost::none);
-      ec = RunOp([&](auto&& h) { bhttp::async_read_header(s, buffer, parser, std::move(h)); });
+      ec = RunOp([&](auto h) { bhttp::async_read_header(s, buffer, parser, std::move(h)); });
       if (ec) return Fail("read", ec);
       ClientResponse out;
       out.status = static_cast<int>(parser.get().result_int());
@@ -267,7 +267,7 @@ class Client::Impl {
         }
         parser.get().body().data = chunk.data();
         parser.get().body().size = chunk.size();
-        ec = RunOp([&](auto&& h) { bhttp::async_read_some(s, buffer, parser, std::move(h)); });
+        ec = RunOp([&](auto h) { bhttp::async_read_some(s, buffer, parser, std::move(h)); });
         if (ec == bhttp::error::need_buffer) ec = {};
         size_t n = chunk.size() - parser.get().body().size;
         if (!success) {
@@ -299,14 +299,17 @@ class Client::Impl {
   ClientOptions options_;
   asio::io_context ioc_;
   asio::ssl::context ssl_ctx_;
-  std::mutex mu_;  // guards socket close/shutdown against a concurrent Disconnect()
+  // Orders socket creation, close and shutdown against a concurrent Disconnect(). The sockets
+  // themselves are used by the owning thread only (Disconnect's shutdown is posted to it), so
+  // they are not GUARDED_BY.
+  core::Mutex mu_;
   std::optional<beast::ssl_stream<beast::tcp_stream>> tls_;
   std::optional<beast::tcp_stream> plain_;
   bool connected_ = false;
   bool setup_done_ = false;
-  bool streaming_ = false;             // guarded by mu_
-  uint64_t stream_gen_ = 0;            // guarded by mu_
-  bool disconnect_requested_ = false;  // guarded by mu_
+  bool streaming_ GUARDED_BY(mu_) = false;
+  uint64_t stream_gen_ GUARDED_BY(mu_) = 0;
+  bool disconnect_requested_ GUARDED_BY(mu_) = false;
 };
 
 Client::Client(ClientOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}

@@ -4,6 +4,7 @@
 // Plain values; thread-compatible.
 #pragma once
 
+#include <any>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -48,6 +49,9 @@ struct Request {
   // A client certificate was presented that does not verify against the client CA.
   bool client_certificate_rejected = false;
   std::string remote_address;
+  // What the server learned about the request before its handler ran (e.g. the API server's
+  // parsed request info, from ServerOptions::run_inline); empty otherwise.
+  std::any context;
 
   // First value of a query parameter, nullopt when absent.
   std::optional<std::string_view> Query(std::string_view name) const;

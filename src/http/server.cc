@@ -8,13 +8,13 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
-#include <condition_variable>
 #include <deque>
 #include <mutex>
 #include <thread>
 
 #include "core/log.h"
 #include "core/strings.h"
+#include "core/sync.h"
 #include "fmt/format.h"
 
 namespace klutch::http {
@@ -38,7 +38,7 @@ class StreamImpl final : public ResponseStream, public std::enable_shared_from_t
 
   bool Write(std::string data) override {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      core::MutexLock lock(mu_);
       if (closing_ || ended_) return false;
       queued_bytes_ += data.size();
       queue_.push_back(std::move(data));
@@ -51,20 +51,20 @@ class StreamImpl final : public ResponseStream, public std::enable_shared_from_t
 
   void Close() override {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      core::MutexLock lock(mu_);
       closing_ = true;
     }
     Wake();
   }
 
   bool closed() const override {
-    std::lock_guard<std::mutex> lock(mu_);
+    core::MutexLock lock(mu_);
     return closing_ || ended_;
   }
 
   void OnClosed(std::function<void()> callback) override {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      core::MutexLock lock(mu_);
       if (!ended_) {
         callbacks_.push_back(std::move(callback));
         return;
@@ -75,19 +75,19 @@ class StreamImpl final : public ResponseStream, public std::enable_shared_from_t
 
   // Session side. Moves queued chunks out; `closing` tells whether to end after them.
   void Take(std::deque<std::string>& out, bool& closing) {
-    std::lock_guard<std::mutex> lock(mu_);
+    core::MutexLock lock(mu_);
     out.swap(queue_);
     closing = closing_;
   }
 
   // Bytes leave the budget only once written to the socket.
   void Written(size_t n) {
-    std::lock_guard<std::mutex> lock(mu_);
+    core::MutexLock lock(mu_);
     queued_bytes_ -= std::min(queued_bytes_, n);
   }
 
   bool HasWork() {
-    std::lock_guard<std::mutex> lock(mu_);
+    core::MutexLock lock(mu_);
     return closing_ || !queue_.empty();
   }
 
@@ -95,7 +95,7 @@ class StreamImpl final : public ResponseStream, public std::enable_shared_from_t
   void End() {
     std::vector<std::function<void()>> callbacks;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      core::MutexLock lock(mu_);
       if (ended_) return;
       ended_ = true;
       closing_ = true;
@@ -112,12 +112,12 @@ class StreamImpl final : public ResponseStream, public std::enable_shared_from_t
   }
 
  private:
-  mutable std::mutex mu_;
-  std::deque<std::string> queue_;
-  size_t queued_bytes_ = 0;
-  bool closing_ = false;
-  bool ended_ = false;
-  std::vector<std::function<void()>> callbacks_;
+  mutable core::Mutex mu_;
+  std::deque<std::string> queue_ GUARDED_BY(mu_);
+  size_t queued_bytes_ GUARDED_BY(mu_) = 0;
+  bool closing_ GUARDED_BY(mu_) = false;
+  bool ended_ GUARDED_BY(mu_) = false;
+  std::vector<std::function<void()>> callbacks_ GUARDED_BY(mu_);
   asio::steady_timer timer_;
 };
 
@@ -247,10 +247,10 @@ class Server::Impl {
       for (auto& t : threads_) t.join();
       threads_.clear();
       {
-        std::lock_guard<std::mutex> lock(jobs_mu_);
+        core::MutexLock lock(jobs_mu_);
         stopping_ = true;
       }
-      jobs_cv_.notify_all();
+      jobs_cv_.SignalAll();
       for (auto& t : workers_) t.join();
       workers_.clear();
       boost::system::error_code ec;
@@ -498,10 +498,10 @@ class Server::Impl {
   std::once_flag stop_once_;
 
   // Handlers that may block run here, not on the I/O threads.
-  std::mutex jobs_mu_;
-  std::condition_variable jobs_cv_;
-  std::deque<std::function<void()>> jobs_;
-  bool stopping_ = false;
+  core::Mutex jobs_mu_;
+  core::CondVar jobs_cv_;  // a job was queued, or stopping_
+  std::deque<std::function<void()>> jobs_ GUARDED_BY(jobs_mu_);
+  bool stopping_ GUARDED_BY(jobs_mu_) = false;
   std::vector<std::thread> workers_;
 
   static std::vector<std::unique_ptr<asio::io_context>> MakeContexts(int n) {
@@ -514,8 +514,8 @@ class Server::Impl {
     while (true) {
       std::function<void()> job;
       {
-        std::unique_lock<std::mutex> lock(jobs_mu_);
-        jobs_cv_.wait(lock, [&] { return stopping_ || !jobs_.empty(); });
+        core::MutexLock lock(jobs_mu_);
+        while (!stopping_ && jobs_.empty()) jobs_cv_.Wait(jobs_mu_);
         if (jobs_.empty()) return;
         job = std::move(jobs_.front());
         jobs_.pop_front();
@@ -537,7 +537,7 @@ class Server::Impl {
     auto executor = co_await asio::this_coro::executor;
     auto shared = std::make_shared<Shared>(executor);
     {
-      std::lock_guard<std::mutex> lock(jobs_mu_);
+      core::MutexLock lock(jobs_mu_);
       jobs_.push_back([this, shared, &request, executor] {
         Response r = CallHandler(request);
         asio::post(executor, [shared, r = std::move(r)]() mutable {
@@ -547,7 +547,7 @@ class Server::Impl {
         });
       });
     }
-    jobs_cv_.notify_one();
+    jobs_cv_.Signal();
     while (!shared->done) {
       co_await shared->timer.async_wait(asio::as_tuple(asio::use_awaitable));
     }

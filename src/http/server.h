@@ -32,8 +32,9 @@ struct ServerOptions {
   int threads = 32;    // worker threads for handlers that may block
   int io_threads = 2;  // I/O threads (one io_context each)
   // Requests for which the handler is quick and never blocks long (point reads): run on the
-  // I/O thread. Unset: every request goes to the workers.
-  std::function<bool(const Request&)> run_inline;
+  // I/O thread. Unset: every request goes to the workers. It sees every request first and may
+  // keep what it learned in Request::context for the handler.
+  std::function<bool(Request&)> run_inline;
   std::optional<TlsOptions> tls;
   size_t max_body_bytes = 3 * 1024 * 1024;
   int max_connections = 10000;  // further connections are closed at once

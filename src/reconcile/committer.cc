@@ -1,5 +1,6 @@
 #include "reconcile/committer.h"
 
+#include "machinery/json.h"
 #include "machinery/merge_patch.h"
 
 namespace klutch::reconcile {
@@ -24,7 +25,7 @@ core::Result<Json> Committer::Send(const Json& original, Json patch,
   // resourceVersion this change was computed from.
   patch["metadata"]["resourceVersion"] = machinery::ResourceVersion(original);
   return resource_.Namespace(machinery::Namespace(original))
-      .Patch(machinery::Name(original), client::PatchType::kMerge, patch.dump(),
+      .Patch(machinery::Name(original), client::PatchType::kMerge, machinery::Dump(patch),
              {.field_manager = field_manager_}, subresource);
 }
 

@@ -34,10 +34,7 @@ Json& MutableConditions(Json& obj) {
   return list;
 }
 
-std::string Str(const Json& entry, const char* key) {
-  auto it = entry.find(key);
-  return it != entry.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
+std::string Str(const Json& entry, const char* key) { return machinery::GetString(entry, {key}); }
 
 // The first object entry of `type`, or nullptr.
 const Json* FindEntry(const Json& obj, std::string_view type) {
@@ -196,7 +193,9 @@ std::optional<Condition> ConditionFromJson(const Json& entry) {
   c.reason = Str(entry, "reason");
   c.message = Str(entry, "message");
   auto it = entry.find("observedGeneration");
-  if (it != entry.end() && it->is_number_integer()) c.observed_generation = it->get<int64_t>();
+  if (it != entry.end() && it->is_number_integer()) {
+    c.observed_generation = it->get<int64_t>();  // json-ok: an integer (signed or not) converts
+  }
   return c;
 }
 

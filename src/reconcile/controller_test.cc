@@ -5,6 +5,7 @@
 #include <atomic>
 #include <thread>
 
+#include "core/clock.h"
 #include "core/sync.h"
 
 namespace klutch::reconcile {
@@ -66,6 +67,47 @@ TEST(MapFuncs, ControllingOwnerAndLabels) {
   EXPECT_TRUE(MapToControllingOwner("", "ConfigMap")(dep).empty());
   EXPECT_EQ(MapByLabels("", "owner")(dep), (std::vector<Request>{{"n", "o1"}}));
   EXPECT_TRUE(MapByLabels("", "missing")(dep).empty());
+}
+
+TEST(Controller, BacksOffErrorsAndHonoursRequeueAfterInSimulatedTime) {
+  core::FakeClock clock;
+  std::atomic<int> calls{0};
+  FuncReconciler reconciler([&](const Request&) -> core::Result<Result> {
+    int n = ++calls;
+    if (n <= 2) return core::Unavailable("not yet");  // backoff 5 ms, then 10 ms
+    if (n == 3) return Result::RequeueAfter(std::chrono::minutes(10));
+    return Result::Done();
+  });
+  Controller c("klutch-test-time", reconciler, {.clock = &clock});
+  c.queue().Add("ns/x");
+  c.Start();
+  auto wait_calls = [&](int n) {
+    for (int i = 0; i < 20000 && calls.load() < n; ++i) {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    return calls.load();
+  };
+  ASSERT_EQ(wait_calls(1), 1);
+  // The retry waits on the clock: it does not happen before 5 ms of simulated time.
+  ASSERT_TRUE(clock.WaitForWaiters(1));
+  EXPECT_EQ(calls.load(), 1);
+  clock.Advance(std::chrono::milliseconds(5));
+  ASSERT_EQ(wait_calls(2), 2);
+  ASSERT_TRUE(clock.WaitForWaiters(1));
+  clock.Advance(std::chrono::milliseconds(9));
+  ASSERT_TRUE(clock.WaitForWaiters(1));
+  EXPECT_EQ(calls.load(), 2) << "the second backoff is 10 ms";
+  clock.Advance(std::chrono::milliseconds(1));
+  ASSERT_EQ(wait_calls(3), 3);
+  // RequeueAfter forgets the backoff and comes back after exactly its delay.
+  ASSERT_TRUE(clock.WaitForWaiters(1));
+  EXPECT_EQ(c.queue().NumRequeues("ns/x"), 0);
+  clock.Advance(std::chrono::minutes(9));
+  ASSERT_TRUE(clock.WaitForWaiters(1));
+  EXPECT_EQ(calls.load(), 3);
+  clock.Advance(std::chrono::minutes(1));
+  EXPECT_EQ(wait_calls(4), 4);
+  c.Stop();
 }
 
 }  // namespace

@@ -4,14 +4,18 @@
 
 #include "core/log.h"
 #include "core/strings.h"
-#include "http/server.h"
 
 namespace klutch::reconcile {
 
 Manager::Manager(client::RestClient& rest, ManagerOptions options)
     : rest_(rest),
       options_(std::move(options)),
-      clock_(options_.clock ? *options_.clock : core::RealClock::Get()) {
+      clock_(options_.clock ? *options_.clock : core::RealClock::Get()),
+      metrics_(registry_) {
+  health_.AddReadiness("informer-sync", [this]() -> core::Status {
+    if (Ready()) return core::Status::Ok();
+    return core::Unavailable("caches not synced, or controllers stopped for a lost lease");
+  });
   rest_.SetRequestObserver([this](std::string_view verb, int code, double seconds) {
     metrics_.OnRequest(verb, code, seconds);
   });
@@ -60,33 +64,13 @@ core::Status Manager::Start() {
     for (auto& [k, inf] : informers_) informers.push_back(inf.get());
   }
   if (options_.health_port) {
-    http::ServerOptions so;
-    so.port = *options_.health_port;
-    so.threads = 2;
-    so.io_threads = 1;
-    auto server = http::Server::Start(so, [this](http::Request& req) {
-      http::Response r;
-      r.headers.Set("Content-Type", "text/plain; charset=utf-8");
-      if (req.path == "/healthz" || req.path == "/livez") {
-        r.body = "ok";
-      } else if (req.path == "/readyz") {
-        bool ready = Ready();
-        r.status = ready ? 200 : 503;
-        r.body = ready ? "ok" : "caches not synced";
-      } else if (req.path == "/metrics") {
-        r.headers.Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8");
-        r.body = metrics_.Render();
-      } else {
-        r.status = 404;
-        r.body = "not found";
-      }
-      return r;
-    });
-    if (!server.ok()) {
-      core::Status st = server.status();
+    auto endpoints = serving::Endpoints::Start(options_.health_address, *options_.health_port,
+                                               health_, registry_);
+    if (!endpoints.ok()) {
+      core::Status st = endpoints.status();
       return st.Annotate("health endpoint");
     }
-    health_ = std::move(*server);
+    endpoints_ = std::move(*endpoints);
   }
   for (auto* inf : informers) inf->Start();
   auto deadline = std::chrono::steady_clock::now() + options_.cache_sync_timeout;
@@ -166,7 +150,7 @@ void Manager::Stop() {
     for (auto& [k, inf] : informers_) informers.push_back(inf.get());
   }
   for (auto* inf : informers) inf->Stop();
-  health_.reset();
+  endpoints_.reset();
 }
 
 bool Manager::Ready() const {
@@ -176,6 +160,6 @@ bool Manager::Ready() const {
 
 bool Manager::Leading() const { return !elector_ || elector_->IsLeader(); }
 
-uint16_t Manager::health_port() const { return health_ ? health_->port() : 0; }
+uint16_t Manager::health_port() const { return endpoints_ ? endpoints_->port() : 0; }
 
 }  // namespace klutch::reconcile

@@ -3,8 +3,9 @@
 // It owns one RestClient-bound informer per (resource, namespace, selectors), shared by
 // every controller that asks; starts them all, waits for their caches to sync, and then
 // starts the controllers, right away or only while this replica leads (leader election on
-// a Lease). It serves /healthz (the process runs), /readyz (caches synced and, with leader
-// election, campaigning or leading) and /metrics (Prometheus text) on a loopback port.
+// a Lease). It serves /healthz, /livez (the process runs), /readyz (caches synced and not
+// stopped for a lost lease) and /metrics (its MetricRegistry, which the process may add its
+// own families to) through serving::Endpoints.
 // Stop() stops controllers (draining reconciles in flight), then the elector (releasing
 // the lease), then informers. Thread-safe.
 #pragma once
@@ -22,18 +23,18 @@
 #include "reconcile/controller.h"
 #include "reconcile/leader_election.h"
 #include "reconcile/metrics.h"
-
-namespace klutch::http {
-class Server;
-}
+#include "serving/endpoints.h"
+#include "serving/health.h"
+#include "serving/metrics.h"
 
 namespace klutch::reconcile {
 
 struct ManagerOptions {
   std::string name;  // the process's name, e.g. "klutch-konnector"
-  // Serve /healthz, /readyz and /metrics on this loopback port (0 = any free port); unset =
-  // no endpoint.
+  // Serve /healthz, /livez, /readyz and /metrics on `health_address`:`health_port` (port 0 =
+  // any free port); unset = no endpoint.
   std::optional<uint16_t> health_port;
+  std::string health_address = "127.0.0.1";
   std::optional<LeaderElectionOptions> leader_election;
   std::chrono::milliseconds cache_sync_timeout{60000};
   // Called (on the elector's thread) when leadership is lost; controllers are already
@@ -69,6 +70,10 @@ class Manager {
   bool Leading() const;
   uint16_t health_port() const;  // 0 when not serving
   Metrics& metrics() { return metrics_; }
+  // Where the process registers its own metrics (served on /metrics with the manager's).
+  serving::MetricRegistry& metric_registry() { return registry_; }
+  // Add readiness or liveness checks before Start().
+  serving::HealthChecks& health() { return health_; }
   client::RestClient& rest() { return rest_; }
 
  private:
@@ -78,6 +83,8 @@ class Manager {
   client::RestClient& rest_;
   ManagerOptions options_;
   const core::Clock& clock_;
+  serving::MetricRegistry registry_;
+  serving::HealthChecks health_;
   Metrics metrics_;
   mutable core::Mutex mu_;
   std::map<std::string, std::unique_ptr<client::Informer>> informers_ GUARDED_BY(mu_);
@@ -87,7 +94,7 @@ class Manager {
   bool stopped_ GUARDED_BY(mu_) = false;
   bool lost_leadership_ GUARDED_BY(mu_) = false;  // controllers stopped for good
   std::unique_ptr<LeaderElector> elector_;
-  std::unique_ptr<http::Server> health_;
+  std::unique_ptr<serving::Endpoints> endpoints_;
 };
 
 }  // namespace klutch::reconcile

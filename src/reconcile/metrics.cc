@@ -1,146 +1,83 @@
 #include "reconcile/metrics.h"
 
-#include <prometheus/counter.h>
-#include <prometheus/family.h>
-#include <prometheus/gauge.h>
-#include <prometheus/histogram.h>
-#include <prometheus/registry.h>
-#include <prometheus/text_serializer.h>
-
-#include <mutex>
-
 namespace klutch::reconcile {
 
 namespace {
-prometheus::Histogram::BucketBoundaries Exponential(double start, double factor, int count) {
-  prometheus::Histogram::BucketBoundaries b;
-  double v = start;
-  for (int i = 0; i < count; ++i, v *= factor) b.push_back(v);
+const std::vector<double>& LatencyBuckets() {
+  static const std::vector<double> b = serving::ExponentialBuckets(1e-5, 10, 10);
   return b;
 }
 }  // namespace
 
-class Metrics::Impl {
- public:
-  Impl()
-      : registry_(std::make_shared<prometheus::Registry>()),
-        depth_(prometheus::BuildGauge()
-                   .Name("workqueue_depth")
-                   .Help("Current depth of the workqueue")
-                   .Register(*registry_)),
-        adds_(prometheus::BuildCounter()
-                  .Name("workqueue_adds_total")
-                  .Help("Total number of adds handled by the workqueue")
-                  .Register(*registry_)),
-        retries_(prometheus::BuildCounter()
-                     .Name("workqueue_retries_total")
-                     .Help("Total number of retries handled by the workqueue")
-                     .Register(*registry_)),
-        queue_duration_(prometheus::BuildHistogram()
-                            .Name("workqueue_queue_duration_seconds")
-                            .Help("How long an item stays in the workqueue before being requested")
-                            .Register(*registry_)),
-        work_duration_(prometheus::BuildHistogram()
-                           .Name("workqueue_work_duration_seconds")
-                           .Help("How long processing an item from the workqueue takes")
-                           .Register(*registry_)),
-        reconcile_total_(prometheus::BuildCounter()
-                             .Name("controller_runtime_reconcile_total")
-                             .Help("Total number of reconciliations per controller")
-                             .Register(*registry_)),
-        reconcile_errors_(prometheus::BuildCounter()
-                              .Name("controller_runtime_reconcile_errors_total")
-                              .Help("Total number of reconciliation errors per controller")
-                              .Register(*registry_)),
-        reconcile_time_(prometheus::BuildHistogram()
-                            .Name("controller_runtime_reconcile_time_seconds")
-                            .Help("Length of time per reconciliation per controller")
-                            .Register(*registry_)),
-        requests_(prometheus::BuildCounter()
-                      .Name("rest_client_requests_total")
-                      .Help("Number of HTTP requests, partitioned by status code and method")
-                      .Register(*registry_)),
-        request_duration_(prometheus::BuildHistogram()
-                              .Name("rest_client_request_duration_seconds")
-                              .Help("Request latency in seconds, partitioned by verb")
-                              .Register(*registry_)),
-        restarts_(prometheus::BuildCounter()
-                      .Name("klutch_informer_restarts_total")
-                      .Help("Informer watch restarts, partitioned by resource and kind of restart")
-                      .Register(*registry_)),
-        leader_(prometheus::BuildGauge()
-                    .Name("leader_election_master_status")
-                    .Help("1 while this process holds the lease")
-                    .Register(*registry_)) {}
+Metrics::Metrics(serving::MetricRegistry& r)
+    : registry_(r),
+      depth_(r.Gauge("workqueue_depth", "Current depth of the workqueue")),
+      adds_(r.Counter("workqueue_adds_total", "Total number of adds handled by the workqueue")),
+      retries_(
+          r.Counter("workqueue_retries_total", "Total number of retries handled by the workqueue")),
+      queue_duration_(r.Histogram("workqueue_queue_duration_seconds",
+                                  "How long an item stays in the workqueue before being requested",
+                                  LatencyBuckets())),
+      work_duration_(r.Histogram("workqueue_work_duration_seconds",
+                                 "How long processing an item from the workqueue takes",
+                                 LatencyBuckets())),
+      reconcile_total_(r.Counter("controller_runtime_reconcile_total",
+                                 "Total number of reconciliations per controller")),
+      reconcile_errors_(r.Counter("controller_runtime_reconcile_errors_total",
+                                  "Total number of reconciliation errors per controller")),
+      reconcile_time_(r.Histogram("controller_runtime_reconcile_time_seconds",
+                                  "Length of time per reconciliation per controller",
+                                  serving::ExponentialBuckets(0.005, 2, 14))),
+      requests_(r.Counter("rest_client_requests_total",
+                          "Number of HTTP requests, partitioned by status code and method")),
+      request_duration_(r.Histogram("rest_client_request_duration_seconds",
+                                    "Request latency in seconds, partitioned by verb",
+                                    LatencyBuckets())),
+      restarts_(r.Counter("klutch_informer_restarts_total",
+                          "Informer watch restarts, partitioned by resource and kind of restart")),
+      leader_(r.Gauge("leader_election_master_status", "1 while this process holds the lease")) {}
 
-  std::shared_ptr<prometheus::Registry> registry_;
-  prometheus::Family<prometheus::Gauge>& depth_;
-  prometheus::Family<prometheus::Counter>& adds_;
-  prometheus::Family<prometheus::Counter>& retries_;
-  prometheus::Family<prometheus::Histogram>& queue_duration_;
-  prometheus::Family<prometheus::Histogram>& work_duration_;
-  prometheus::Family<prometheus::Counter>& reconcile_total_;
-  prometheus::Family<prometheus::Counter>& reconcile_errors_;
-  prometheus::Family<prometheus::Histogram>& reconcile_time_;
-  prometheus::Family<prometheus::Counter>& requests_;
-  prometheus::Family<prometheus::Histogram>& request_duration_;
-  prometheus::Family<prometheus::Counter>& restarts_;
-  prometheus::Family<prometheus::Gauge>& leader_;
-  const prometheus::Histogram::BucketBoundaries latency_buckets_ = Exponential(1e-5, 10, 10);
-  const prometheus::Histogram::BucketBoundaries reconcile_buckets_ = Exponential(0.005, 2, 14);
-};
-
-Metrics::Metrics() : impl_(std::make_unique<Impl>()) {}
 Metrics::~Metrics() = default;
 
 void Metrics::OnQueueEvent(const client::WorkQueueEvent& e) {
   using T = client::WorkQueueEvent::Type;
-  const prometheus::Labels labels = {{"name", e.queue}};
-  impl_->depth_.Add(labels).Set(static_cast<double>(e.depth));
+  const serving::Labels labels = {{"name", e.queue}};
+  depth_.Set(labels, static_cast<double>(e.depth));
   switch (e.type) {
     case T::kAdd:
-      impl_->adds_.Add(labels).Increment();
+      adds_.Increment(labels);
       break;
     case T::kRetry:
-      impl_->retries_.Add(labels).Increment();
+      retries_.Increment(labels);
       break;
     case T::kGet:
-      impl_->queue_duration_.Add(labels, impl_->latency_buckets_)
-          .Observe(std::chrono::duration<double>(e.queue_latency).count());
+      queue_duration_.Observe(labels, std::chrono::duration<double>(e.queue_latency).count());
       break;
     case T::kDone:
-      impl_->work_duration_.Add(labels, impl_->latency_buckets_)
-          .Observe(std::chrono::duration<double>(e.work_duration).count());
+      work_duration_.Observe(labels, std::chrono::duration<double>(e.work_duration).count());
       break;
   }
 }
 
 void Metrics::OnRequest(std::string_view verb, int code, double seconds) {
   std::string c = code == 0 ? "<error>" : std::to_string(code);
-  impl_->requests_.Add({{"code", c}, {"method", std::string(verb)}}).Increment();
-  impl_->request_duration_.Add({{"verb", std::string(verb)}}, impl_->latency_buckets_)
-      .Observe(seconds);
+  requests_.Increment({{"code", c}, {"method", std::string(verb)}});
+  request_duration_.Observe({{"verb", std::string(verb)}}, seconds);
 }
 
 void Metrics::OnInformerRestart(std::string_view resource, std::string_view what) {
-  impl_->restarts_.Add({{"resource", std::string(resource)}, {"kind", std::string(what)}})
-      .Increment();
+  restarts_.Increment({{"resource", std::string(resource)}, {"kind", std::string(what)}});
 }
 
 void Metrics::OnReconcile(std::string_view controller, std::string_view result, double seconds) {
   std::string name(controller);
-  impl_->reconcile_total_.Add({{"controller", name}, {"result", std::string(result)}}).Increment();
-  if (result == "error") impl_->reconcile_errors_.Add({{"controller", name}}).Increment();
-  impl_->reconcile_time_.Add({{"controller", name}}, impl_->reconcile_buckets_).Observe(seconds);
+  reconcile_total_.Increment({{"controller", name}, {"result", std::string(result)}});
+  if (result == "error") reconcile_errors_.Increment({{"controller", name}});
+  reconcile_time_.Observe({{"controller", name}}, seconds);
 }
 
 void Metrics::SetLeader(std::string_view lease, bool leading) {
-  impl_->leader_.Add({{"name", std::string(lease)}}).Set(leading ? 1 : 0);
-}
-
-std::string Metrics::Render() const {
-  prometheus::TextSerializer serializer;
-  return serializer.Serialize(impl_->registry_->Collect());
+  leader_.Set({{"name", std::string(lease)}}, leading ? 1 : 0);
 }
 
 }  // namespace klutch::reconcile

@@ -3,22 +3,23 @@
 // workqueue_{depth,adds_total,retries_total,queue_duration_seconds,work_duration_seconds},
 // controller_runtime_reconcile_{total,errors_total,time_seconds},
 // rest_client_requests_total / rest_client_request_duration_seconds, and
-// klutch_informer_restarts_total (relist | rewatch). prometheus-cpp stays in metrics.cc.
-// Thread-safe.
+// klutch_informer_restarts_total (relist | rewatch), leader_election_master_status. They live
+// in a serving::MetricRegistry the process shares with its own metrics. Thread-safe.
 #pragma once
 
-#include <memory>
 #include <string>
 #include <string_view>
 
 #include "client/rest_client.h"
 #include "client/workqueue.h"
+#include "serving/metrics.h"
 
 namespace klutch::reconcile {
 
 class Metrics {
  public:
-  Metrics();
+  // Registers the families in `registry`, which must outlive this.
+  explicit Metrics(serving::MetricRegistry& registry);
   ~Metrics();
   Metrics(const Metrics&) = delete;
   Metrics& operator=(const Metrics&) = delete;
@@ -33,12 +34,23 @@ class Metrics {
   void OnReconcile(std::string_view controller, std::string_view result, double seconds);
   void SetLeader(std::string_view lease, bool leading);
 
-  // The Prometheus text exposition format (version 0.0.4).
-  std::string Render() const;
+  // The registry's Prometheus text exposition (version 0.0.4).
+  std::string Render() const { return registry_.Render(); }
 
  private:
-  class Impl;
-  std::unique_ptr<Impl> impl_;
+  serving::MetricRegistry& registry_;
+  serving::GaugeFamily& depth_;
+  serving::CounterFamily& adds_;
+  serving::CounterFamily& retries_;
+  serving::HistogramFamily& queue_duration_;
+  serving::HistogramFamily& work_duration_;
+  serving::CounterFamily& reconcile_total_;
+  serving::CounterFamily& reconcile_errors_;
+  serving::HistogramFamily& reconcile_time_;
+  serving::CounterFamily& requests_;
+  serving::HistogramFamily& request_duration_;
+  serving::CounterFamily& restarts_;
+  serving::GaugeFamily& leader_;
 };
 
 }  // namespace klutch::reconcile

@@ -23,7 +23,7 @@ WatchHub::Registration WatchHub::Register(std::string prefix, int64_t after_revi
   w->prefix = std::move(prefix);
   w->after_revision = after_revision;
   w->callback = std::move(callback);
-  std::lock_guard<std::mutex> lock(mu_);
+  core::MutexLock lock(mu_);
   uint64_t id = next_id_++;
   watchers_[id] = w;
   return {id, dispatched_};
@@ -32,7 +32,7 @@ WatchHub::Registration WatchHub::Register(std::string prefix, int64_t after_revi
 void WatchHub::FinishCatchUp(uint64_t id, const std::vector<EventPtr>& history) {
   // Holding the lock while delivering keeps Dispatch() from interleaving live events with
   // the replay; callbacks are required to be quick.
-  std::lock_guard<std::mutex> lock(mu_);
+  core::MutexLock lock(mu_);
   auto it = watchers_.find(id);
   if (it == watchers_.end()) return;
   Watcher& w = *it->second;
@@ -56,13 +56,13 @@ void WatchHub::Deliver(Watcher& w, const std::vector<EventPtr>& events) {
 }
 
 void WatchHub::Unregister(uint64_t id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  core::MutexLock lock(mu_);
   watchers_.erase(id);
 }
 
 void WatchHub::Dispatch(const std::vector<EventPtr>& events) {
   if (events.empty()) return;
-  std::lock_guard<std::mutex> lock(mu_);
+  core::MutexLock lock(mu_);
   for (auto& [id, w] : watchers_) {
     std::vector<EventPtr> matched;
     for (const auto& e : events) {
@@ -81,7 +81,7 @@ void WatchHub::Dispatch(const std::vector<EventPtr>& events) {
 }
 
 int64_t WatchHub::dispatched_revision() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  core::MutexLock lock(mu_);
   return dispatched_;
 }
 

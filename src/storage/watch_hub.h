@@ -10,7 +10,6 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -55,7 +54,7 @@ class WatchHub {
 
   static void Deliver(Watcher& w, const std::vector<EventPtr>& events);
 
-  mutable std::mutex mu_;
+  mutable core::Mutex mu_;
   int64_t dispatched_ GUARDED_BY(mu_);
   uint64_t next_id_ GUARDED_BY(mu_) = 1;
   std::map<uint64_t, std::shared_ptr<Watcher>> watchers_ GUARDED_BY(mu_);

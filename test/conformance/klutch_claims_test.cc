@@ -101,7 +101,8 @@ class KlutchClaims : public ::testing::Test {
     env = nullptr;
   }
   void SetUp() override {
-    if (env == nullptr || env->client == nullptr) GTEST_SKIP() << "suite setup failed";
+    ASSERT_TRUE(env != nullptr && env->client != nullptr)
+        << "suite setup failed (see SetUpTestSuite's failure above)";
   }
 };
 
@@ -348,7 +349,8 @@ TEST_F(KlutchClaims, PlanAndServiceUpdatesFollowTheUpgradeMatrix) {
 
 TEST_F(KlutchClaims, KubectlPrintsTheRejection) {
   fs::path kubectl = "/usr/bin/kubectl";
-  if (!fs::exists(kubectl)) GTEST_SKIP() << "kubectl is not installed";
+  // kubectl is part of the machine: a missing one fails the test, it is not skipped.
+  ASSERT_TRUE(fs::exists(kubectl)) << kubectl << " is missing: it is required to run this test";
   TempDir work("klutch-claims-kubectl");
   std::map<std::string, std::string> vars = {{"KUBECONFIG", env->server->kubeconfig().string()}};
   auto valid = work.Write("valid.yaml", machinery::Dump(Pg("a9s-postgresql", "a9s-postgresql13",

@@ -430,7 +430,9 @@ class KubectlAuth : public AuthTest, public ::testing::WithParamInterface<Kubect
  protected:
   void SetUp() override {
     kubectl_ = GetParam().binary;
-    if (!fs::exists(kubectl_)) GTEST_SKIP() << kubectl_ << " is not installed";
+    // kubectl is part of the machine: a missing one fails the test, it is not skipped.
+    ASSERT_TRUE(fs::exists(kubectl_)) << kubectl_ << " is missing: it is required to run "
+                                      << "this test";
     AuthTest::SetUp();
   }
   std::vector<std::string> ExtraArgs() override {
@@ -1225,6 +1227,50 @@ TEST_F(AuthTest, AuditEventsRecordUserDecisionAndImpersonation) {
   EXPECT_EQ(e["user"], alice) << e.dump();
   EXPECT_FALSE(e.contains("impersonatedUser")) << e.dump();
   EXPECT_EQ(e["annotations"]["authorization.k8s.io/decision"], "forbid") << e.dump();
+}
+
+// A User-Agent that is not UTF-8 (HTTP allows any byte from 0x80 on) is kept, as
+// kube-apiserver keeps it: the write is answered 201, the object stored with the manager
+// derived from the header (each invalid byte read as U+FFFD), and the audit event written
+// with the header's invalid bytes replaced.
+TEST_F(AuthTest, AWriteWithAUserAgentThatIsNotUtf8IsAnsweredStoredAndAudited) {
+  const std::string user_agent =
+      "bad\xff\xfe"
+      "agent/1.0 (linux/amd64)";
+  const std::string replaced =
+      "bad\xef\xbf\xbd\xef\xbf\xbd"
+      "agent";
+  const std::string uri = "/api/v1/namespaces/default/configmaps?audit=user-agent";
+  const Json cm = {{"apiVersion", "v1"},
+                   {"kind", "ConfigMap"},
+                   {"metadata", {{"name", "from-odd-agent"}}},
+                   {"data", {{"k", "v"}}}};
+  http::ClientResponse r = Send(*http_, "POST", uri, {}, cm, {{"User-Agent", user_agent}});
+  EXPECT_EQ(r.status, 201) << r.body;
+  Json created = Json::parse(r.body, nullptr, false);
+  EXPECT_EQ(machinery::Find(created, {"metadata", "managedFields"}) != nullptr
+                ? created["metadata"]["managedFields"][0].value("manager", "")
+                : "",
+            replaced)
+      << r.body;
+
+  r = AsAdmin("GET", "/api/v1/namespaces/default/configmaps/from-odd-agent");
+  ASSERT_EQ(r.status, 200) << r.body;
+  Json stored = Json::parse(r.body, nullptr, false);
+  EXPECT_EQ(stored["data"], (Json{{"k", "v"}})) << r.body;
+  EXPECT_EQ(stored["metadata"]["managedFields"][0]["manager"], replaced) << r.body;
+
+  // The event is written before the answer is sent.
+  Json event;
+  for (auto& e : AuditEvents()) {
+    if (e.value("requestURI", "") == uri) event = e;
+  }
+  ASSERT_TRUE(event.is_object()) << ReadFileOrEmpty(audit_log_);
+  EXPECT_EQ(event.value("verb", ""), "create") << event.dump();
+  EXPECT_EQ(event["responseStatus"]["code"], 201) << event.dump();
+  EXPECT_EQ(event.value("userAgent", ""), replaced + "/1.0 (linux/amd64)") << event.dump();
+  EXPECT_EQ(event["user"]["username"], "kubernetes-admin") << event.dump();
+  EXPECT_EQ(event["annotations"]["authorization.k8s.io/decision"], "allow") << event.dump();
 }
 
 // --- TokenReview and SubjectAccessReview --------------------------------------------------------

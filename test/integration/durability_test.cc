@@ -14,6 +14,7 @@
 #include "machinery/object.h"
 #include "test/support/kube_client.h"
 #include "test/support/process.h"
+#include "test/support/wait.h"
 
 namespace klutch::testing {
 namespace {
@@ -83,6 +84,14 @@ TEST_F(Durability, WatchResumesFromAResourceVersionSeenBeforeTheRestart) {
     auto server = Start();
     ASSERT_TRUE(server);
     auto client = NewClient(Creds());
+    // The namespace-defaults controller writes default/kube-root-ca.crt on its own schedule
+    // after the server is ready: once it is there, the only ConfigMap writes in `default`
+    // are the test's, before and after the restart (the controller leaves an existing one
+    // alone).
+    ASSERT_TRUE(Eventually([&] {
+      auto got = Call(*client, "GET", "/api/v1/namespaces/default/configmaps/kube-root-ca.crt");
+      return got.ok() && got->status == 200;
+    }));
     auto r = Call(*client, "POST", "/api/v1/namespaces/default/configmaps", ConfigMap("a", "1"));
     ASSERT_TRUE(r.ok() && r->status == 201);
     seen = Rv(Json::parse(r->body));

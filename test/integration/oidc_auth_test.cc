@@ -298,7 +298,9 @@ class OidcAuth : public ::testing::Test {
   }
 
   void SetUp() override {
-    if (!fs::exists("/usr/bin/kubectl")) GTEST_SKIP() << "kubectl is not installed";
+    // kubectl is part of the machine: a missing one fails the test, it is not skipped.
+    ASSERT_TRUE(fs::exists("/usr/bin/kubectl"))
+        << "/usr/bin/kubectl is missing: it is required to run this test";
   }
 
   TempDir dir_{"klutch-oidc-auth"};

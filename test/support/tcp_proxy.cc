@@ -50,14 +50,14 @@ TcpProxy::~TcpProxy() {
   CutAll();
   std::vector<std::thread> threads;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    core::MutexLock lock(mu_);
     threads.swap(threads_);
   }
   for (auto& t : threads) t.join();
 }
 
 void TcpProxy::CutAll() {
-  std::lock_guard<std::mutex> lock(mu_);
+  core::MutexLock lock(mu_);
   for (int fd : open_fds_) ::shutdown(fd, SHUT_RDWR);
 }
 
@@ -72,25 +72,25 @@ void TcpProxy::AcceptLoop() {
       ::close(fd);
       continue;
     }
-    std::lock_guard<std::mutex> lock(mu_);
+    core::MutexLock lock(mu_);
     threads_.emplace_back([this, fd, number] { Relay(fd, number); });
   }
 }
 
 void TcpProxy::Relay(int client_fd, int number) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    core::MutexLock lock(mu_);
     open_fds_.insert(client_fd);  // from now on CutAll() reaches it
   }
   int upstream_fd = ConnectLoopback(upstream_);
   if (upstream_fd < 0) {
-    std::lock_guard<std::mutex> lock(mu_);
+    core::MutexLock lock(mu_);
     open_fds_.erase(client_fd);
     ::close(client_fd);
     return;
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    core::MutexLock lock(mu_);
     open_fds_.insert(upstream_fd);
   }
   pollfd fds[2] = {{client_fd, POLLIN, 0}, {upstream_fd, POLLIN, 0}};
@@ -123,7 +123,7 @@ void TcpProxy::Relay(int client_fd, int number) {
     }
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    core::MutexLock lock(mu_);
     open_fds_.erase(client_fd);
     open_fds_.erase(upstream_fd);
   }

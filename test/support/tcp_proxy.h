@@ -7,10 +7,11 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <thread>
 #include <vector>
+
+#include "core/sync.h"
 
 namespace klutch::testing {
 
@@ -44,9 +45,9 @@ class TcpProxy {
   std::atomic<bool> stopping_{false};
   std::atomic<int> accepted_{0};
   std::atomic<int> frozen_before_{0};  // connections numbered below this are frozen
-  std::mutex mu_;
-  std::set<int> open_fds_;            // guarded by mu_
-  std::vector<std::thread> threads_;  // guarded by mu_
+  core::Mutex mu_;
+  std::set<int> open_fds_ GUARDED_BY(mu_);
+  std::vector<std::thread> threads_ GUARDED_BY(mu_);
   std::thread acceptor_;
 };
 

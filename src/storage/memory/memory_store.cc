@@ -7,14 +7,14 @@
 namespace klutch::storage {
 
 core::Result<std::optional<KeyValue>> MemoryStore::Get(std::string_view key) {
-  std::lock_guard<std::mutex> lock(mu_);
+  core::MutexLock lock(mu_);
   auto it = current_.find(key);
   if (it == current_.end()) return std::optional<KeyValue>();
   return std::optional<KeyValue>(it->second);
 }
 
 core::Result<ListResult> MemoryStore::List(const ListRequest& request) {
-  std::lock_guard<std::mutex> lock(mu_);
+  core::MutexLock lock(mu_);
   int64_t at = request.revision == 0 ? revision_ : request.revision;
   if (at < compacted_) return TooOldRevision(at, compacted_);
   if (at > revision_) return TooLargeRevision(at, revision_);
@@ -57,7 +57,7 @@ core::Result<WriteResult> MemoryStore::Write(WriteRequest request) {
   if (request.op == WriteRequest::Op::kPut && !request.make_value) {
     return core::BadRequest("put without a value");
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  core::MutexLock lock(mu_);
   WriteResult result;
   auto it = current_.find(request.key);
   const bool exists = it != current_.end();
@@ -104,7 +104,7 @@ core::Result<WriteResult> MemoryStore::Write(WriteRequest request) {
   log_.emplace(rev, shared);
   // Dispatch under mu_ so that concurrent writers reach watchers in revision order.
   hub_.Dispatch({shared});
-  revision_cv_.notify_all();
+  revision_cv_.SignalAll();
   return result;
 }
 
@@ -112,14 +112,14 @@ core::Result<std::unique_ptr<WatchHandle>> MemoryStore::Watch(std::string prefix
                                                               int64_t after_revision,
                                                               WatchCallback callback) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    core::MutexLock lock(mu_);
     if (after_revision < compacted_) return TooOldRevision(after_revision, compacted_);
   }
   std::string watch_prefix = prefix;
   auto reg = hub_.Register(std::move(prefix), after_revision, std::move(callback));
   std::vector<EventPtr> history;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    core::MutexLock lock(mu_);
     if (after_revision < compacted_) {
       hub_.Unregister(reg.id);
       return TooOldRevision(after_revision, compacted_);
@@ -136,22 +136,26 @@ core::Result<std::unique_ptr<WatchHandle>> MemoryStore::Watch(std::string prefix
 }
 
 int64_t MemoryStore::Revision() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  core::MutexLock lock(mu_);
   return revision_;
 }
 
 bool MemoryStore::WaitForRevision(int64_t revision, std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lock(mu_);
-  return revision_cv_.wait_for(lock, timeout, [&] { return revision_ >= revision; });
+  const auto deadline = core::CondVar::DeadlineAfter(timeout);
+  core::MutexLock lock(mu_);
+  while (revision_ < revision) {
+    if (!revision_cv_.WaitUntil(mu_, deadline)) return revision_ >= revision;
+  }
+  return true;
 }
 
 int64_t MemoryStore::CompactedRevision() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  core::MutexLock lock(mu_);
   return compacted_;
 }
 
 core::Status MemoryStore::Compact(int64_t revision) {
-  std::lock_guard<std::mutex> lock(mu_);
+  core::MutexLock lock(mu_);
   revision = std::min(revision, revision_);
   if (revision <= compacted_) return core::Status::Ok();
   log_.erase(log_.begin(), log_.upper_bound(revision));

@@ -2,10 +2,8 @@
 // servers. Same semantics as the durable backends, nothing survives the process. Thread-safe.
 #pragma once
 
-#include <condition_variable>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "core/sync.h"
@@ -29,8 +27,8 @@ class MemoryStore final : public Store {
   core::Status Compact(int64_t revision) override;
 
  private:
-  mutable std::mutex mu_;
-  std::condition_variable revision_cv_;
+  mutable core::Mutex mu_;
+  core::CondVar revision_cv_;  // revision_ advanced
   std::map<std::string, KeyValue, std::less<>> current_ GUARDED_BY(mu_);
   std::map<int64_t, EventPtr> log_ GUARDED_BY(mu_);  // revisions > compacted_
   int64_t revision_ GUARDED_BY(mu_) = 0;

@@ -4,10 +4,8 @@
 #include <sqlite3.h>
 
 #include <atomic>
-#include <condition_variable>
 #include <deque>
 #include <future>
-#include <mutex>
 #include <thread>
 #include <variant>
 
@@ -229,11 +227,11 @@ class SqliteStore::Impl {
 
   ~Impl() {
     {
-      std::lock_guard<std::mutex> lock(queue_mu_);
+      core::MutexLock lock(queue_mu_);
       stopping_ = true;
     }
-    queue_cv_.notify_all();
-    checkpoint_cv_.notify_all();
+    queue_cv_.SignalAll();
+    checkpoint_cv_.SignalAll();
     if (writer_thread_.joinable()) writer_thread_.join();
     if (checkpoint_thread_.joinable()) checkpoint_thread_.join();
   }
@@ -272,13 +270,15 @@ class SqliteStore::Impl {
 
   // Copies WAL frames into the database file in the background (PASSIVE: never waits for
   // readers or the writer), so commits only append to the WAL and fsync it.
-  void CheckpointLoop() {
-    std::unique_lock<std::mutex> lock(queue_mu_);
-    while (!stopping_) {
-      checkpoint_cv_.wait_for(lock, std::chrono::seconds(1));
-      if (stopping_) break;
+  void CheckpointLoop() EXCLUDES(queue_mu_) {
+    while (true) {
+      {
+        core::MutexLock lock(queue_mu_);
+        if (stopping_) return;
+        checkpoint_cv_.WaitFor(queue_mu_, std::chrono::seconds(1));
+        if (stopping_) return;
+      }
       if (wal_frames_.load() == 0) continue;
-      lock.unlock();
       int log = 0, done = 0;
       int rc = sqlite3_wal_checkpoint_v2(checkpointer_->handle.db, nullptr,
                                          SQLITE_CHECKPOINT_PASSIVE, &log, &done);
@@ -286,7 +286,6 @@ class SqliteStore::Impl {
         KLUTCH_LOG(kWarn, "storage", "checkpoint failed: {}",
                    sqlite3_errmsg(checkpointer_->handle.db));
       }
-      lock.lock();
     }
   }
 
@@ -309,7 +308,7 @@ class SqliteStore::Impl {
 
   core::Result<Lease> Reader() {
     {
-      std::lock_guard<std::mutex> lock(pool_mu_);
+      core::MutexLock lock(pool_mu_);
       if (!readers_.empty()) {
         auto c = std::move(readers_.back());
         readers_.pop_back();
@@ -320,8 +319,8 @@ class SqliteStore::Impl {
     return Lease(this, std::move(c));
   }
 
-  void ReturnReader(std::unique_ptr<Conn> c) {
-    std::lock_guard<std::mutex> lock(pool_mu_);
+  void ReturnReader(std::unique_ptr<Conn> c) EXCLUDES(pool_mu_) {
+    core::MutexLock lock(pool_mu_);
     if (readers_.size() < 16) readers_.push_back(std::move(c));
   }
 
@@ -453,8 +452,12 @@ class SqliteStore::Impl {
 
   int64_t Revision() const { return revision_.load(); }
   bool WaitForRevision(int64_t revision, std::chrono::milliseconds timeout) {
-    std::unique_lock<std::mutex> lock(revision_mu_);
-    return revision_cv_.wait_for(lock, timeout, [&] { return revision_.load() >= revision; });
+    const auto deadline = core::CondVar::DeadlineAfter(timeout);
+    core::MutexLock lock(revision_mu_);
+    while (revision_.load() < revision) {
+      if (!revision_cv_.WaitUntil(revision_mu_, deadline)) return revision_.load() >= revision;
+    }
+    return true;
   }
   int64_t Compacted() const { return compacted_.load(); }
   int64_t commits() const { return commits_.load(); }
@@ -466,20 +469,20 @@ class SqliteStore::Impl {
     std::promise<core::Result<WriteResult>> promise;
   };
 
-  void Enqueue(std::unique_ptr<Job> job) {
+  void Enqueue(std::unique_ptr<Job> job) EXCLUDES(queue_mu_) {
     {
-      std::lock_guard<std::mutex> lock(queue_mu_);
+      core::MutexLock lock(queue_mu_);
       queue_.push_back(std::move(job));
     }
-    queue_cv_.notify_one();
+    queue_cv_.Signal();
   }
 
-  void WriterLoop() {
+  void WriterLoop() EXCLUDES(queue_mu_) {
     while (true) {
       std::vector<std::unique_ptr<Job>> batch;
       {
-        std::unique_lock<std::mutex> lock(queue_mu_);
-        queue_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+        core::MutexLock lock(queue_mu_);
+        while (!stopping_ && queue_.empty()) queue_cv_.Wait(queue_mu_);
         if (queue_.empty() && stopping_) return;
         while (!queue_.empty() && static_cast<int>(batch.size()) < options_.max_batch) {
           batch.push_back(std::move(queue_.front()));
@@ -597,12 +600,12 @@ class SqliteStore::Impl {
       return;
     }
     ++commits_;
-    if (wal_frames_.load() > kCheckpointFrames) checkpoint_cv_.notify_one();
+    if (wal_frames_.load() > kCheckpointFrames) checkpoint_cv_.Signal();
     {
-      std::lock_guard<std::mutex> lock(revision_mu_);
+      core::MutexLock lock(revision_mu_);
       revision_.store(rev);
     }
-    revision_cv_.notify_all();
+    revision_cv_.SignalAll();
     compacted_.store(compacted);
     for (size_t i = 0; i < batch.size(); ++i) batch[i]->promise.set_value(std::move(results[i]));
     hub_->Dispatch(events);
@@ -613,15 +616,16 @@ class SqliteStore::Impl {
   std::atomic<int64_t> revision_{0};
   std::atomic<int64_t> compacted_{0};
   std::atomic<int64_t> commits_{0};
-  std::mutex revision_mu_;  // pairs with revision_cv_ for WaitForRevision
-  std::condition_variable revision_cv_;
+  // revision_ is atomic; revision_mu_ orders its store against WaitForRevision's check.
+  core::Mutex revision_mu_;
+  core::CondVar revision_cv_;  // revision_ advanced
   std::unique_ptr<WatchHub> hub_;
 
-  std::mutex pool_mu_;
+  core::Mutex pool_mu_;
   std::vector<std::unique_ptr<Conn>> readers_ GUARDED_BY(pool_mu_);
 
-  std::mutex queue_mu_;
-  std::condition_variable queue_cv_;
+  core::Mutex queue_mu_;
+  core::CondVar queue_cv_;  // a job was queued, or stopping_
   std::deque<std::unique_ptr<Job>> queue_ GUARDED_BY(queue_mu_);
   bool stopping_ GUARDED_BY(queue_mu_) = false;
   std::thread writer_thread_;
@@ -629,7 +633,7 @@ class SqliteStore::Impl {
   static constexpr int kCheckpointFrames = 2000;
   std::unique_ptr<Conn> checkpointer_;  // used only by the checkpoint thread
   std::atomic<int> wal_frames_{0};
-  std::condition_variable checkpoint_cv_;
+  core::CondVar checkpoint_cv_;  // on queue_mu_: the WAL grew past kCheckpointFrames, or stopping_
   std::thread checkpoint_thread_;
 };
 

@@ -1,0 +1,178 @@
+// Routing of the API server's handler, through the in-process test cluster (the same Serve
+// path as HTTPS: RequestInfo, authentication, authorization, handler).
+#include "apiserver/handler.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <thread>
+
+#include "client/dynamic.h"
+#include "core/strings.h"
+#include "machinery/object.h"
+#include "test/support/test_cluster.h"
+
+namespace klutch::apiserver {
+namespace {
+
+using client::Json;
+
+class HandlerRouting : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto cluster = testing::TestCluster::Start({.builtin_controllers = false});
+    ASSERT_TRUE(cluster.ok()) << cluster.status().ToString();
+    cluster_ = std::move(*cluster);
+    client::ResourceClient cms(cluster_->admin(), client::resources::kConfigMaps, "default");
+    for (const char* name : {"a", "b"}) {
+      auto r = cms.Create(
+          Json{{"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"metadata", {{"name", name}}}});
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+    }
+  }
+
+  // "TYPE name" of the first `n` events a watch request answers with (initial events come
+  // in name order, so a filtered watch shows what it left out by what comes first).
+  std::vector<std::string> Events(const std::string& path, size_t n) {
+    client::Request req;
+    req.path = path;
+    std::string body;
+    auto end = cluster_->admin().Stream(req, [&](std::string_view data) {
+      body.append(data);
+      return static_cast<size_t>(std::count(body.begin(), body.end(), '\n')) < n;
+    });
+    EXPECT_TRUE(end.ok()) << end.status().ToString();
+    if (end.ok()) {
+      EXPECT_EQ(end->status, 200) << end->body;
+    }
+    std::vector<std::string> events;
+    for (auto line : core::SplitNonEmpty(body, '\n')) {
+      Json e = Json::parse(line, nullptr, false);
+      events.push_back(machinery::GetString(e, {"type"}) + " " +
+                       machinery::Name(e.value("object", Json::object())));
+    }
+    return events;
+  }
+
+  core::Status Get(const std::string& path) {
+    client::Request req;
+    req.path = path;
+    return cluster_->admin().Do(req).status();
+  }
+
+  std::unique_ptr<testing::TestCluster> cluster_;
+};
+
+TEST_F(HandlerRouting, DeprecatedWatchPathsWatchACollectionOrOneObject) {
+  EXPECT_EQ(Events("/api/v1/watch/namespaces/default/configmaps?resourceVersion=0", 2),
+            (std::vector<std::string>{"ADDED a", "ADDED b"}));
+  EXPECT_EQ(Events("/api/v1/watch/namespaces/default/configmaps/b?resourceVersion=0", 1),
+            (std::vector<std::string>{"ADDED b"}));
+  EXPECT_EQ(Events("/api/v1/watch/namespaces/kube-system?resourceVersion=0", 1),
+            (std::vector<std::string>{"ADDED kube-system"}))
+      << "a namespace by name (default sorts before kube-system)";
+}
+
+TEST_F(HandlerRouting, AWatchPathRefusesASelectorNamingAnotherObject) {
+  core::Status st =
+      Get("/api/v1/watch/namespaces/default/configmaps/"
+          "b?fieldSelector=metadata.name%3Da&timeoutSeconds=1");
+  EXPECT_EQ(st.reason(), core::Reason::kBadRequest) << st.ToString();
+  EXPECT_NE(st.message().find("fieldSelector metadata.name doesn't match requested name"),
+            std::string::npos)
+      << st.message();
+}
+
+TEST_F(HandlerRouting, PathsBeyondASubresourceAndUnknownVersionsAre404) {
+  EXPECT_TRUE(core::IsNotFound(Get("/api/v1/namespaces/default/configmaps/a/status/x")));
+  EXPECT_TRUE(core::IsNotFound(Get("/api/v2")));
+  EXPECT_TRUE(core::IsNotFound(Get("/apis/nope.example.com")));
+  EXPECT_TRUE(Get("/api/v1").ok());
+  EXPECT_TRUE(Get("/apis/apps/v1").ok());
+}
+
+TEST_F(HandlerRouting, DiscoveryPathsRefuseWritesWith405) {
+  client::Request req;
+  req.verb = "POST";
+  req.path = "/apis";
+  req.body = "{}";
+  core::Status st = cluster_->admin().Do(req).status();
+  EXPECT_EQ(st.reason(), core::Reason::kMethodNotAllowed) << st.ToString();
+  EXPECT_EQ(st.message(), "the server does not allow this method on the requested resource");
+}
+
+TEST_F(HandlerRouting, MetricsReportRequestsStoredObjectsStorageLatencyAndWatches) {
+  ASSERT_TRUE(Get("/api/v1/namespaces/default/configmaps").ok());
+  // A watch held open while the metrics are read.
+  std::atomic<bool> stop{false};
+  std::thread watcher([&] {
+    client::Request req;
+    req.path = "/api/v1/namespaces/default/configmaps";
+    req.query = {{"watch", "true"}, {"resourceVersion", "0"}};
+    (void)cluster_->admin().Stream(req, [&](std::string_view) { return !stop.load(); });
+  });
+  std::string text;
+  for (int i = 0; i < 500; ++i) {
+    client::Request req;
+    req.path = "/metrics";
+    auto r = cluster_->admin().Do(req);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    text = r->body;
+    if (text.find("apiserver_longrunning_requests{component=\"apiserver\",group=\"\",resource="
+                  "\"configmaps\",verb=\"WATCH\"} 1") != std::string::npos) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  stop = true;
+  // Unblocks the watcher: its next event makes on_data return false.
+  client::ResourceClient cms(cluster_->admin(), client::resources::kConfigMaps, "default");
+  ASSERT_TRUE(
+      cms.Create(Json{{"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"metadata", {{"name", "z"}}}})
+          .ok());
+  watcher.join();
+  EXPECT_NE(text.find("apiserver_longrunning_requests{component=\"apiserver\",group=\"\","
+                      "resource=\"configmaps\",verb=\"WATCH\"} 1"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("apiserver_request_total{code=\"200\",component=\"apiserver\",dry_run="
+                      "\"\",group=\"\",resource=\"configmaps\",scope=\"namespace\","
+                      "subresource=\"\",verb=\"LIST\",version=\"v1\"} 1"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("apiserver_request_total{code=\"201\",component=\"apiserver\",dry_run="
+                      "\"\",group=\"\",resource=\"configmaps\",scope=\"namespace\","
+                      "subresource=\"\",verb=\"POST\",version=\"v1\"} 2"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("apiserver_storage_objects{resource=\"configmaps\"} 2"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("apiserver_request_duration_seconds_count{component=\"apiserver\","
+                      "dry_run=\"\",group=\"\",resource=\"configmaps\",scope=\"namespace\","
+                      "subresource=\"\",verb=\"LIST\",version=\"v1\"} 1"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("etcd_request_duration_seconds_count{operation=\"create\",type="
+                      "\"configmaps\"}"),
+            std::string::npos)
+      << text;
+}
+
+TEST_F(HandlerRouting, HealthEndpointsListTheirChecks) {
+  client::Request req;
+  req.path = "/readyz";
+  req.query = {{"verbose", ""}};
+  auto r = cluster_->admin().Do(req);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->body,
+            "[+]ping ok\n[+]etcd ok\n[+]informer-sync ok\n[+]shutdown ok\nreadyz check passed\n");
+  req.path = "/livez/etcd";
+  req.query.clear();
+  r = cluster_->admin().Do(req);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->body, "ok");
+}
+
+}  // namespace
+}  // namespace klutch::apiserver

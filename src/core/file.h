@@ -1,0 +1,23 @@
+// Whole-file reads and atomic writes: what configuration, key and state files need.
+// Thread-safe (no shared state); concurrent writers of one path leave one complete version.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+#include "core/status.h"
+
+namespace klutch::core {
+
+// The file's bytes. kNotFound when it does not exist, kInternal naming the path and the
+// error otherwise.
+Result<std::string> ReadFile(const std::filesystem::path& path);
+
+// Writes `data` to a temporary file beside `path`, sets `perms` on it, and renames it over
+// `path`, so readers see the old or the new content, never a part. Parent directories must
+// exist. kInternal naming the path on failure.
+Status WriteFileAtomic(const std::filesystem::path& path, const std::string& data,
+                       std::filesystem::perms perms = std::filesystem::perms::owner_read |
+                                                      std::filesystem::perms::owner_write);
+
+}  // namespace klutch::core
