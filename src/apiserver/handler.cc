@@ -217,8 +217,13 @@ ApiHandler::ApiHandler(RestStorage& storage, Registry& registry, OpenApi& openap
 
 bool ApiHandler::IsQuick(const RequestInfo& info) {
   if (info.resource_request) return info.verb == "get";
-  // Discovery, health and version: small answers from memory. The OpenAPI documents are big.
-  return info.verb == "get" && !info.path.starts_with("/openapi");
+  // Discovery, liveness and version: small answers from memory. The OpenAPI documents and
+  // the metrics text are big; readiness (also in /healthz) may wait for the access feed.
+  if (info.verb != "get") return false;
+  for (std::string_view slow : {"/openapi", "/metrics", "/readyz", "/healthz"}) {
+    if (info.path.starts_with(slow)) return false;
+  }
+  return true;
 }
 
 http::Response ApiHandler::StatusResponse(const core::Status& status) {

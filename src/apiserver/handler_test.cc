@@ -104,6 +104,12 @@ TEST_F(HandlerRouting, DiscoveryPathsRefuseWritesWith405) {
 
 TEST_F(HandlerRouting, MetricsReportRequestsStoredObjectsStorageLatencyAndWatches) {
   ASSERT_TRUE(Get("/api/v1/namespaces/default/configmaps").ok());
+  // Names the server does not serve never become labels: a client cannot grow the series.
+  client::Request invented;
+  invented.path = "/apis/made.up/v1/widgets";
+  (void)cluster_->admin().Do(invented);
+  invented.path = "/api/v1/namespaces/default/configmaps/a/bogus";
+  (void)cluster_->admin().Do(invented);
   // A watch held open while the metrics are read.
   std::atomic<bool> stop{false};
   std::thread watcher([&] {
@@ -142,8 +148,21 @@ TEST_F(HandlerRouting, MetricsReportRequestsStoredObjectsStorageLatencyAndWatche
             std::string::npos)
       << text;
   EXPECT_NE(text.find("apiserver_request_total{code=\"201\",component=\"apiserver\",dry_run="
-                      "\"\",group=\"\",resource=\"configmaps\",scope=\"namespace\","
+                      "\"\",group=\"\",resource=\"configmaps\",scope=\"resource\","
                       "subresource=\"\",verb=\"POST\",version=\"v1\"} 2"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("made.up"), std::string::npos) << text;
+  EXPECT_EQ(text.find("widgets"), std::string::npos) << text;
+  EXPECT_EQ(text.find("bogus"), std::string::npos) << text;
+  EXPECT_NE(text.find("apiserver_request_total{code=\"404\",component=\"apiserver\",dry_run="
+                      "\"\",group=\"\",resource=\"\",scope=\"cluster\",subresource=\"\","
+                      "verb=\"LIST\",version=\"\"} 1"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("apiserver_request_total{code=\"404\",component=\"apiserver\",dry_run="
+                      "\"\",group=\"\",resource=\"configmaps\",scope=\"resource\","
+                      "subresource=\"\",verb=\"GET\",version=\"v1\"}"),
             std::string::npos)
       << text;
   EXPECT_NE(text.find("apiserver_storage_objects{resource=\"configmaps\"} 2"), std::string::npos)
@@ -157,6 +176,43 @@ TEST_F(HandlerRouting, MetricsReportRequestsStoredObjectsStorageLatencyAndWatche
                       "\"configmaps\"}"),
             std::string::npos)
       << text;
+}
+
+// A custom resource is not validated against the scale paths: a selector object whose values
+// are not strings is read as far as it goes instead of failing the request.
+TEST_F(HandlerRouting, ScaleOfACustomResourceWithAMalformedSelectorIsServed) {
+  Json crd = Json::parse(R"({
+    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "metadata": {"name": "pools.example.com"},
+    "spec": {"group": "example.com", "scope": "Namespaced",
+             "names": {"kind": "Pool", "plural": "pools"},
+             "versions": [{"name": "v1", "served": true, "storage": true,
+                           "schema": {"openAPIV3Schema": {"type": "object",
+                               "x-kubernetes-preserve-unknown-fields": true}},
+                           "subresources": {"scale": {
+                               "specReplicasPath": ".spec.replicas",
+                               "statusReplicasPath": ".status.replicas",
+                               "labelSelectorPath": ".status.selector"}}}]}})");
+  client::ResourceClient crds(cluster_->admin(),
+                              {"apiextensions.k8s.io", "v1", "customresourcedefinitions"});
+  ASSERT_TRUE(crds.Create(crd).ok());
+  ASSERT_TRUE(cluster_->server().RegisterCrd(crd).ok());
+  client::ResourceClient pools(cluster_->admin(), {"example.com", "v1", "pools"}, "default");
+  auto created = pools.Create(Json::parse(R"({
+    "apiVersion": "example.com/v1", "kind": "Pool", "metadata": {"name": "p"},
+    "spec": {"replicas": 3},
+    "status": {"replicas": 2, "selector": {
+        "matchLabels": {"app": "db", "tier": 7},
+        "matchExpressions": [{"key": "zone", "operator": "In", "values": ["a", 1, "b"]},
+                             "not an expression"]}}})"));
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  client::Request req;
+  req.path = "/apis/example.com/v1/namespaces/default/pools/p/scale";
+  auto scale = cluster_->admin().Do(req);
+  ASSERT_TRUE(scale.ok()) << scale.status().ToString();
+  Json body = Json::parse(scale->body, nullptr, false);
+  EXPECT_EQ(machinery::GetString(body, {"status", "selector"}), "app=db,zone in (a,b)")
+      << scale->body;
 }
 
 TEST_F(HandlerRouting, HealthEndpointsListTheirChecks) {

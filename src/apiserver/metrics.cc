@@ -1,6 +1,7 @@
 #include "apiserver/metrics.h"
 
 #include <chrono>
+#include <initializer_list>
 #include <optional>
 #include <set>
 #include <unordered_map>
@@ -36,22 +37,29 @@ std::string NonResourceLabel(std::string_view path) {
   return "other";
 }
 
-// kube-apiserver's metric verb: GET of a collection is LIST, watches WATCH, apply patches APPLY.
+// kube-apiserver's metric verb: GET of a collection is LIST, watches WATCH, apply patches
+// APPLY; methods outside kube's set are "other".
 std::string MetricVerb(const RequestInfo& info, const http::Request& req) {
-  if (!info.resource_request) return core::ToUpper(req.method);
-  if (info.verb == "watch") return "WATCH";
-  if (info.verb == "list") return "LIST";
-  if (info.verb == "deletecollection") return "DELETE";
-  if (req.method == "PATCH" &&
-      req.headers.Get("Content-Type").starts_with("application/apply-patch")) {
-    return "APPLY";
+  if (info.resource_request) {
+    if (info.verb == "watch") return "WATCH";
+    if (info.verb == "list") return "LIST";
+    if (info.verb == "deletecollection") return "DELETECOLLECTION";
+    if (req.method == "PATCH" &&
+        req.headers.Get("Content-Type").starts_with("application/apply-patch")) {
+      return "APPLY";
+    }
   }
-  return core::ToUpper(req.method);
+  std::string method = core::ToUpper(req.method);
+  for (std::string_view known : {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}) {
+    if (method == known) return method;
+  }
+  return "other";
 }
 
+// kube-apiserver's CleanScope.
 std::string Scope(const RequestInfo& info) {
   if (!info.resource_request) return "";
-  if (!info.name.empty() && !info.name_from_field_selector) return "resource";
+  if (!info.name.empty() || info.verb == "create") return "resource";
   if (!info.ns.empty()) return "namespace";
   return "cluster";
 }
@@ -122,17 +130,30 @@ ApiServerMetrics::ApiServerMetrics(serving::MetricRegistry& registry)
 
 ApiServerMetrics::~ApiServerMetrics() = default;
 
-void ApiServerMetrics::OnRequest(const RequestInfo& info, const http::Request& req, int code,
-                                 double seconds) {
+void ApiServerMetrics::OnRequest(const RequestInfo& info, const http::Request& req,
+                                 const ResourceInfo* served, int code, double seconds) {
   const std::string verb = MetricVerb(info, req);
   const bool dry_run = req.Query("dryRun").has_value();
-  const std::string subresource =
-      info.resource_request ? info.subresource : NonResourceLabel(info.path);
+  // Only names the server knows become labels: a client inventing paths must not grow the
+  // series (nor put bytes that are not UTF-8 into a scrape).
+  const std::string empty;
+  const bool known = info.resource_request && served != nullptr;
+  const std::string& group = known ? info.api_group : empty;
+  const std::string& version = known ? info.api_version : empty;
+  const std::string& resource = known ? info.resource : empty;
+  std::string subresource;
+  if (!info.resource_request) {
+    subresource = NonResourceLabel(info.path);
+  } else if (known && !info.subresource.empty()) {
+    for (const auto& sub : served->subresources) {
+      if (sub.name == info.subresource) subresource = info.subresource;
+    }
+  }
   const std::string scope = Scope(info);
   // The series of this request, found by one key instead of building label maps each time.
   std::string key = verb;
-  for (const std::string* part :
-       {&info.api_group, &info.api_version, &info.resource, &subresource, &scope}) {
+  for (const std::string* part : std::initializer_list<const std::string*>{
+           &group, &version, &resource, &subresource, &scope}) {
     key += '|';
     key += *part;
   }
@@ -147,14 +168,10 @@ void ApiServerMetrics::OnRequest(const RequestInfo& info, const http::Request& r
   }
   if (!series) {
     serving::Labels labels = {
-        {"verb", verb},
-        {"dry_run", dry_run ? "All" : ""},
-        {"group", info.api_group},
-        {"version", info.api_version},
-        {"resource", info.resource},
-        {"subresource", subresource},
-        {"scope", scope},
-        {"component", "apiserver"},
+        {"verb", verb},         {"dry_run", dry_run ? "All" : ""},
+        {"group", group},       {"version", version},
+        {"resource", resource}, {"subresource", subresource},
+        {"scope", scope},       {"component", "apiserver"},
     };
     serving::Histogram duration = impl_->durations.With(labels);
     labels["code"] = std::to_string(code);

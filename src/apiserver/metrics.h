@@ -9,8 +9,11 @@
 //   etcd_request_duration_seconds{operation,type}  storage latency per operation and resource
 //                                              (measured by MeteredStore, whatever the backend)
 // Verbs are kube's metric verbs (GET, LIST, WATCH, POST, PUT, PATCH, APPLY, DELETE,
-// DELETECOLLECTION); non-resource requests are counted with their path as subresource for the
-// well-known paths and "other" for the rest, so cardinality stays bounded. Thread-safe.
+// DELETECOLLECTION; any other method is "other"), scopes kube's CleanScope. Cardinality stays
+// bounded whatever clients send: group, version and resource are labelled only for resources
+// the server serves, a subresource only when that resource has it; non-resource requests are
+// counted with their path as subresource for the well-known paths and "other" for the rest.
+// Thread-safe.
 #pragma once
 
 #include <map>
@@ -18,6 +21,7 @@
 #include <string>
 
 #include "apiserver/request_info.h"
+#include "apiserver/resource.h"
 #include "core/status.h"
 #include "http/message.h"
 #include "serving/metrics.h"
@@ -33,8 +37,10 @@ class ApiServerMetrics {
   ~ApiServerMetrics();
 
   // One answered request; `seconds` from its arrival to its answer (a watch: to the start of
-  // its stream).
-  void OnRequest(const RequestInfo& info, const http::Request& request, int code, double seconds);
+  // its stream). `served` is the resource the request names as the registry resolved it
+  // (nullptr for non-resource requests and resources the server does not serve).
+  void OnRequest(const RequestInfo& info, const http::Request& request, const ResourceInfo* served,
+                 int code, double seconds);
   // One storage operation ("get", "list", "create", "update", "delete", "watch") on `key`.
   void OnStorage(std::string_view operation, std::string_view key, double seconds);
   // Counts objects per resource from `store` (a list, then its watch); scrapes report them.

@@ -41,13 +41,15 @@ void SetAt(Json& obj, const std::string& path, Json value) {
 std::string SelectorString(const Json& selector) {
   std::vector<std::string> parts;
   if (const Json* ml = Find(selector, {"matchLabels"}); ml && ml->is_object()) {
-    for (const auto& [k, v] : ml->items()) parts.push_back(k + "=" + v.get<std::string>());
+    // Objects are unvalidated custom resources: values that are not strings are skipped.
+    for (const auto& [k, v] : ml->items()) {
+      if (const auto* value = v.get_ptr<const std::string*>()) parts.push_back(k + "=" + *value);
+    }
   }
   if (const Json* me = Find(selector, {"matchExpressions"}); me && me->is_array()) {
     for (const auto& e : *me) {
       std::string key = GetString(e, {"key"}), op = GetString(e, {"operator"});
-      std::vector<std::string> values;
-      for (const auto& v : e.value("values", Json::array())) values.push_back(v.get<std::string>());
+      std::vector<std::string> values = machinery::Strings(Find(e, {"values"}));
       if (op == "In") parts.push_back(key + " in (" + core::Join(values, ",") + ")");
       if (op == "NotIn") parts.push_back(key + " notin (" + core::Join(values, ",") + ")");
       if (op == "Exists") parts.push_back(key);

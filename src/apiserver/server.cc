@@ -98,8 +98,12 @@ class ApiServer::Impl {
 
     const fs::path pki_dir = options_.pki_dir.empty() ? dir / "pki" : fs::path(options_.pki_dir);
     KLUTCH_ASSIGN_OR_RETURN(pki_, EnsurePki(pki_dir, host, options_.tls_sans));
+    // The authorizer and token caches follow storage through a watch: ready once they have
+    // applied every change up to now (kube-apiserver's informer-sync). A feed that stopped or
+    // lags fails the check after AccessOptions::settle_timeout.
     health_.AddReadiness("informer-sync", [this]() -> core::Status {
-      return access_ ? core::Status::Ok() : core::Unavailable("access control not started");
+      if (!access_) return core::Unavailable("access control not started");
+      return access_->WaitForRevision(store_->Revision());
     });
     KLUTCH_ASSIGN_OR_RETURN(access_,
                             AccessControl::Start(options_.access, pki_dir.string(), *rest_));
@@ -173,8 +177,12 @@ class ApiServer::Impl {
     const auto started = std::chrono::steady_clock::now();
     http::Response resp = Authorized(req);
     const RequestInfo& info = std::any_cast<const RequestInfo&>(req.context);
+    ResourcePtr served;
+    if (info.resource_request) {
+      served = registry_.Find(info.api_group, info.api_version, info.resource);
+    }
     metrics_->OnRequest(
-        info, req, resp.status,
+        info, req, served.get(), resp.status,
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
     return resp;
   }
@@ -290,6 +298,14 @@ class ApiServer::Impl {
       stopping_ = true;
     }
     health_.SetShuttingDown();
+    if (server_) {
+      // Still serving, but no longer ready: clients behind a load balancer move elsewhere.
+      if (options_.shutdown_delay.count() > 0) std::this_thread::sleep_for(options_.shutdown_delay);
+      if (!server_->Drain(options_.shutdown_timeout)) {
+        KLUTCH_LOG(kWarn, "apiserver", "shutdown: requests still running after {} ms are cut off",
+                   options_.shutdown_timeout.count());
+      }
+    }
     cv_.SignalAll();
     if (compactor_.joinable()) compactor_.join();
     // The HTTP server first: stopping it ends every connection and stream, whose callbacks

@@ -42,6 +42,12 @@ struct ApiServerOptions {
   std::string pki_dir;
   // Time for timestamps written into objects (nullptr: core::RealClock::Get()).
   const core::Clock* clock = nullptr;
+  // Graceful stop, as kube-apiserver's --shutdown-delay-duration and its wait for in-flight
+  // requests: Stop first fails /readyz and keeps serving for `shutdown_delay` (so load
+  // balancers take the server out), then refuses new connections and waits up to
+  // `shutdown_timeout` for the requests already read to be answered.
+  std::chrono::milliseconds shutdown_delay{0};
+  std::chrono::milliseconds shutdown_timeout = std::chrono::seconds(60);
 };
 
 class ApiServer {
@@ -66,6 +72,8 @@ class ApiServer {
   void UnregisterCrd(const std::string& crd_name);
   // Compacts history up to `revision` now (tests; the server also compacts periodically).
   core::Status Compact(int64_t revision);
+  // The graceful stop of ApiServerOptions::shutdown_delay / shutdown_timeout, then every
+  // connection and stream ends. Idempotent.
   void Stop();
 
   class Impl;

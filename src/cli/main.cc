@@ -80,6 +80,19 @@ void AddApiServerFlags(CLI::App* cmd, apiserver::ApiServerOptions& o, std::strin
          "--compaction-interval", [&o](int seconds) { o.history = std::chrono::seconds(seconds); },
          "Seconds of change history kept for watches and continue tokens (default 300)")
       ->check(CLI::Range(1, 86400));
+  cmd->add_option_function<std::string>(
+         "--shutdown-delay-duration",
+         [&o](const std::string& v) { o.shutdown_delay = ParseDurationFlag(v); },
+         "After SIGTERM, keep serving with /readyz failing for this long before new "
+         "connections are refused, as kube-apiserver's flag (default 0s); in-flight requests "
+         "then get up to 60s")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            core::Result<core::GoDuration> d = core::ParseGoDuration(v);
+            if (!d.ok() || d->seconds < 0) return "must be a Go duration such as 0s or 30s";
+            return "";
+          },
+          "DURATION"));
   cmd->add_option("--report-minor-version", o.version_minor,
                   "Minor version reported by /version (selects the kubectl dispatcher's client)")
       ->capture_default_str();

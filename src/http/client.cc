@@ -185,6 +185,7 @@ class Client::Impl {
         beast::flat_buffer buffer;
         bhttp::response_parser<bhttp::string_body> parser;
         parser.body_limit(1024ull * 1024 * 1024);
+        if (method == "HEAD") parser.skip(true);  // Content-Length without a body follows
         ec = RunOp([&](auto h) { bhttp::async_read(s, buffer, parser, std::move(h)); });
         if (ec) {
           // The server closed the idle connection before reading the request: no byte of a

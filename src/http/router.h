@@ -74,7 +74,9 @@ class Router {
 
   // Routes `request` to its handler, or answers 404/405.
   Response Serve(Request& request) const;
-  // Whether some route (of any method) matches the path.
+  // Whether some route (of any method) matches `path`, taken as already percent-decoded (as
+  // Serve takes Request::path when the request has no raw target): an encoded '/' cannot be
+  // told apart from a separator here.
   bool Matches(std::string_view path) const;
   // Serve as an http::Handler; the router must outlive it.
   Handler AsHandler() const;

@@ -9,6 +9,7 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 #include <deque>
+#include <future>
 #include <mutex>
 #include <thread>
 
@@ -165,12 +166,16 @@ Request ToRequest(bhttp::request<bhttp::string_body>&& msg) {
   return req;
 }
 
-bhttp::response<bhttp::string_body> ToMessage(Response& resp, unsigned version, bool keep_alive) {
+// `head`: the answer to a HEAD request, whose headers (Content-Length included) are those the
+// GET would get, without the body (RFC 9110 9.3.2).
+bhttp::response<bhttp::string_body> ToMessage(Response& resp, unsigned version, bool keep_alive,
+                                              bool head = false) {
   bhttp::response<bhttp::string_body> msg{static_cast<bhttp::status>(resp.status), version};
   for (auto& [k, v] : resp.headers.items()) msg.insert(k, v);
   msg.keep_alive(keep_alive);
   msg.body() = std::move(resp.body);
   msg.prepare_payload();
+  if (head) msg.body().clear();
   return msg;
 }
 
@@ -240,6 +245,27 @@ class Server::Impl {
     }
     return core::Status::Ok();
   }
+
+  bool Drain(std::chrono::milliseconds timeout) {
+    if (iocs_.empty()) return in_flight_.load() == 0;  // stopped already
+    draining_ = true;
+    // The acceptor belongs to the first context's thread: close it there.
+    std::promise<void> closed;
+    asio::post(*iocs_[0], [this, &closed] {
+      boost::system::error_code ec;
+      if (acceptor_) acceptor_->close(ec);
+      closed.set_value();
+    });
+    closed.get_future().wait();
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (in_flight_.load() > 0) {
+      if (std::chrono::steady_clock::now() >= deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return true;
+  }
+
+  int in_flight() const { return in_flight_.load(); }
 
   void Stop() {
     std::call_once(stop_once_, [this] {
@@ -381,6 +407,17 @@ class Server::Impl {
       request.client_certificate = cert;
       request.client_certificate_rejected = cert_rejected;
       request.remote_address = remote;
+      // In flight from here until its answer is written (a stream: until its head is sent),
+      // so Drain waits for it.
+      ++in_flight_;
+      struct InFlight {
+        std::atomic<int>* n;
+        void Done() {
+          if (n) --*n;
+          n = nullptr;
+        }
+        ~InFlight() { Done(); }
+      } in_flight{&in_flight_};
       Response response;
       if (options_.run_inline && options_.run_inline(request)) {
         response = CallHandler(request);
@@ -388,14 +425,18 @@ class Server::Impl {
         response = co_await RunBlocking(request);
       }
       if (response.stream) {
+        in_flight.Done();
         co_await StreamBody(stream, std::move(response), version);
         break;  // a streamed response ends the connection
       }
-      auto msg = ToMessage(response, version, keep_alive);
+      // While draining, the connection closes after this answer instead of waiting for more.
+      const bool keep = keep_alive && !draining_.load();
+      auto msg = ToMessage(response, version, keep, request.method == "HEAD");
       beast::get_lowest_layer(stream).expires_after(options_.write_timeout);
       auto [wec, wn] =
           co_await bhttp::async_write(stream, msg, asio::as_tuple(asio::use_awaitable));
-      if (wec || !keep_alive) break;
+      in_flight.Done();
+      if (wec || !keep) break;
     }
     boost::system::error_code ignored;
     beast::get_lowest_layer(stream).socket().shutdown(tcp::socket::shutdown_both, ignored);
@@ -493,6 +534,8 @@ class Server::Impl {
   size_t next_context_ = 0;
   std::unique_ptr<tcp::acceptor> acceptor_;
   std::atomic<int> connections_{0};
+  std::atomic<int> in_flight_{0};  // requests read and not yet answered (streams: not started)
+  std::atomic<bool> draining_{false};
   uint16_t port_ = 0;
   std::vector<std::thread> threads_;
   std::once_flag stop_once_;
@@ -576,5 +619,6 @@ Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Server::~Server() = default;
 uint16_t Server::port() const { return impl_->port(); }
 void Server::Stop() { impl_->Stop(); }
+bool Server::Drain(std::chrono::milliseconds timeout) { return impl_->Drain(timeout); }
 
 }  // namespace klutch::http

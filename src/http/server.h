@@ -55,6 +55,11 @@ class Server {
   ~Server();
 
   uint16_t port() const;
+  // The first half of a graceful stop: closes the listening socket (new connections are
+  // refused), answers the requests already read, closing their connections after the answer,
+  // and waits until none is left or `timeout` passes. Streams already started keep running
+  // (Stop ends them). True when every request was answered. Call Stop afterwards.
+  bool Drain(std::chrono::milliseconds timeout);
   // Stops accepting, closes every connection and joins the threads. Every stream has ended
   // (its OnClosed callbacks have run) when Stop returns.
   void Stop();

@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include "core/sync.h"
@@ -39,6 +40,78 @@ TEST(Server, ServesPlainRequestsWithKeepAlive) {
     EXPECT_EQ(r->status, 200);
     EXPECT_EQ(r->body, "POST /a/b/c q=x y body=hello who=anonymous");
   }
+}
+
+TEST(Server, AnswersHeadWithTheHeadersOfGetAndNoBody) {
+  auto server = Server::Start({}, Echo);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  Client client({.port = (*server)->port()});
+  // Twice over one kept-alive connection: a body after the HEAD answer would be read as the
+  // start of the next response.
+  for (int i = 0; i < 2; ++i) {
+    auto head = client.Do("HEAD", "/x", {}, "");
+    ASSERT_TRUE(head.ok()) << head.status().ToString();
+    EXPECT_EQ(head->status, 200);
+    EXPECT_EQ(head->body, "");
+    EXPECT_EQ(head->headers.Get("Content-Length"),
+              std::to_string(std::string("HEAD /x q=- body= who=anonymous").size()));
+    auto get = client.Do("GET", "/x", {}, "");
+    ASSERT_TRUE(get.ok()) << get.status().ToString();
+    EXPECT_EQ(get->body, "GET /x q=- body= who=anonymous");
+  }
+}
+
+TEST(Server, DrainAnswersRequestsInFlightAndRefusesNewConnections) {
+  core::Notification entered, release;
+  auto server = Server::Start({}, [&](Request& req) {
+    Response r;
+    if (req.path == "/new") return r;
+    entered.Notify();
+    release.Wait();
+    r.body = "answered";
+    return r;
+  });
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  const uint16_t port = (*server)->port();
+  std::optional<core::Result<ClientResponse>> slow;
+  std::thread request([&] { slow = Client({.port = port}).Do("GET", "/slow", {}, ""); });
+  entered.Wait();
+  std::atomic<bool> drained{false};
+  std::thread drain([&] { drained = (*server)->Drain(std::chrono::seconds(30)); });
+  // The listening socket closes while the request is still running.
+  bool refused = false;
+  for (int i = 0; i < 500 && !refused; ++i) {
+    Client fresh({.port = port, .timeout = std::chrono::seconds(2)});
+    refused = !fresh.Do("GET", "/new", {}, "").ok();
+    if (!refused) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(refused) << "a new connection was still accepted while draining";
+  EXPECT_FALSE(drained.load());
+  release.Notify();
+  drain.join();
+  request.join();
+  EXPECT_TRUE(drained.load());
+  ASSERT_TRUE(slow && slow->ok()) << (slow ? slow->status().ToString() : "no answer");
+  EXPECT_EQ((*slow)->status, 200);
+  EXPECT_EQ((*slow)->body, "answered");
+  (*server)->Stop();
+}
+
+TEST(Server, DrainGivesUpAfterItsTimeout) {
+  core::Notification entered, release;
+  auto server = Server::Start({}, [&](Request&) {
+    entered.Notify();
+    release.Wait();
+    return Response{};
+  });
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  std::thread request(
+      [&, port = (*server)->port()] { (void)Client({.port = port}).Do("GET", "/slow", {}, ""); });
+  entered.Wait();
+  EXPECT_FALSE((*server)->Drain(std::chrono::milliseconds(50)));
+  release.Notify();
+  request.join();
+  (*server)->Stop();
 }
 
 TEST(Server, RejectsOversizedBodiesWith413) {

@@ -23,13 +23,15 @@ HealthChecks::HealthChecks() {
   checks_.push_back({"ping", [] { return core::Status::Ok(); }, true});
 }
 
-std::vector<const HealthChecks::Named*> HealthChecks::For(bool liveness_only) const {
+std::vector<const HealthChecks::Named*> HealthChecks::For(std::string_view endpoint) const {
+  const bool liveness_only = endpoint == "livez";
   std::vector<const Named*> out;
   for (const Named& c : checks_) {
     if (!liveness_only || c.liveness) out.push_back(&c);
   }
-  // As in kube-apiserver, "shutdown" is the last readiness check.
-  if (!liveness_only) out.push_back(&shutdown_);
+  // As in kube-apiserver, "shutdown" is the last check of /readyz, and only of /readyz: a
+  // draining process is still healthy and alive.
+  if (endpoint == "readyz") out.push_back(&shutdown_);
   return out;
 }
 
@@ -55,12 +57,11 @@ void HealthChecks::AddRoutes(http::Router& router) const {
 
 http::Response HealthChecks::Serve(const http::Request& req, const std::string& endpoint,
                                    std::string_view only) const {
-  const bool liveness_only = endpoint == "livez";
   std::vector<std::string_view> excluded;
   for (const auto& [k, v] : req.query) {
     if (k == "exclude") excluded.push_back(v);
   }
-  const std::vector<const Named*> checks = For(liveness_only);
+  const std::vector<const Named*> checks = For(endpoint);
   if (!only.empty()) {
     for (const Named* c : checks) {
       if (c->name != only) continue;

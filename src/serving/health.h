@@ -6,13 +6,14 @@
 // "[-]name failed: reason withheld") and "<endpoint> check failed"; `?verbose` lists them on
 // success too ("<endpoint> check passed"); `?exclude=name` skips a check ("[+]name excluded:
 // ok"); `/<endpoint>/<name>` runs one check ("ok", or 500 "internal server error: <reason>").
-// Once SetShuttingDown() is called, /readyz fails its "shutdown" check so load balancers stop
-// sending traffic while the process drains. Checks are added before serving; thread-safe.
+// Once SetShuttingDown() is called, /readyz (only) fails its "shutdown" check, so load balancers
+// stop sending traffic while the process drains. Checks are added before serving; thread-safe.
 #pragma once
 
 #include <atomic>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/status.h"
@@ -44,7 +45,7 @@ class HealthChecks {
   };
   http::Response Serve(const http::Request& request, const std::string& endpoint,
                        std::string_view only) const;
-  std::vector<const Named*> For(bool liveness_only) const;
+  std::vector<const Named*> For(std::string_view endpoint) const;
 
   std::vector<Named> checks_;
   std::atomic<bool> shutting_down_{false};

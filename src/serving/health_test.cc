@@ -55,6 +55,10 @@ TEST_F(HealthTest, ShuttingDownFailsReadiness) {
   health_.SetShuttingDown();
   EXPECT_EQ(Get("/readyz").first, 500);
   EXPECT_EQ(Get("/livez").first, 200);
+  // As kube-apiserver's: a draining process is healthy, /healthz has no shutdown check.
+  EXPECT_EQ(Get("/healthz?verbose"),
+            std::make_pair(200, std::string("[+]ping ok\n[+]log ok\n[+]etcd ok\n"
+                                            "healthz check passed\n")));
 }
 
 }  // namespace
