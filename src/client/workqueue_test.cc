@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <future>
 #include <string>
 #include <thread>
@@ -364,8 +366,13 @@ TEST(WorkQueue, DestructorStopsTheTimerWithItemsWaiting) {
   q->AddAfter("never", nanoseconds::max());
   ASSERT_TRUE(clock.WaitForWaiters(1)) << "the timer thread never parked on the clock";
   auto destroyed = std::async(std::launch::async, [&] { q.reset(); });
-  ASSERT_EQ(destroyed.wait_for(seconds(20)), std::future_status::ready)
-      << "the destructor waited for delayed items instead of stopping the timer";
+  if (destroyed.wait_for(seconds(20)) != std::future_status::ready) {
+    ADD_FAILURE() << "the destructor waited for delayed items instead of stopping the timer";
+    // The future's destructor would wait for the stuck destructor: end the test binary now
+    // with the failure rather than hang until the ctest timeout.
+    std::fflush(stdout);
+    std::_Exit(1);
+  }
   EXPECT_EQ(clock.blocked_waiters(), 0) << "the timer thread is still parked on the clock";
   EXPECT_EQ(adds.load(), 0) << "delayed items were queued on shutdown";
 }

@@ -54,7 +54,7 @@ TEST_F(GarbageCollection, ForegroundDeletionWaitsForDependentsHeldByFinalizers) 
     auto c = ConfigMaps().Get("child");
     return c.ok() && machinery::IsBeingDeleted(*c);
   }));
-  for (int i = 0; i < 10; ++i) clock_.Advance(std::chrono::seconds(1));
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(AdvanceAndSettle(std::chrono::seconds(1)));
   auto held = ConfigMaps().Get("owner");
   ASSERT_TRUE(held.ok()) << "the owner went before its dependent";
   EXPECT_EQ(machinery::Strings(machinery::Find(*held, {"metadata", "finalizers"})),

@@ -107,7 +107,7 @@ TEST_F(NamespaceControllers, AnObjectHeldByAFinalizerKeepsTheNamespaceUntilRelea
     auto cm = config_maps.Get("pinned");
     return cm.ok() && machinery::IsBeingDeleted(*cm);
   }));
-  for (int i = 0; i < 5; ++i) clock_.Advance(std::chrono::seconds(30));
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(AdvanceAndSettle(std::chrono::seconds(30)));
   EXPECT_TRUE(Exists(Namespaces(), "held"));
 
   ASSERT_TRUE(

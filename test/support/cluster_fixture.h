@@ -60,6 +60,18 @@ class ClusterTest : public ::testing::Test {
     });
   }
 
+  // Advances simulated time by `step` and waits (in real time, bounded) until the threads
+  // parked on the clock have woken and parked again, so whatever the new time asked of the
+  // controllers is done: a test can then assert that something did not happen.
+  bool AdvanceAndSettle(std::chrono::nanoseconds step) {
+    const int parked = clock_.blocked_waiters();
+    const uint64_t waits = clock_.blocking_waits();
+    clock_.Advance(step);
+    return Eventually(
+        [&] { return clock_.blocking_waits() > waits && clock_.blocked_waiters() >= parked; },
+        std::chrono::seconds(10));
+  }
+
   static Json ConfigMap(const std::string& ns, const std::string& name,
                         Json owners = Json::array()) {
     Json cm = {{"apiVersion", "v1"},
