@@ -19,11 +19,12 @@ checked just before) may stay with `// json-ok: <why>` on the same line. Keep th
 many, so new calls fail and fixed ones shrink the list.
 """
 
-import argparse
 import os
 import re
 import sys
 import tempfile
+
+import checklib
 
 CALL_RE = re.compile(
     r"(?P<dump>(?:\.|->)\s*dump\s*\()"
@@ -240,26 +241,9 @@ def self_test():
         ok = any("gone.cc: listed in" in e for e in errors)
         print(f"{'ok  ' if ok else 'FAIL'} stale baseline entry: {errors}")
         failures += not ok
-    print("self-test:", "FAILED" if failures else "passed")
-    return 1 if failures else 0
-
-
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--root", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    parser.add_argument("--self-test", action="store_true")
-    args = parser.parse_args()
-    if args.self_test:
-        return self_test()
-    errors = check(args.root)
-    for e in errors:
-        print(e)
-    if errors:
-        print(f"check-json-calls: {len(errors)} finding(s); see the top of {sys.argv[0]}")
-        return 1
-    print("check-json-calls: ok")
-    return 0
+    return checklib.verdict(failures)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(checklib.main(__doc__, "check-json-calls", check, self_test,
+                          "finding(s); see the top of scripts/check-json-calls.py"))

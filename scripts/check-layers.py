@@ -15,11 +15,12 @@ Rules (ARCHITECTURE.md §5):
 Exit status 1 with one line per violation, 0 when clean.
 """
 
-import argparse
 import os
 import re
 import sys
 import tempfile
+
+import checklib
 
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.MULTILINE)
 DOCS_ROW_RE = re.compile(r"^\|\s*(\d+)\s*\|\s*`src/([a-z_]+)`", re.MULTILINE)
@@ -244,26 +245,8 @@ def self_test():
             else:
                 failures += 1
                 print(f"FAIL {name}: expected a violation containing {expected!r}, got {errors}")
-    print("self-test:", "FAILED" if failures else "passed")
-    return 1 if failures else 0
-
-
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--root", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    parser.add_argument("--self-test", action="store_true")
-    args = parser.parse_args()
-    if args.self_test:
-        return self_test()
-    errors = check(args.root)
-    for e in errors:
-        print(e)
-    if errors:
-        print(f"check-layers: {len(errors)} violation(s) of cmake/layers.txt")
-        return 1
-    print("check-layers: ok")
-    return 0
+    return checklib.verdict(failures)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(checklib.main(__doc__, "check-layers", check, self_test, "violation(s) of cmake/layers.txt"))

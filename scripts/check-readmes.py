@@ -8,10 +8,11 @@ Every src/<module>/ has a README.md of at most 15 lines (purpose, main types, de
 tests), none longer than 100 columns, so a README cannot hide length in long lines.
 """
 
-import argparse
 import os
 import sys
 import tempfile
+
+import checklib
 
 MAX_LINES = 15
 MAX_COLUMNS = 100
@@ -58,23 +59,8 @@ def self_test():
             ok = not errors if expected is None else any(expected in e for e in errors)
             print(f"{'ok  ' if ok else 'FAIL'} {name}: {errors or 'clean'}")
             failures += not ok
-    print("self-test:", "FAILED" if failures else "passed")
-    return 1 if failures else 0
-
-
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--root", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    parser.add_argument("--self-test", action="store_true")
-    args = parser.parse_args()
-    if args.self_test:
-        return self_test()
-    errors = check(args.root)
-    for e in errors:
-        print(e)
-    print("check-readmes:", f"{len(errors)} finding(s)" if errors else "ok")
-    return 1 if errors else 0
+    return checklib.verdict(failures)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(checklib.main(__doc__, "check-readmes", check, self_test))

@@ -363,31 +363,11 @@ class Lexer {
       ++pos_;
       if (pos_ >= src_.size()) return fail("unterminated string literal");
       char e = src_[pos_++];
+      if (auto simple = core::SimpleEscape(e)) {
+        out += *simple;
+        continue;
+      }
       switch (e) {
-        case 'a':
-          out += '\a';
-          break;
-        case 'b':
-          out += '\b';
-          break;
-        case 'f':
-          out += '\f';
-          break;
-        case 'n':
-          out += '\n';
-          break;
-        case 'r':
-          out += '\r';
-          break;
-        case 't':
-          out += '\t';
-          break;
-        case 'v':
-          out += '\v';
-          break;
-        case '\\':
-          out += '\\';
-          break;
         case '\'':
           out += '\'';
           break;

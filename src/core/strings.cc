@@ -271,6 +271,29 @@ void AppendUtf8(std::string& out, uint32_t cp) {
   }
 }
 
+std::optional<char> SimpleEscape(char letter) {
+  switch (letter) {
+    case 'a':
+      return '\a';
+    case 'b':
+      return '\b';
+    case 'f':
+      return '\f';
+    case 'n':
+      return '\n';
+    case 'r':
+      return '\r';
+    case 't':
+      return '\t';
+    case 'v':
+      return '\v';
+    case '\\':
+      return '\\';
+    default:
+      return std::nullopt;
+  }
+}
+
 std::string GoQuote(std::string_view s) {
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out = "\"";

@@ -47,5 +47,8 @@ void AppendUtf8(std::string& out, uint32_t cp);
 // `s` quoted as Go's strconv.Quote / %q does: Kubernetes quotes names and values in its
 // messages this way. Invalid bytes become \xNN, non-printable code points \uNNNN.
 std::string GoQuote(std::string_view s);
+// The character that C's one-letter escape `\letter` stands for (a b f n r t v and the
+// backslash itself), as Go, CEL and protobuf text read them; nullopt for any other letter.
+std::optional<char> SimpleEscape(char letter);
 
 }  // namespace klutch::core

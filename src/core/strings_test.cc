@@ -44,6 +44,18 @@ TEST(Strings, PercentDecoding) {
   EXPECT_EQ(PercentEncode("a b/c"), "a%20b%2Fc");
 }
 
+TEST(Strings, SimpleEscapesAreTheOneLetterCEscapes) {
+  EXPECT_EQ(SimpleEscape('n'), '\n');
+  EXPECT_EQ(SimpleEscape('a'), '\a');
+  EXPECT_EQ(SimpleEscape('v'), '\v');
+  EXPECT_EQ(SimpleEscape('\\'), '\\');
+  // Quotes, numeric and Unicode escapes are each reader's own business.
+  EXPECT_EQ(SimpleEscape('"'), std::nullopt);
+  EXPECT_EQ(SimpleEscape('x'), std::nullopt);
+  EXPECT_EQ(SimpleEscape('u'), std::nullopt);
+  EXPECT_EQ(SimpleEscape('0'), std::nullopt);
+}
+
 TEST(Random, UuidAndSuffixShapes) {
   std::string u = NewUuid();
   ASSERT_EQ(u.size(), 36u);

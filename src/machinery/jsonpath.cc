@@ -335,31 +335,11 @@ class Parser {
         i += n;
         return v;
       };
+      if (auto simple = core::SimpleEscape(e)) {
+        out += *simple;
+        continue;
+      }
       switch (e) {
-        case 'a':
-          out += '\a';
-          break;
-        case 'b':
-          out += '\b';
-          break;
-        case 'f':
-          out += '\f';
-          break;
-        case 'n':
-          out += '\n';
-          break;
-        case 'r':
-          out += '\r';
-          break;
-        case 't':
-          out += '\t';
-          break;
-        case 'v':
-          out += '\v';
-          break;
-        case '\\':
-          out += '\\';
-          break;
         case '\'':
         case '"':
           if (e != quote) return std::nullopt;

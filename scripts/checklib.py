@@ -1,0 +1,33 @@
+"""The command line shared by the convention checks of scripts/check-*.py.
+
+Each check is a function root -> list of findings plus a self-test that runs it on broken
+inputs; `main` parses --root and --self-test, prints the findings and sets the exit status.
+"""
+
+import argparse
+import os
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def main(doc, name, check, self_test, summary="finding(s)"):
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--root", default=ROOT)
+    parser.add_argument("--self-test", action="store_true")
+    args = parser.parse_args()
+    if args.self_test:
+        return self_test()
+    errors = check(args.root)
+    for e in errors:
+        print(e)
+    if errors:
+        print(f"{name}: {len(errors)} {summary}")
+        return 1
+    print(f"{name}: ok")
+    return 0
+
+
+def verdict(failures):
+    """The self-test's last line and exit status."""
+    print("self-test:", "FAILED" if failures else "passed")
+    return 1 if failures else 0
