@@ -54,6 +54,12 @@ function(klutch_test name)
   endif()
   add_executable(${name} ${ARG_SOURCES})
   klutch_apply_common(${name})
+  # Test code is compiled without optimisation: at -O2 it was half of a fresh build's compile
+  # time (gtest and nlohmann templates; -O0 takes a third less per file) and it runs for
+  # milliseconds. The libraries under test keep the preset's optimisation.
+  if(CMAKE_BUILD_TYPE STREQUAL "Release")
+    target_compile_options(${name} PRIVATE -O0)
+  endif()
   set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gmock GTest::gtest_main)
   target_compile_definitions(${name} PRIVATE
