@@ -196,28 +196,21 @@ BAD = {
 }
 
 
-def write(root, rel, text):
-    path = os.path.join(root, rel)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text)
-
-
 def self_test():
     failures = 0
     with tempfile.TemporaryDirectory() as tmp:
         clean = os.path.join(tmp, "clean")
-        write(clean, "src/auth/good.cc", GOOD)
-        write(clean, "src/auth/good_test.cc", BAD["get"][0])
-        write(clean, "src/machinery/json.cc", BAD["dump"][0])
+        checklib.write(clean, "src/auth/good.cc", GOOD)
+        checklib.write(clean, "src/auth/good_test.cc", BAD["get"][0])
+        checklib.write(clean, "src/machinery/json.cc", BAD["dump"][0])
         errors = check(clean)
         if errors:
             failures += 1
             print("FAIL clean tree reported:\n  " + "\n  ".join(errors))
         for i, (name, (snippet, expected)) in enumerate(BAD.items()):
             root = os.path.join(tmp, f"bad{i}")
-            write(root, "src/auth/good.cc", GOOD)
-            write(root, "src/auth/bad.cc", snippet)
+            checklib.write(root, "src/auth/good.cc", GOOD)
+            checklib.write(root, "src/auth/bad.cc", snippet)
             errors = check(root)
             hit = [e for e in errors if expected in e and e.startswith("src/auth/bad.cc:")]
             if hit and len(errors) == 1:
@@ -227,16 +220,17 @@ def self_test():
                 print(f"FAIL {name}: expected one finding containing {expected!r}, got {errors}")
         # The baseline: exact counts pass, a new call fails, a fixed call asks to shrink it.
         root = os.path.join(tmp, "baseline")
-        write(root, "src/codec/old.cc", BAD["get"][0] + BAD["at"][0])
+        checklib.write(root, "src/codec/old.cc", BAD["get"][0] + BAD["at"][0])
         for counts, expected in ((2, None), (1, "throwing .get<>()"), (3, "lower its count"),
                                  (None, "throwing .at()")):
-            write(root, "scripts/json-calls-baseline.txt",
-                  "" if counts is None else f"src/codec/old.cc {counts}\n")
+            checklib.write(root, "scripts/json-calls-baseline.txt",
+                           "" if counts is None else f"src/codec/old.cc {counts}\n")
             errors = check(root)
             ok = not errors if expected is None else any(expected in e for e in errors)
             print(f"{'ok  ' if ok else 'FAIL'} baseline {counts}: {errors or 'clean'}")
             failures += not ok
-        write(root, "scripts/json-calls-baseline.txt", "src/codec/old.cc 2\nsrc/codec/gone.cc 1\n")
+        checklib.write(root, "scripts/json-calls-baseline.txt",
+                       "src/codec/old.cc 2\nsrc/codec/gone.cc 1\n")
         errors = check(root)
         ok = any("gone.cc: listed in" in e for e in errors)
         print(f"{'ok  ' if ok else 'FAIL'} stale baseline entry: {errors}")

@@ -222,10 +222,7 @@ BROKEN = {
 
 def write_tree(root, files):
     for rel, text in files.items():
-        path = os.path.join(root, rel)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
+        checklib.write(root, rel, text)
 
 
 def self_test():

@@ -27,6 +27,14 @@ def main(doc, name, check, self_test, summary="finding(s)"):
     return 0
 
 
+def write(root, rel, text):
+    """Writes `text` to root/rel, making its folders (the self-tests' fixture trees)."""
+    path = os.path.join(root, rel)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
 def verdict(failures):
     """The self-test's last line and exit status."""
     print("self-test:", "FAILED" if failures else "passed")

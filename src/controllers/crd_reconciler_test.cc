@@ -12,26 +12,6 @@ namespace {
 using client::Json;
 namespace resources = client::resources;
 
-Json Crd(const std::string& group, const std::string& plural, const std::string& kind) {
-  Json schema = {{"type", "object"}, {"x-kubernetes-preserve-unknown-fields", true}};
-  Json crd = {{"apiVersion", "apiextensions.k8s.io/v1"},
-              {"kind", "CustomResourceDefinition"},
-              {"metadata", {{"name", plural + "." + group}}},
-              {"spec",
-               {{"group", group},
-                {"scope", "Namespaced"},
-                {"names", {{"plural", plural}, {"kind", kind}}},
-                {"versions", Json::array({{{"name", "v1"},
-                                           {"served", true},
-                                           {"storage", true},
-                                           {"schema", {{"openAPIV3Schema", schema}}}}})}}}};
-  // Protected groups (*.k8s.io) need the approval annotation.
-  if (group.ends_with(".k8s.io")) {
-    crd["metadata"]["annotations"] = {{"api-approved.kubernetes.io", "unapproved, test"}};
-  }
-  return crd;
-}
-
 class CrdController : public testing::ClusterTest {
  protected:
   std::string Condition(const std::string& crd_name, const std::string& type) {

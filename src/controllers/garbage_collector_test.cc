@@ -93,21 +93,6 @@ TEST_F(GarbageCollection, ADependentWhoseOwnerNeverExistedIsCollected) {
   EXPECT_TRUE(AdvanceUntil([&] { return Gone("stray"); }));
 }
 
-Json Crd(const std::string& group, const std::string& plural, const std::string& kind) {
-  Json schema = {{"type", "object"}, {"x-kubernetes-preserve-unknown-fields", true}};
-  return Json{{"apiVersion", "apiextensions.k8s.io/v1"},
-              {"kind", "CustomResourceDefinition"},
-              {"metadata", {{"name", plural + "." + group}}},
-              {"spec",
-               {{"group", group},
-                {"scope", "Namespaced"},
-                {"names", {{"plural", plural}, {"kind", kind}}},
-                {"versions", Json::array({{{"name", "v1"},
-                                           {"served", true},
-                                           {"storage", true},
-                                           {"schema", {{"openAPIV3Schema", schema}}}}})}}}};
-}
-
 TEST_F(GarbageCollection, FollowsCustomResourcesOfACrdCreatedAfterStart) {
   Create(resources::kCustomResourceDefinitions, Crd("example.com", "widgets", "Widget"));
   const client::GroupVersionResource widgets_gvr{"example.com", "v1", "widgets"};

@@ -81,6 +81,27 @@ class ClusterTest : public ::testing::Test {
     return cm;
   }
 
+  // A namespaced CRD with one served version (v1) that keeps every field. Groups under
+  // .k8s.io get the approval annotation kube-apiserver asks of protected groups.
+  static Json Crd(const std::string& group, const std::string& plural, const std::string& kind) {
+    Json schema = {{"type", "object"}, {"x-kubernetes-preserve-unknown-fields", true}};
+    Json crd = {{"apiVersion", "apiextensions.k8s.io/v1"},
+                {"kind", "CustomResourceDefinition"},
+                {"metadata", {{"name", plural + "." + group}}},
+                {"spec",
+                 {{"group", group},
+                  {"scope", "Namespaced"},
+                  {"names", {{"plural", plural}, {"kind", kind}}},
+                  {"versions", Json::array({{{"name", "v1"},
+                                             {"served", true},
+                                             {"storage", true},
+                                             {"schema", {{"openAPIV3Schema", schema}}}}})}}}};
+    if (group.ends_with(".k8s.io")) {
+      crd["metadata"]["annotations"] = {{"api-approved.kubernetes.io", "unapproved, test"}};
+    }
+    return crd;
+  }
+
   static Json OwnerRef(const Json& owner) {
     return Json{{"apiVersion", machinery::GetString(owner, {"apiVersion"})},
                 {"kind", machinery::GetString(owner, {"kind"})},
