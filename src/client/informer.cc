@@ -150,12 +150,19 @@ Informer::Informer(RestClient& rest, GroupVersionResource gvr, InformerOptions o
 
 Informer::~Informer() { Stop(); }
 
-void Informer::AddEventHandler(EventHandler handler) {
+Informer::HandlerId Informer::AddEventHandler(EventHandler handler) {
   core::MutexLock lock(handlers_mu_);
   if (handler.on_add) {
     for (const auto& obj : indexer_.List()) Safely([&] { handler.on_add(obj); });
   }
-  handlers_.push_back(std::move(handler));
+  HandlerId id = next_handler_id_++;
+  handlers_.emplace_back(id, std::move(handler));
+  return id;
+}
+
+void Informer::RemoveEventHandler(HandlerId id) {
+  core::MutexLock lock(handlers_mu_);
+  std::erase_if(handlers_, [id](const auto& entry) { return entry.first == id; });
 }
 
 void Informer::Start() {
@@ -218,7 +225,7 @@ void Informer::Deliver(EventType type, const ObjectPtr& obj) {
     case EventType::kAdded:
     case EventType::kModified: {
       ObjectPtr old = indexer_.Upsert(obj);
-      for (const auto& h : handlers_) {
+      for (const auto& [id, h] : handlers_) {
         if (old) {
           if (h.on_update) Safely([&] { h.on_update(old, obj); });
         } else if (h.on_add) {
@@ -230,7 +237,7 @@ void Informer::Deliver(EventType type, const ObjectPtr& obj) {
     case EventType::kDeleted: {
       ObjectPtr old = indexer_.Delete(ObjectKey(*obj));
       // Deliver the last state known: the event's object is the server's final one.
-      for (const auto& h : handlers_) {
+      for (const auto& [id, h] : handlers_) {
         if (h.on_delete) Safely([&] { h.on_delete(obj ? obj : old); });
       }
       break;
@@ -290,7 +297,10 @@ core::Status Informer::ListAndReplace() {
     core::MutexLock lock(mu_);
     last_rv_ = rv;
   }
-  synced_.Notify();
+  if (!synced_.HasBeenNotified()) {
+    synced_.Notify();
+    if (options_.on_synced) options_.on_synced();
+  }
   return core::Status::Ok();
 }
 
@@ -355,7 +365,7 @@ void Informer::Resync() {
   }
   core::MutexLock lock(handlers_mu_);
   for (const auto& obj : indexer_.List()) {
-    for (const auto& h : handlers_) {
+    for (const auto& [id, h] : handlers_) {
       if (h.on_update) Safely([&] { h.on_update(obj, obj); });
     }
   }

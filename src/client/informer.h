@@ -102,6 +102,8 @@ struct InformerOptions {
   // peer that vanished without closing the connection is noticed. Servers send bookmarks
   // about once a minute.
   std::chrono::milliseconds watch_idle_timeout{std::chrono::minutes(3)};
+  // Called once on the reflector thread after the first list has been delivered.
+  std::function<void()> on_synced;
   // Observes reflector restarts (metrics): "relist" or "rewatch".
   std::function<void(std::string_view what)> on_restart;
   // Time for resync and backoff (nullptr: core::RealClock::Get()); tests pass a FakeClock.
@@ -117,8 +119,13 @@ class Informer {
   Informer& operator=(const Informer&) = delete;
 
   // Handlers added before Start() see every object from the first list as an add; later
-  // ones get adds for what is cached when they are added.
-  void AddEventHandler(EventHandler handler);
+  // ones get adds for what is cached when they are added. Returns an id for
+  // RemoveEventHandler.
+  using HandlerId = uint64_t;
+  HandlerId AddEventHandler(EventHandler handler);
+  // Removes a handler: once this returns it is never called again (a delivery in progress
+  // finishes first). Must not be called from a handler of this informer.
+  void RemoveEventHandler(HandlerId id);
   Indexer& indexer() { return indexer_; }
   const GroupVersionResource& gvr() const { return gvr_; }
 
@@ -152,7 +159,8 @@ class Informer {
   core::Notification synced_;
 
   core::Mutex handlers_mu_;  // held while delivering, so handlers are never called concurrently
-  std::vector<EventHandler> handlers_ GUARDED_BY(handlers_mu_);
+  std::vector<std::pair<HandlerId, EventHandler>> handlers_ GUARDED_BY(handlers_mu_);
+  HandlerId next_handler_id_ GUARDED_BY(handlers_mu_) = 1;
 
   mutable core::Mutex mu_;
   core::CondVar cv_;

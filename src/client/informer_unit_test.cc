@@ -4,6 +4,7 @@
 #include <atomic>
 
 #include "client/informer.h"
+#include "client/multi_namespace_informer.h"
 #include "test/support/cluster_fixture.h"
 
 namespace klutch::client {
@@ -66,6 +67,80 @@ TEST_F(InformerTiming, AFailingListBacksOffOnTheClockAndSyncsOnceItCan) {
   ASSERT_TRUE(cluster_->server().RegisterCrd(*crd).ok());
   EXPECT_FALSE(informer.HasSynced()) << "retried before its backoff elapsed";
   EXPECT_TRUE(AdvanceUntil([&] { return informer.HasSynced(); }, std::chrono::seconds(1)));
+}
+
+}  // namespace
+}  // namespace klutch::client
+
+namespace klutch::client {
+namespace {
+
+class InformerSets : public testing::ClusterTest {
+ protected:
+  void SetUp() override { StartCluster({.builtin_controllers = false}); }
+  void Namespace(const std::string& name) {
+    Create(resources::kNamespaces,
+           Json{{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", name}}}});
+  }
+};
+
+TEST_F(InformerSets, RemovedHandlerIsNeverCalledAgain) {
+  Informer informer(cluster_->admin(), resources::kConfigMaps, {.ns = "default", .clock = &clock_});
+  std::atomic<int> kept{0}, removed{0};
+  informer.AddEventHandler({.on_add = [&](const ObjectPtr&) { ++kept; }});
+  Informer::HandlerId id =
+      informer.AddEventHandler({.on_add = [&](const ObjectPtr&) { ++removed; }});
+  informer.Start();
+  ASSERT_TRUE(informer.WaitForSync(std::chrono::seconds(30)));
+  Create(resources::kConfigMaps, ConfigMap("default", "a"));
+  ASSERT_TRUE(testing::Eventually([&] { return kept == 1 && removed == 1; }));
+  informer.RemoveEventHandler(id);
+  Create(resources::kConfigMaps, ConfigMap("default", "b"));
+  ASSERT_TRUE(testing::Eventually([&] { return kept == 2; }));
+  EXPECT_EQ(removed.load(), 1);
+}
+
+TEST_F(InformerSets, MultiNamespaceInformerFollowsItsNamespaceSet) {
+  for (const char* ns : {"a", "b", "c"}) {
+    Namespace(ns);
+    Create(resources::kConfigMaps, ConfigMap(ns, std::string("in-") + ns));
+  }
+  MultiNamespaceInformer informer(cluster_->admin(), resources::kConfigMaps, {.clock = &clock_});
+  core::Mutex mu;
+  std::vector<std::string> added, synced;
+  informer.AddEventHandler({.on_add = [&](const ObjectPtr& o) {
+    core::MutexLock lock(mu);
+    added.push_back(ObjectKey(*o));
+  }});
+  informer.OnSynced([&](const std::string& ns) {
+    core::MutexLock lock(mu);
+    synced.push_back(ns);
+  });
+  informer.AddNamespace("a");
+  informer.Start();
+  ASSERT_TRUE(testing::Eventually([&] { return informer.HasSynced("a"); }));
+  EXPECT_TRUE(informer.Get("a/in-a"));
+  EXPECT_FALSE(informer.Get("b/in-b")) << "b is not watched";
+  EXPECT_FALSE(informer.HasSynced("b"));
+
+  informer.AddNamespace("b");  // after Start: starts at once, lists as adds
+  ASSERT_TRUE(testing::Eventually([&] { return informer.HasSynced("b"); }));
+  EXPECT_TRUE(informer.Get("b/in-b"));
+  Create(resources::kConfigMaps, ConfigMap("b", "later"));
+  ASSERT_TRUE(testing::Eventually([&] { return informer.Get("b/later") != nullptr; }));
+  {
+    core::MutexLock lock(mu);
+    EXPECT_EQ(synced, (std::vector<std::string>{"a", "b"}));
+    EXPECT_EQ(std::count(added.begin(), added.end(), "b/later"), 1);
+    EXPECT_EQ(std::count(added.begin(), added.end(), "c/in-c"), 0);
+  }
+  informer.RemoveNamespace("a");
+  EXPECT_FALSE(informer.Get("a/in-a"));
+  EXPECT_FALSE(informer.HasSynced("a"));
+  EXPECT_EQ(informer.Namespaces(), std::vector<std::string>{"b"});
+  EXPECT_EQ(informer.List("b").size(), 2u);
+  informer.Stop();
+  EXPECT_TRUE(informer.Namespaces().empty());
 }
 
 }  // namespace
