@@ -1,5 +1,6 @@
-// The data files of src/apis/builtin/, compiled into the binary. The definition is generated at
-// build time by embed_files.cmake; this header is internal to the apis module.
+// The data files of src/apis/builtin/ and src/apis/klutch/, compiled into the binary. The
+// definitions are generated at build time by embed_files.cmake; this header is internal to the
+// apis module.
 //
 // The data is immutable and statically initialized; every function here is thread-safe.
 #pragma once
@@ -16,5 +17,8 @@ struct EmbeddedFile {
 
 // Every file of src/apis/builtin/*.yaml, sorted by name. Never empty.
 std::span<const EmbeddedFile> BuiltinDataFiles();
+
+// Every file of src/apis/klutch/*.yaml, sorted by name. Never empty.
+std::span<const EmbeddedFile> KlutchDataFiles();
 
 }  // namespace klutch::apis::internal
