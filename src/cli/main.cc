@@ -4,6 +4,7 @@
 
 #include "apiserver/server.h"
 #include "cli/commands.h"
+#include "cli/konnector.h"
 #include "controllers/builtin_controllers.h"
 #include "core/duration.h"
 #include "core/log.h"
@@ -186,6 +187,11 @@ int Main(int argc, char** argv) {
   auto* apiserver_cmd = app.add_subcommand("apiserver", "Run the Kubernetes-compatible API server");
   AddApiServerFlags(apiserver_cmd, api, oidc_issuer, oidc);
 
+  KonnectorFlags konnector_flags;
+  auto* konnector_cmd = app.add_subcommand(
+      "konnector", "Run the konnector: bound APIs in the App Cluster, kept in sync with the provider");
+  AddKonnectorFlags(konnector_cmd, konnector_flags);
+
   apiserver::ApiServerOptions up;
   up.data_dir = ".data";
   auto* up_cmd = app.add_subcommand("up", "Run the local sandbox (for now: the API server)");
@@ -198,6 +204,7 @@ int Main(int argc, char** argv) {
     FinishAccessFlags(api, oidc_issuer, std::move(oidc));
     return RunApiServer(api, false);
   }
+  if (konnector_cmd->parsed()) return RunKonnector(konnector_flags);
   if (up_cmd->parsed()) {
     up.data_dir = (std::filesystem::absolute(up.data_dir) / "apiserver").string();
     return RunApiServer(up, true);

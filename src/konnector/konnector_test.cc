@@ -1,0 +1,364 @@
+// The konnector on two in-process clusters, a Control Plane set up as the bind backend does
+// (test/support/bind_provider.h) and an App Cluster, with simulated time: bindings connect,
+// CRDs appear, claims sync both ways, claimed Secrets follow their owner, deletions
+// propagate, bad bindings say what is wrong without disturbing good ones.
+#include "konnector/konnector.h"
+
+#include <gtest/gtest.h>
+
+#include "client/dynamic.h"
+#include "core/strings.h"
+#include "konnector/names.h"
+#include "reconcile/conditions.h"
+#include "reconcile/manager.h"
+#include "test/support/bind_provider.h"
+#include "test/support/test_cluster.h"
+#include "test/support/wait.h"
+
+namespace klutch::konnector {
+namespace {
+
+using client::Json;
+using client::ResourceClient;
+using testing::Eventually;
+namespace bind = testing::bind;
+
+const client::GroupVersionResource kInstances{"anynines.com", "v1", "postgresqlinstances"};
+constexpr const char* kBindingName = "postgresqlinstances.anynines.com";
+
+Json InstanceCrd() {
+  Json schema = {{"type", "object"}, {"x-kubernetes-preserve-unknown-fields", true}};
+  return {{"apiVersion", "apiextensions.k8s.io/v1"},
+          {"kind", "CustomResourceDefinition"},
+          {"metadata", {{"name", kBindingName}}},
+          {"spec",
+           {{"group", "anynines.com"},
+            {"scope", "Namespaced"},
+            {"names",
+             {{"plural", "postgresqlinstances"},
+              {"singular", "postgresqlinstance"},
+              {"kind", "PostgresqlInstance"},
+              {"listKind", "PostgresqlInstanceList"}}},
+            {"versions", Json::array({{{"name", "v1"},
+                                       {"served", true},
+                                       {"storage", true},
+                                       {"subresources", {{"status", Json::object()}}},
+                                       {"schema", {{"openAPIV3Schema", schema}}}}})}}}};
+}
+
+Json Instance(const std::string& ns, const std::string& name, const std::string& version) {
+  return {{"apiVersion", "anynines.com/v1"},
+          {"kind", "PostgresqlInstance"},
+          {"metadata", {{"name", name}, {"namespace", ns}}},
+          {"spec", {{"version", version}}}};
+}
+
+class KonnectorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto cp = testing::TestCluster::Start({.clock = &clock_});
+    ASSERT_TRUE(cp.ok()) << cp.status().ToString();
+    cp_ = std::move(*cp);
+    auto app = testing::TestCluster::Start({.clock = &clock_});
+    ASSERT_TRUE(app.ok()) << app.status().ToString();
+    app_ = std::move(*app);
+
+    ASSERT_TRUE(bind::InstallBindCrds(cp_->admin()).ok());
+    auto provider = bind::SetupProvider(cp_->admin());
+    ASSERT_TRUE(provider.ok()) << provider.status().ToString();
+    provider_ = *provider;
+    ASSERT_TRUE(ResourceClient(cp_->admin(), client::resources::kCustomResourceDefinitions)
+                    .Create(InstanceCrd())
+                    .ok());
+    ASSERT_TRUE(bind::WaitForCrdEstablished(cp_->admin(), kBindingName).ok());
+    Json claims = Json::array({bind::PermissionClaim("secrets", "Provider"),
+                               bind::PermissionClaim("secrets", "Consumer")});
+    ASSERT_TRUE(
+        bind::CreateExport(cp_->admin(), ns(), bind::ExportFromCrd(InstanceCrd(), claims)).ok());
+    mapper_ = std::make_unique<bind::NamespaceMapper>(cp_->admin(), ns());
+    mapper_->Start();
+
+    ASSERT_TRUE(InstallBindingCrd(app_->admin(), std::chrono::seconds(30)).ok());
+    CreateApp(
+        client::resources::kNamespaces,
+        {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "klutch-bind"}}}});
+    CreateApp(client::resources::kSecrets,
+              KubeconfigSecret("kubeconfig-provider", provider_.kubeconfig));
+    CreateApp(kApiServiceBindings, Binding(kBindingName, "kubeconfig-provider", claims));
+    for (const char* n : {"dev"}) {
+      CreateApp(client::resources::kNamespaces,
+                {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", n}}}});
+    }
+
+    manager_ = std::make_unique<reconcile::Manager>(
+        app_->admin(), reconcile::ManagerOptions{.name = "klutch-konnector", .clock = &clock_});
+    konnector_ = std::make_unique<Konnector>(
+        *manager_, app_->admin(),
+        KonnectorOptions{.heartbeat_interval = std::chrono::seconds(30),
+                         .new_client = [this](const client::RestConfig& c)
+                             -> core::Result<std::unique_ptr<client::RestClient>> {
+                           ++clients_made_;
+                           return cp_->ClientWithToken(c.bearer_token);
+                         },
+                         .clock = &clock_});
+    ASSERT_TRUE(konnector_->Setup().ok());
+    ASSERT_TRUE(konnector_->StartAppInformers(std::chrono::seconds(30)).ok());
+    ASSERT_TRUE(manager_->Start().ok());
+    // The bound CRD is served in the App Cluster before a test creates claims.
+    ASSERT_TRUE(Until([&] {
+      auto crd = App(client::resources::kCustomResourceDefinitions).Get(kBindingName);
+      return crd.ok() && reconcile::IsConditionTrue(*crd, "Established") &&
+             App(kInstances, "dev").List().ok();
+    }));
+  }
+
+  void TearDown() override {
+    if (manager_) manager_->Stop();
+    if (konnector_) konnector_->Stop();
+    if (mapper_) mapper_->Stop();
+  }
+
+  const std::string& ns() const { return provider_.cluster_namespace; }
+  std::string Mapped(const std::string& consumer_ns) { return ns() + "-" + consumer_ns; }
+
+  static Json KubeconfigSecret(const std::string& name, const std::string& kubeconfig) {
+    return {{"apiVersion", "v1"},
+            {"kind", "Secret"},
+            {"metadata", {{"name", name}, {"namespace", "klutch-bind"}}},
+            {"data", {{"kubeconfig", core::Base64Encode(kubeconfig)}}}};
+  }
+  static Json Binding(const std::string& name, const std::string& secret, Json claims) {
+    for (auto& c : claims) c["state"] = "Accepted";
+    return {{"apiVersion", "klutch.anynines.com/v1alpha1"},
+            {"kind", "APIServiceBinding"},
+            {"metadata", {{"name", name}, {"namespace", "klutch-bind"}}},
+            {"spec",
+             {{"kubeconfigSecretRef",
+               {{"name", secret}, {"namespace", "klutch-bind"}, {"key", "kubeconfig"}}},
+              {"permissionClaims", claims}}}};
+  }
+
+  void CreateApp(const client::GroupVersionResource& gvr, const Json& object) {
+    auto r = ResourceClient(app_->admin(), gvr, machinery::Namespace(object)).Create(object);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+  }
+  ResourceClient App(const client::GroupVersionResource& gvr, const std::string& ns = "") {
+    return ResourceClient(app_->admin(), gvr, ns);
+  }
+  ResourceClient Cp(const client::GroupVersionResource& gvr, const std::string& ns = "") {
+    return ResourceClient(cp_->admin(), gvr, ns);
+  }
+  // Polls while moving simulated time, so requeues and backoff fire.
+  bool Until(const std::function<bool()>& done) {
+    return Eventually([&] {
+      if (done()) return true;
+      clock_.Advance(std::chrono::milliseconds(50));
+      return false;
+    });
+  }
+  std::string Get(ResourceClient rc, const std::string& name,
+                  std::initializer_list<std::string_view> path) {
+    auto r = rc.Get(name);
+    return r.ok() ? machinery::GetString(*r, path) : "<missing>";
+  }
+  bool BindingCondition(const std::string& name, const std::string& type, const std::string& status,
+                        const std::string& reason = "") {
+    auto b = App(kApiServiceBindings, "klutch-bind").Get(name);
+    if (!b.ok()) return false;
+    auto c = reconcile::FindSeverityCondition(*b, type);
+    return c && c->status == status && (reason.empty() || c->reason == reason);
+  }
+
+  core::FakeClock clock_;
+  std::unique_ptr<testing::TestCluster> cp_, app_;
+  bind::ProviderBinding provider_;
+  std::unique_ptr<bind::NamespaceMapper> mapper_;
+  std::unique_ptr<reconcile::Manager> manager_;
+  std::unique_ptr<Konnector> konnector_;
+  std::atomic<int> clients_made_{0};
+};
+
+TEST_F(KonnectorTest, BindingConnectsAndClaimsSyncBothWays) {
+  // The CRD appears, owned by the binding; the binding and the export report.
+  EXPECT_TRUE(Until(
+      [&] { return App(client::resources::kCustomResourceDefinitions).Get(kBindingName).ok(); }));
+  EXPECT_TRUE(Until([&] { return BindingCondition(kBindingName, "SecretValid", "True"); }));
+  EXPECT_TRUE(Until([&] { return BindingCondition(kBindingName, "Connected", "True"); }));
+  EXPECT_TRUE(Until([&] { return BindingCondition(kBindingName, "Heartbeating", "True"); }));
+  EXPECT_TRUE(Until([&] {
+    auto e = Cp(bind::kApiServiceExports, ns()).Get(kBindingName);
+    return e.ok() && reconcile::IsConditionTrue(*e, "Connected") &&
+           reconcile::IsConditionTrue(*e, "Established");
+  }));
+  EXPECT_EQ(
+      Get(App(kApiServiceBindings, "klutch-bind"), kBindingName, {"status", "providerPrettyName"}),
+      "klutch-test-provider");
+
+  // Create flows up, with the bound annotation; the consumer object gets the finalizer.
+  CreateApp(kInstances, Instance("dev", "db", "14"));
+  EXPECT_TRUE(Until([&] {
+    return Get(Cp(kInstances, Mapped("dev")), "db", {"spec", "version"}) == "14";
+  }));
+  EXPECT_EQ(Get(Cp(kInstances, Mapped("dev")), "db", {"metadata", "annotations", kBoundAnnotation}),
+            "true");
+  auto db = App(kInstances, "dev").Get("db");
+  ASSERT_TRUE(db.ok());
+  EXPECT_TRUE(machinery::HasFinalizer(*db, kSyncerFinalizer));
+
+  // Spec edits flow up; an edit on the Control Plane copy is reverted.
+  ASSERT_TRUE(App(kInstances, "dev")
+                  .Patch("db", client::PatchType::kMerge, R"({"spec":{"version":"15"}})")
+                  .ok());
+  EXPECT_TRUE(Until([&] {
+    return Get(Cp(kInstances, Mapped("dev")), "db", {"spec", "version"}) == "15";
+  }));
+  ASSERT_TRUE(Cp(kInstances, Mapped("dev"))
+                  .Patch("db", client::PatchType::kMerge, R"({"spec":{"version":"9","extra":"x"}})")
+                  .ok());
+  EXPECT_TRUE(Until([&] {
+    auto u = Cp(kInstances, Mapped("dev")).Get("db");
+    return u.ok() && machinery::GetString(*u, {"spec", "version"}) == "15" &&
+           !(*u)["spec"].contains("extra");
+  }));
+
+  // Status written on the Control Plane flows down, next to our Synced condition.
+  ASSERT_TRUE(
+      Cp(kInstances, Mapped("dev"))
+          .Patch("db", client::PatchType::kMerge, R"({"status":{"phase":"Ready"}})", {}, "status")
+          .ok());
+  EXPECT_TRUE(Until([&] {
+    return Get(App(kInstances, "dev"), "db", {"status", "phase"}) == "Ready";
+  }));
+  EXPECT_TRUE(Until([&] {
+    auto d = App(kInstances, "dev").Get("db");
+    return d.ok() && reconcile::ConditionStatus(*d, "Synced") == "True";
+  }));
+
+  // Deleting the Control Plane copy re-creates it.
+  ASSERT_TRUE(Cp(kInstances, Mapped("dev")).Delete("db").ok());
+  EXPECT_TRUE(Until([&] {
+    auto u = Cp(kInstances, Mapped("dev")).Get("db");
+    return u.ok() && !machinery::IsBeingDeleted(*u);
+  }));
+
+  // Deleting the claim deletes the copy and releases the consumer object.
+  ASSERT_TRUE(App(kInstances, "dev").Delete("db").ok());
+  EXPECT_TRUE(Until([&] {
+    return core::IsNotFound(App(kInstances, "dev").Get("db").status()) &&
+           core::IsNotFound(Cp(kInstances, Mapped("dev")).Get("db").status());
+  }));
+}
+
+TEST_F(KonnectorTest, ProviderObjectsAreAdoptedAndClaimedSecretsFollowTheirOwner) {
+  CreateApp(kInstances, Instance("dev", "seed", "14"));  // maps namespace dev
+  ASSERT_TRUE(Until([&] { return Cp(kInstances, Mapped("dev")).Get("seed").ok(); }));
+
+  // An object created on the provider appears on the consumer, both sides marked bound.
+  ASSERT_TRUE(
+      Cp(kInstances, Mapped("dev")).Create(Instance(Mapped("dev"), "made-upstream", "13")).ok());
+  EXPECT_TRUE(Until([&] {
+    return Get(App(kInstances, "dev"), "made-upstream",
+               {"metadata", "annotations", kBoundAnnotation}) == "true" &&
+           Get(Cp(kInstances, Mapped("dev")), "made-upstream",
+               {"metadata", "annotations", kBoundAnnotation}) == "true";
+  }));
+
+  // A provider-owned Secret comes down, and is restored when deleted there.
+  Json creds = {{"apiVersion", "v1"},
+                {"kind", "Secret"},
+                {"metadata", {{"name", "db-creds"}, {"namespace", Mapped("dev")}}},
+                {"data", {{"uri", core::Base64Encode("postgres://x")}}}};
+  ASSERT_TRUE(Cp(client::resources::kSecrets, Mapped("dev")).Create(creds).ok());
+  auto app_secret = [&](const std::string& name) {
+    return Get(App(client::resources::kSecrets, "dev"), name, {"data", "uri"});
+  };
+  EXPECT_TRUE(Until([&] { return app_secret("db-creds") == core::Base64Encode("postgres://x"); }));
+  EXPECT_EQ(Get(App(client::resources::kSecrets, "dev"), "db-creds",
+                {"metadata", "annotations", kResourceOwnerAnnotation}),
+            "Provider");
+  ASSERT_TRUE(App(client::resources::kSecrets, "dev").Delete("db-creds").ok());
+  EXPECT_TRUE(Until([&] { return app_secret("db-creds") == core::Base64Encode("postgres://x"); }));
+  // Edits of the copy are overwritten by the owner's content.
+  ASSERT_TRUE(App(client::resources::kSecrets, "dev")
+                  .Patch("db-creds", client::PatchType::kMerge, R"({"data":{"uri":"eA=="}})")
+                  .ok());
+  EXPECT_TRUE(Until([&] { return app_secret("db-creds") == core::Base64Encode("postgres://x"); }));
+
+  // A consumer-owned Secret goes up; an unannotated consumer Secret stays home... under the
+  // Consumer claim it is consumer-owned too, so it goes up as well.
+  Json mine = {{"apiVersion", "v1"},
+               {"kind", "Secret"},
+               {"metadata",
+                {{"name", "app-config"},
+                 {"namespace", "dev"},
+                 {"annotations", {{kResourceOwnerAnnotation, "Consumer"}}}}},
+               {"data", {{"uri", core::Base64Encode("mine")}}}};
+  CreateApp(client::resources::kSecrets, mine);
+  EXPECT_TRUE(Until([&] {
+    return Get(Cp(client::resources::kSecrets, Mapped("dev")), "app-config", {"data", "uri"}) ==
+           core::Base64Encode("mine");
+  }));
+  // The owner deleting it removes the copy.
+  ASSERT_TRUE(App(client::resources::kSecrets, "dev").Delete("app-config").ok());
+  EXPECT_TRUE(Until([&] {
+    return core::IsNotFound(
+        Cp(client::resources::kSecrets, Mapped("dev")).Get("app-config").status());
+  }));
+  ASSERT_TRUE(Cp(client::resources::kSecrets, Mapped("dev")).Delete("db-creds").ok());
+  EXPECT_TRUE(Until([&] { return app_secret("db-creds") == "<missing>"; }));
+}
+
+TEST_F(KonnectorTest, HeartbeatAdvancesAtTheInterval) {
+  std::string first;
+  ASSERT_TRUE(Until([&] {
+    first = Get(Cp(bind::kClusterBindings, ns()), "cluster", {"status", "lastHeartbeatTime"});
+    return first != "<missing>" && !first.empty();
+  }));
+  EXPECT_EQ(Get(Cp(bind::kClusterBindings, ns()), "cluster", {"status", "heartbeatInterval"}),
+            "30s");
+  EXPECT_EQ(Get(Cp(bind::kClusterBindings, ns()), "cluster", {"status", "konnectorVersion"}),
+            "v0.0.0");
+  clock_.Advance(std::chrono::seconds(31));
+  EXPECT_TRUE(Until([&] {
+    std::string now =
+        Get(Cp(bind::kClusterBindings, ns()), "cluster", {"status", "lastHeartbeatTime"});
+    return now != first && now != "<missing>";
+  }));
+}
+
+TEST_F(KonnectorTest, BadBindingsSayWhatIsWrongAndLeaveOthersAlone) {
+  ASSERT_TRUE(Until([&] { return BindingCondition(kBindingName, "Connected", "True"); }));
+  CreateApp(kApiServiceBindings, Binding("widgets.example.com", "no-such-secret", Json::array()));
+  EXPECT_TRUE(Until([&] {
+    return BindingCondition("widgets.example.com", "SecretValid", "False",
+                            "KubeconfigSecretNotFound");
+  }));
+  CreateApp(client::resources::kSecrets, KubeconfigSecret("garbage", "{{{"));
+  CreateApp(kApiServiceBindings, Binding("gadgets.example.com", "garbage", Json::array()));
+  EXPECT_TRUE(Until([&] {
+    return BindingCondition("gadgets.example.com", "SecretValid", "False",
+                            "KubeconfigSecretInvalid");
+  }));
+  auto b = App(kApiServiceBindings, "klutch-bind").Get("gadgets.example.com");
+  ASSERT_TRUE(b.ok());
+  EXPECT_NE(reconcile::FindSeverityCondition(*b, "SecretValid")->message.find("kubectl bind"),
+            std::string::npos);
+  // The good binding keeps syncing.
+  CreateApp(kInstances, Instance("dev", "still-works", "14"));
+  EXPECT_TRUE(Until([&] { return Cp(kInstances, Mapped("dev")).Get("still-works").ok(); }));
+  EXPECT_EQ(konnector_->connections(), 1u);
+}
+
+TEST_F(KonnectorTest, DeletingAConsumerNamespaceDeletesItsServiceNamespace) {
+  CreateApp(client::resources::kNamespaces,
+            {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "gone"}}}});
+  CreateApp(kInstances, Instance("gone", "db", "14"));
+  ASSERT_TRUE(Until([&] { return Cp(kInstances, Mapped("gone")).Get("db").ok(); }));
+  ASSERT_TRUE(App(client::resources::kNamespaces).Delete("gone").ok());
+  EXPECT_TRUE(Until([&] {
+    return core::IsNotFound(Cp(bind::kApiServiceNamespaces, ns()).Get("gone").status());
+  }));
+}
+
+}  // namespace
+}  // namespace klutch::konnector

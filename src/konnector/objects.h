@@ -1,0 +1,69 @@
+// Pure object transformations of the konnector (bind-protocol.md §2.8, §4.7, §4.9-§4.13): an
+// APIServiceExport into the consumer CRD, the copy of an object for the other cluster, the
+// prefixed names of cluster-scoped objects, and the kubeconfig a binding's Secret holds.
+// Functions of their arguments only: thread-compatible, no I/O, never throw.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "client/kubeconfig.h"
+#include "machinery/object.h"
+
+namespace klutch::konnector {
+
+using machinery::Json;
+
+// The consumer CRD for an APIServiceExport: named like the export; group, names and scope
+// copied; each version with its schema, subresources (always present) and printer columns;
+// no conversion. `binding` (an APIServiceBinding) becomes its controlling owner.
+Json ExportToCrd(const Json& export_object, const Json& binding);
+// The version syncers use: the export's first served version ("" when none).
+std::string FirstServedVersion(const Json& export_object);
+// True when the CRD's controlling owner is `binding` (group, kind, name and uid).
+bool CrdOwnedBy(const Json& crd, const Json& binding);
+// metadata.generation (0 when absent).
+int64_t Generation(const Json& object);
+// True when a CRD reports Established=True.
+bool CrdEstablished(const Json& crd);
+
+// The copy of `object` to create in the other cluster: server-set metadata (uid,
+// resourceVersion, generation, creationTimestamp, managedFields, deletion fields, selfLink),
+// ownerReferences and finalizers cleared, status removed, namespace set to `ns` (dropped when
+// empty).
+Json CleanCopy(const Json& object, const std::string& ns);
+// Sets one annotation (creating metadata.annotations as needed).
+void SetAnnotation(Json& object, std::string_view key, std::string_view value);
+// The annotation's value, "" when absent.
+std::string Annotation(const Json& object, std::string_view key);
+bool HasBoundAnnotation(const Json& object);
+
+// Cluster-scoped objects (§4.9): consumer `name` is `<providerNs>-name` on the provider, with
+// the cluster-namespace annotation and a (non-controller) ownerReference to the provider
+// Namespace so that deleting the cluster namespace collects them.
+std::string PrefixedName(std::string_view provider_ns, std::string_view name);
+// The consumer name of a provider name; nullopt when it lacks the prefix.
+std::optional<std::string> UnprefixedName(std::string_view provider_ns, std::string_view name);
+void InjectClusterNamespace(Json& object, const std::string& provider_ns,
+                            const std::string& namespace_uid);
+// Undoes InjectClusterNamespace (annotation and the Namespace ownerReference).
+void ClearClusterNamespace(Json& object);
+
+// A binding's kubeconfig Secret, checked (§4.2).
+struct KubeconfigCheck {
+  bool valid = false;
+  std::string reason;      // KubeconfigSecretNotFound | KubeconfigSecretInvalid when !valid
+  std::string message;     // what is wrong and what to do
+  std::string kubeconfig;  // the text, when valid
+  client::RestConfig config;
+  std::string ns;  // the current context's namespace (the provider's cluster namespace)
+};
+// `secret` is nullptr when missing. `require_namespace`: the current context must name a
+// namespace (OIDC mode: it is the cluster namespace on the provider).
+KubeconfigCheck CheckKubeconfigSecret(const Json* secret, std::string_view secret_ref,
+                                      std::string_view key, bool require_namespace);
+// The decoded value of data[key] of a Secret (nullopt when absent or not base64).
+std::optional<std::string> SecretValue(const Json& secret, std::string_view key);
+
+}  // namespace klutch::konnector

@@ -1,0 +1,130 @@
+#include "konnector/objects.h"
+
+#include <gtest/gtest.h>
+
+#include "core/strings.h"
+#include "konnector/names.h"
+
+namespace klutch::konnector {
+namespace {
+
+Json Export() {
+  return Json::parse(R"({
+    "apiVersion": "klutch.anynines.com/v1alpha1", "kind": "APIServiceExport",
+    "metadata": {"name": "widgets.example.com", "namespace": "klutch-bind-x", "generation": 3},
+    "spec": {"group": "example.com", "scope": "Namespaced", "informerScope": "Namespaced",
+             "names": {"plural": "widgets", "kind": "Widget"},
+             "permissionClaims": [{"group": "", "resource": "secrets", "version": "v1"}],
+             "versions": [
+               {"name": "v1alpha1", "served": false, "storage": false,
+                "schema": {"openAPIV3Schema": {"type": "object"}}},
+               {"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object",
+                   "x-kubernetes-preserve-unknown-fields": true}},
+                "additionalPrinterColumns": [{"name": "Phase", "type": "string",
+                                              "jsonPath": ".status.phase"}]}]}})");
+}
+
+Json Binding() {
+  return Json::parse(R"({"apiVersion": "klutch.anynines.com/v1alpha1",
+    "kind": "APIServiceBinding", "metadata": {"name": "widgets.example.com",
+    "namespace": "klutch-bind", "uid": "u-1"}})");
+}
+
+TEST(ExportToCrd, CopiesNamesScopeAndVersionsAndOwnsByBinding) {
+  Json crd = ExportToCrd(Export(), Binding());
+  EXPECT_EQ(crd["metadata"]["name"], "widgets.example.com");
+  EXPECT_EQ(crd["spec"]["group"], "example.com");
+  EXPECT_EQ(crd["spec"]["scope"], "Namespaced");
+  EXPECT_EQ(crd["spec"]["names"]["kind"], "Widget");
+  ASSERT_EQ(crd["spec"]["versions"].size(), 2u);
+  EXPECT_EQ(crd["spec"]["versions"][1]["subresources"], Json::object());  // always present
+  EXPECT_EQ(crd["spec"]["versions"][1]["additionalPrinterColumns"][0]["name"], "Phase");
+  EXPECT_FALSE(crd["spec"].contains("informerScope"));
+  EXPECT_FALSE(crd["spec"].contains("permissionClaims"));
+  EXPECT_TRUE(CrdOwnedBy(crd, Binding()));
+  Json other = Binding();
+  other["metadata"]["uid"] = "u-2";
+  EXPECT_FALSE(CrdOwnedBy(crd, other));
+  EXPECT_EQ(FirstServedVersion(Export()), "v1");
+  EXPECT_EQ(Generation(Export()), 3);
+}
+
+TEST(CleanCopy, DropsServerFieldsAndStatusKeepsLabels) {
+  Json o = Json::parse(R"({"apiVersion": "v1", "kind": "Secret",
+    "metadata": {"name": "s", "namespace": "a", "uid": "x", "resourceVersion": "5",
+      "generation": 2, "creationTimestamp": "2026-01-01T00:00:00Z", "finalizers": ["f"],
+      "ownerReferences": [{"kind": "X"}], "managedFields": [], "labels": {"l": "1"}},
+    "status": {"phase": "Ready"}, "data": {"k": "dg=="}})");
+  Json c = CleanCopy(o, "b");
+  EXPECT_EQ(c["metadata"], Json::parse(R"({"name": "s", "namespace": "b", "labels": {"l": "1"}})"));
+  EXPECT_FALSE(c.contains("status"));
+  EXPECT_EQ(c["data"]["k"], "dg==");
+  EXPECT_FALSE(CleanCopy(o, "")["metadata"].contains("namespace"));
+}
+
+TEST(ClusterScoped, PrefixRoundTrip) {
+  Json o = {{"metadata", {{"name", "db"}}}};
+  InjectClusterNamespace(o, "klutch-bind-x", "ns-uid");
+  EXPECT_EQ(o["metadata"]["name"], "klutch-bind-x-db");
+  EXPECT_EQ(Annotation(o, kClusterNamespaceAnnotation), "klutch-bind-x");
+  EXPECT_EQ(o["metadata"]["ownerReferences"][0]["uid"], "ns-uid");
+  ClearClusterNamespace(o);
+  EXPECT_EQ(o, Json({{"metadata", {{"name", "db"}}}}));
+  EXPECT_EQ(UnprefixedName("klutch-bind-x", "klutch-bind-x-db"), "db");
+  EXPECT_EQ(UnprefixedName("klutch-bind-x", "klutch-bind-xdb"), std::nullopt);
+  EXPECT_EQ(UnprefixedName("klutch-bind-x", "klutch-bind-x-"), std::nullopt);
+  EXPECT_EQ(UnprefixedName("klutch-bind-x", "other-db"), std::nullopt);
+}
+
+Json SecretWith(const std::string& kubeconfig) {
+  return {{"metadata", {{"name", "kc"}, {"namespace", "klutch-bind"}}},
+          {"data", {{"kubeconfig", core::Base64Encode(kubeconfig)}}}};
+}
+
+constexpr const char* kKubeconfig = R"(apiVersion: v1
+kind: Config
+clusters:
+- name: p
+  cluster: {server: "https://127.0.0.1:1"}
+users:
+- name: u
+  user: {token: abc}
+contexts:
+- name: c
+  context: {cluster: p, user: u, namespace: klutch-bind-x}
+current-context: c
+)";
+
+TEST(CheckKubeconfigSecret, ReportsWhatIsWrong) {
+  auto missing = CheckKubeconfigSecret(nullptr, "klutch-bind/kc", "kubeconfig", true);
+  EXPECT_FALSE(missing.valid);
+  EXPECT_EQ(missing.reason, "KubeconfigSecretNotFound");
+  EXPECT_NE(missing.message.find("kubectl bind"), std::string::npos);
+
+  Json no_key = SecretWith(kKubeconfig);
+  auto wrong_key = CheckKubeconfigSecret(&no_key, "klutch-bind/kc", "other", true);
+  EXPECT_EQ(wrong_key.reason, "KubeconfigSecretInvalid");
+
+  Json garbage = SecretWith("{{{ not yaml");
+  EXPECT_EQ(CheckKubeconfigSecret(&garbage, "klutch-bind/kc", "kubeconfig", true).reason,
+            "KubeconfigSecretInvalid");
+
+  std::string no_ns = kKubeconfig;
+  no_ns.replace(no_ns.find(", namespace: klutch-bind-x"), 26, "");
+  Json without_ns = SecretWith(no_ns);
+  auto ns_check = CheckKubeconfigSecret(&without_ns, "klutch-bind/kc", "kubeconfig", true);
+  EXPECT_FALSE(ns_check.valid);
+  EXPECT_NE(ns_check.message.find("namespace"), std::string::npos);
+  EXPECT_TRUE(CheckKubeconfigSecret(&without_ns, "klutch-bind/kc", "kubeconfig", false).valid);
+
+  Json good = SecretWith(kKubeconfig);
+  auto ok = CheckKubeconfigSecret(&good, "klutch-bind/kc", "kubeconfig", true);
+  ASSERT_TRUE(ok.valid) << ok.message;
+  EXPECT_EQ(ok.ns, "klutch-bind-x");
+  EXPECT_EQ(ok.config.server, "https://127.0.0.1:1");
+  EXPECT_EQ(ok.config.bearer_token, "abc");
+}
+
+}  // namespace
+}  // namespace klutch::konnector
