@@ -7,10 +7,12 @@
 #include <gtest/gtest.h>
 
 #include "client/dynamic.h"
+#include "core/file.h"
 #include "core/strings.h"
 #include "konnector/names.h"
 #include "reconcile/conditions.h"
 #include "reconcile/manager.h"
+#include "serving/kubeconfig.h"
 #include "test/support/bind_provider.h"
 #include "test/support/test_cluster.h"
 #include "test/support/wait.h"
@@ -26,19 +28,16 @@ namespace bind = testing::bind;
 const client::GroupVersionResource kInstances{"anynines.com", "v1", "postgresqlinstances"};
 constexpr const char* kBindingName = "postgresqlinstances.anynines.com";
 
-Json InstanceCrd() {
+Json InstanceCrd(const std::string& plural = "postgresqlinstances",
+                 const std::string& kind = "PostgresqlInstance") {
   Json schema = {{"type", "object"}, {"x-kubernetes-preserve-unknown-fields", true}};
   return {{"apiVersion", "apiextensions.k8s.io/v1"},
           {"kind", "CustomResourceDefinition"},
-          {"metadata", {{"name", kBindingName}}},
+          {"metadata", {{"name", plural + ".anynines.com"}}},
           {"spec",
            {{"group", "anynines.com"},
             {"scope", "Namespaced"},
-            {"names",
-             {{"plural", "postgresqlinstances"},
-              {"singular", "postgresqlinstance"},
-              {"kind", "PostgresqlInstance"},
-              {"listKind", "PostgresqlInstanceList"}}},
+            {"names", {{"plural", plural}, {"kind", kind}, {"listKind", kind + "List"}}},
             {"versions", Json::array({{{"name", "v1"},
                                        {"served", true},
                                        {"storage", true},
@@ -55,7 +54,9 @@ Json Instance(const std::string& ns, const std::string& name, const std::string&
 
 class KonnectorTest : public ::testing::Test {
  protected:
-  void SetUp() override {
+  void SetUp() override { Start(false); }
+
+  void Start(bool control_plane_mode) {
     auto cp = testing::TestCluster::Start({.clock = &clock_});
     ASSERT_TRUE(cp.ok()) << cp.status().ToString();
     cp_ = std::move(*cp);
@@ -63,7 +64,7 @@ class KonnectorTest : public ::testing::Test {
     ASSERT_TRUE(app.ok()) << app.status().ToString();
     app_ = std::move(*app);
 
-    ASSERT_TRUE(bind::InstallBindCrds(cp_->admin()).ok());
+    ASSERT_TRUE(bind::InstallBindCrds(cp_->admin(), control_plane_mode).ok());
     auto provider = bind::SetupProvider(cp_->admin());
     ASSERT_TRUE(provider.ok()) << provider.status().ToString();
     provider_ = *provider;
@@ -78,29 +79,48 @@ class KonnectorTest : public ::testing::Test {
     mapper_ = std::make_unique<bind::NamespaceMapper>(cp_->admin(), ns());
     mapper_->Start();
 
-    ASSERT_TRUE(InstallBindingCrd(app_->admin(), std::chrono::seconds(30)).ok());
-    CreateApp(
-        client::resources::kNamespaces,
-        {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "klutch-bind"}}}});
-    CreateApp(client::resources::kSecrets,
-              KubeconfigSecret("kubeconfig-provider", provider_.kubeconfig));
-    CreateApp(kApiServiceBindings, Binding(kBindingName, "kubeconfig-provider", claims));
     for (const char* n : {"dev"}) {
       CreateApp(client::resources::kNamespaces,
                 {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", n}}}});
     }
-
-    manager_ = std::make_unique<reconcile::Manager>(
-        app_->admin(), reconcile::ManagerOptions{.name = "klutch-konnector", .clock = &clock_});
-    konnector_ = std::make_unique<Konnector>(
-        *manager_, app_->admin(),
-        KonnectorOptions{.heartbeat_interval = std::chrono::seconds(30),
-                         .new_client = [this](const client::RestConfig& c)
-                             -> core::Result<std::unique_ptr<client::RestClient>> {
-                           ++clients_made_;
-                           return cp_->ClientWithToken(c.bearer_token);
-                         },
-                         .clock = &clock_});
+    if (control_plane_mode) {
+      // Bindings live on the Control Plane in the root namespace, which is also the provider
+      // namespace; their Secret holds the App Cluster's kubeconfig.
+      ResourceClient(cp_->admin(), client::resources::kSecrets, ns())
+          .Create(KubeconfigSecret("app-cluster", AppKubeconfig(), ns()))
+          .status()
+          .ok();
+      ASSERT_TRUE(ResourceClient(cp_->admin(), kApiServiceBindings, ns())
+                      .Create(Binding(kBindingName, "app-cluster", claims, ns()))
+                      .ok());
+      manager_ = std::make_unique<reconcile::Manager>(
+          cp_->admin(), reconcile::ManagerOptions{.name = "klutch-konnector", .clock = &clock_});
+      konnector_ = std::make_unique<Konnector>(
+          *manager_, app_->admin(),
+          KonnectorOptions{.control_plane_mode = true,
+                           .binding_namespace = ns(),
+                           .heartbeat_interval = std::chrono::seconds(30),
+                           .clock = &clock_});
+    } else {
+      ASSERT_TRUE(InstallBindingCrd(app_->admin(), std::chrono::seconds(30)).ok());
+      CreateApp(
+          client::resources::kNamespaces,
+          {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "klutch-bind"}}}});
+      CreateApp(client::resources::kSecrets,
+                KubeconfigSecret("kubeconfig-provider", provider_.kubeconfig));
+      CreateApp(kApiServiceBindings, Binding(kBindingName, "kubeconfig-provider", claims));
+      manager_ = std::make_unique<reconcile::Manager>(
+          app_->admin(), reconcile::ManagerOptions{.name = "klutch-konnector", .clock = &clock_});
+      konnector_ = std::make_unique<Konnector>(
+          *manager_, app_->admin(),
+          KonnectorOptions{.heartbeat_interval = std::chrono::seconds(30),
+                           .new_client = [this](const client::RestConfig& c)
+                               -> core::Result<std::unique_ptr<client::RestClient>> {
+                             ++clients_made_;
+                             return cp_->ClientWithToken(c.bearer_token);
+                           },
+                           .clock = &clock_});
+    }
     ASSERT_TRUE(konnector_->Setup().ok());
     ASSERT_TRUE(konnector_->StartAppInformers(std::chrono::seconds(30)).ok());
     ASSERT_TRUE(manager_->Start().ok());
@@ -121,20 +141,25 @@ class KonnectorTest : public ::testing::Test {
   const std::string& ns() const { return provider_.cluster_namespace; }
   std::string Mapped(const std::string& consumer_ns) { return ns() + "-" + consumer_ns; }
 
-  static Json KubeconfigSecret(const std::string& name, const std::string& kubeconfig) {
+  std::string AppKubeconfig() {
+    auto text = core::ReadFile(app_->kubeconfig());
+    return text.ok() ? *text : "";
+  }
+  static Json KubeconfigSecret(const std::string& name, const std::string& kubeconfig,
+                               const std::string& ns = "klutch-bind") {
     return {{"apiVersion", "v1"},
             {"kind", "Secret"},
-            {"metadata", {{"name", name}, {"namespace", "klutch-bind"}}},
+            {"metadata", {{"name", name}, {"namespace", ns}}},
             {"data", {{"kubeconfig", core::Base64Encode(kubeconfig)}}}};
   }
-  static Json Binding(const std::string& name, const std::string& secret, Json claims) {
+  static Json Binding(const std::string& name, const std::string& secret, Json claims,
+                      const std::string& ns = "klutch-bind") {
     for (auto& c : claims) c["state"] = "Accepted";
     return {{"apiVersion", "klutch.anynines.com/v1alpha1"},
             {"kind", "APIServiceBinding"},
-            {"metadata", {{"name", name}, {"namespace", "klutch-bind"}}},
+            {"metadata", {{"name", name}, {"namespace", ns}}},
             {"spec",
-             {{"kubeconfigSecretRef",
-               {{"name", secret}, {"namespace", "klutch-bind"}, {"key", "kubeconfig"}}},
+             {{"kubeconfigSecretRef", {{"name", secret}, {"namespace", ns}, {"key", "kubeconfig"}}},
               {"permissionClaims", claims}}}};
   }
 
@@ -358,6 +383,167 @@ TEST_F(KonnectorTest, DeletingAConsumerNamespaceDeletesItsServiceNamespace) {
   EXPECT_TRUE(Until([&] {
     return core::IsNotFound(Cp(bind::kApiServiceNamespaces, ns()).Get("gone").status());
   }));
+}
+
+// A token for the provider's klutch-binder ServiceAccount from a new token Secret.
+std::string NewToken(client::RestClient& cp, const std::string& ns, const std::string& name) {
+  ResourceClient secrets(cp, client::resources::kSecrets, ns);
+  Json secret = {{"apiVersion", "v1"},
+                 {"kind", "Secret"},
+                 {"type", "kubernetes.io/service-account-token"},
+                 {"metadata",
+                  {{"name", name},
+                   {"namespace", ns},
+                   {"annotations", {{"kubernetes.io/service-account.name", "klutch-binder"}}}}}};
+  if (!secrets.Create(secret).ok()) return "";
+  std::string token;
+  Eventually([&] {
+    auto s = secrets.Get(name);
+    token =
+        s.ok() ? core::Base64Decode(machinery::GetString(*s, {"data", "token"})).value_or("") : "";
+    return !token.empty();
+  });
+  return token;
+}
+
+TEST_F(KonnectorTest, RotatedProviderKubeconfigReachesTheAppClusterAndSyncGoesOn) {
+  CreateApp(kInstances, Instance("dev", "before", "14"));
+  ASSERT_TRUE(Until([&] { return Cp(kInstances, Mapped("dev")).Get("before").ok(); }));
+  const int clients_before = clients_made_;
+
+  // The provider rotates: a new token in the kubeconfig Secret, the old token revoked.
+  std::string token = NewToken(cp_->admin(), ns(), "klutch-binder-rotated");
+  ASSERT_FALSE(token.empty());
+  std::string rotated = serving::KubeconfigYaml({.name = "default",
+                                                 .server = provider_.server,
+                                                 .ca_pem = provider_.ca_pem,
+                                                 .token = token,
+                                                 .ns = ns()});
+  ASSERT_TRUE(Cp(client::resources::kSecrets, ns())
+                  .Patch("kubeconfig", client::PatchType::kMerge,
+                         Json{{"data", {{"kubeconfig", core::Base64Encode(rotated)}}}}.dump())
+                  .ok());
+  // Mirrored into the App Cluster; the konnector reconnects with it.
+  EXPECT_TRUE(Until([&] {
+    return Get(App(client::resources::kSecrets, "klutch-bind"), "kubeconfig-provider",
+               {"data", "kubeconfig"}) == core::Base64Encode(rotated);
+  }));
+  EXPECT_TRUE(Until([&] { return clients_made_ > clients_before; }));
+  ASSERT_TRUE(Cp(client::resources::kSecrets, ns()).Delete("klutch-binder").ok());
+  CreateApp(kInstances, Instance("dev", "after", "15"));
+  EXPECT_TRUE(Until([&] {
+    return Get(Cp(kInstances, Mapped("dev")), "after", {"spec", "version"}) == "15";
+  }));
+  EXPECT_EQ(konnector_->connections(), 1u) << "the old connection is closed";
+}
+
+TEST_F(KonnectorTest, TwoProvidersSyncIndependentlyAndOneFailingDoesNotStallTheOther) {
+  // A second provider: its own cluster namespace, account, kubeconfig and export.
+  auto second = bind::SetupProvider(cp_->admin());
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  ASSERT_TRUE(ResourceClient(cp_->admin(), client::resources::kCustomResourceDefinitions)
+                  .Create(InstanceCrd("redisinstances", "RedisInstance"))
+                  .ok());
+  ASSERT_TRUE(bind::WaitForCrdEstablished(cp_->admin(), "redisinstances.anynines.com").ok());
+  ASSERT_TRUE(
+      bind::CreateExport(cp_->admin(), second->cluster_namespace,
+                         bind::ExportFromCrd(InstanceCrd("redisinstances", "RedisInstance")))
+          .ok());
+  bind::NamespaceMapper mapper(cp_->admin(), second->cluster_namespace);
+  mapper.Start();
+  CreateApp(client::resources::kSecrets, KubeconfigSecret("kubeconfig-second", second->kubeconfig));
+  CreateApp(kApiServiceBindings,
+            Binding("redisinstances.anynines.com", "kubeconfig-second", Json::array()));
+  const client::GroupVersionResource redis{"anynines.com", "v1", "redisinstances"};
+  ASSERT_TRUE(Until([&] { return App(redis, "dev").List().ok(); }));
+  EXPECT_EQ(konnector_->connections(), 2u);
+
+  CreateApp(kInstances, Instance("dev", "pg", "14"));
+  Json cache = Instance("dev", "cache", "7");
+  cache["apiVersion"] = "anynines.com/v1";
+  cache["kind"] = "RedisInstance";
+  CreateApp(redis, cache);
+  EXPECT_TRUE(Until([&] { return Cp(kInstances, Mapped("dev")).Get("pg").ok(); }));
+  EXPECT_TRUE(
+      Until([&] { return Cp(redis, second->cluster_namespace + "-dev").Get("cache").ok(); }));
+
+  // The first provider's credentials stop working: the second keeps syncing.
+  ASSERT_TRUE(Cp(client::resources::kSecrets, ns()).Delete("klutch-binder").ok());
+  cache["metadata"]["name"] = "cache-2";
+  CreateApp(redis, cache);
+  EXPECT_TRUE(
+      Until([&] { return Cp(redis, second->cluster_namespace + "-dev").Get("cache-2").ok(); }));
+  mapper.Stop();
+}
+
+TEST_F(KonnectorTest, AnExportTheAppClusterRefusesReportsTheServersReason) {
+  ASSERT_TRUE(Until([&] { return BindingCondition(kBindingName, "Connected", "True"); }));
+  Json bad = bind::ExportFromCrd(InstanceCrd("brokeninstances", "BrokenInstance"));
+  bad["spec"]["versions"][0]["schema"]["openAPIV3Schema"] = {{"type", "not-a-type"}};
+  ASSERT_TRUE(bind::CreateExport(cp_->admin(), ns(), bad).ok());
+  CreateApp(kApiServiceBindings,
+            Binding("brokeninstances.anynines.com", "kubeconfig-provider", Json::array()));
+  EXPECT_TRUE(Until([&] {
+    return BindingCondition("brokeninstances.anynines.com", "Connected", "False",
+                            "CustomResourceDefinitionCreateFailed");
+  }));
+  auto b = App(kApiServiceBindings, "klutch-bind").Get("brokeninstances.anynines.com");
+  ASSERT_TRUE(b.ok());
+  EXPECT_NE(reconcile::FindSeverityCondition(*b, "Connected")->message.find("not-a-type"),
+            std::string::npos)
+      << reconcile::FindSeverityCondition(*b, "Connected")->message;
+  // A Warning Event says the same on the binding.
+  EXPECT_TRUE(Until([&] {
+    auto events = App(client::resources::kEvents, "klutch-bind").List();
+    if (!events.ok()) return false;
+    for (const auto& e : (*events)["items"]) {
+      if (e["reason"] == "CustomResourceDefinitionCreateFailed") return true;
+    }
+    return false;
+  }));
+  // The other binding is undisturbed.
+  CreateApp(kInstances, Instance("dev", "fine", "14"));
+  EXPECT_TRUE(Until([&] { return Cp(kInstances, Mapped("dev")).Get("fine").ok(); }));
+}
+
+class ControlPlaneModeTest : public KonnectorTest {
+ protected:
+  void SetUp() override { Start(true); }
+};
+
+TEST_F(ControlPlaneModeTest, SyncsThroughTheAppClusterKubeconfig) {
+  auto binding_ok = [&] {
+    auto b = Cp(kApiServiceBindings, ns()).Get(kBindingName);
+    return b.ok() && reconcile::IsConditionTrue(*b, "SecretValid") &&
+           reconcile::IsConditionTrue(*b, "Connected");
+  };
+  EXPECT_TRUE(Until(binding_ok));
+  CreateApp(kInstances, Instance("dev", "db", "14"));
+  EXPECT_TRUE(Until([&] {
+    return Get(Cp(kInstances, Mapped("dev")), "db", {"spec", "version"}) == "14";
+  }));
+  ASSERT_TRUE(App(kInstances, "dev")
+                  .Patch("db", client::PatchType::kMerge, R"({"spec":{"version":"15"}})")
+                  .ok());
+  EXPECT_TRUE(Until([&] {
+    return Get(Cp(kInstances, Mapped("dev")), "db", {"spec", "version"}) == "15";
+  }));
+  ASSERT_TRUE(
+      Cp(kInstances, Mapped("dev"))
+          .Patch("db", client::PatchType::kMerge, R"({"status":{"phase":"Ready"}})", {}, "status")
+          .ok());
+  EXPECT_TRUE(Until([&] {
+    return Get(App(kInstances, "dev"), "db", {"status", "phase"}) == "Ready";
+  }));
+  ASSERT_TRUE(App(kInstances, "dev").Delete("db").ok());
+  EXPECT_TRUE(Until([&] {
+    return core::IsNotFound(App(kInstances, "dev").Get("db").status()) &&
+           core::IsNotFound(Cp(kInstances, Mapped("dev")).Get("db").status());
+  }));
+  EXPECT_FALSE(App(client::resources::kCustomResourceDefinitions)
+                   .Get("apiservicebindings.klutch.anynines.com")
+                   .ok())
+      << "control-plane mode installs no binding CRD in the App Cluster";
 }
 
 }  // namespace
