@@ -156,6 +156,8 @@ class ExportSyncer {
                   const std::string& message);
   void Observe(const std::string& direction, const std::string& key);
   void Touch(const std::string& direction, const std::string& key);
+  // The object is gone: nothing to measure.
+  void Forget(const std::string& direction, const std::string& key);
 
   Connection& connection_;
   Context& ctx_;

@@ -112,6 +112,11 @@ void ExportSyncer::Touch(const std::string& direction, const std::string& key) {
   pending_.emplace(direction + ":" + key, ctx_.clock.MonotonicNow());
 }
 
+void ExportSyncer::Forget(const std::string& direction, const std::string& key) {
+  core::MutexLock lock(mu_);
+  pending_.erase(direction + ":" + key);
+}
+
 void ExportSyncer::Observe(const std::string& direction, const std::string& key) {
   core::MonoTime since;
   {
@@ -271,7 +276,10 @@ void ExportSyncer::MarkSynced(const Json& consumer, bool ok, std::string_view re
 
 core::Result<Result> ExportSyncer::ReconcileSpec(const Request& request) {
   ObjectPtr d = consumer_->indexer().Get(request.Key());
-  if (!d) return Result::Done();
+  if (!d) {
+    Forget("up", request.Key());
+    return Result::Done();
+  }
   client::ResourceClient consumer_rc(ctx_.app, gvr_);
   reconcile::Committer consumer_commit(consumer_rc, std::string(kFieldManager));
   const bool has_finalizer = machinery::HasFinalizer(*d, kSyncerFinalizer);
@@ -408,7 +416,10 @@ core::Result<Result> ExportSyncer::ReconcileSpec(const Request& request) {
 
 core::Result<Result> ExportSyncer::ReconcileStatus(const Request& request) {
   ObjectPtr u = ProviderGet(request.Key());
-  if (!u) return Result::Done();
+  if (!u) {
+    Forget("down", request.Key());
+    return Result::Done();
+  }
   std::string ckey = ConsumerKey(request.Key());
   if (ckey.empty()) return Result::Done();
   Request c = Request::FromKey(ckey);
