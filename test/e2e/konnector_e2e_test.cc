@@ -1,0 +1,626 @@
+// The konnector end to end (bind-protocol.md §4): two `klutch apiserver` processes, a Control
+// Plane set up as the bind backend would (test/support/bind_provider.h, the provider kubeconfig
+// routed through a TcpProxy so a test can break the connection) and an App Cluster, with
+// `klutch konnector` running as a child process against the App Cluster. Users act with the
+// real kubectl, and every check is read back with kubectl too:
+//  - the export's CRD appears in the App Cluster; a claim's spec flows up into the mapped
+//    provider namespace `<clusterNs>-<ns>`, its status flows down, provider-side spec edits are
+//    reverted;
+//  - claimed Secrets owned by the Provider flow down and are restored; Secrets owned by the
+//    Consumer flow up;
+//  - deletions on either side and of the consumer namespace propagate;
+//  - heartbeat, binding and export conditions; bad kubeconfig Secrets give SecretValid=False
+//    while a good binding keeps syncing; /healthz and /metrics are served.
+// Waits are bounded polls (Eventually), never sleeps.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <regex>
+
+#include "client/kubeconfig.h"
+#include "core/strings.h"
+#include "http/client.h"
+#include "test/support/bind_provider.h"
+#include "test/support/process.h"
+#include "test/support/tcp_proxy.h"
+#include "test/support/wait.h"
+
+namespace klutch::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using machinery::Json;
+using namespace std::chrono_literals;
+
+const fs::path kKubectl = "/usr/bin/kubectl";
+const std::string kKlutch = std::string(KLUTCH_BIN_DIR) + "/klutch";
+constexpr auto kWait = std::chrono::seconds(30);
+const std::string kExportName = "postgresqlinstances.anynines.com";
+const std::string kBindNs = "klutch-bind";
+
+// The claim CRD the provider exports: namespaced, status subresource, spec.version and
+// status.phase (other fields kept).
+Json ClaimCrd() {
+  Json spec_schema = {{"type", "object"},
+                      {"x-kubernetes-preserve-unknown-fields", true},
+                      {"properties", {{"version", {{"type", "string"}}}}}};
+  Json status_schema = {{"type", "object"},
+                        {"x-kubernetes-preserve-unknown-fields", true},
+                        {"properties", {{"phase", {{"type", "string"}}}}}};
+  return {
+      {"apiVersion", "apiextensions.k8s.io/v1"},
+      {"kind", "CustomResourceDefinition"},
+      {"metadata", {{"name", kExportName}}},
+      {"spec",
+       {{"group", "anynines.com"},
+        {"scope", "Namespaced"},
+        {"names",
+         {{"plural", "postgresqlinstances"},
+          {"singular", "postgresqlinstance"},
+          {"kind", "PostgresqlInstance"},
+          {"listKind", "PostgresqlInstanceList"}}},
+        {"versions",
+         Json::array(
+             {{{"name", "v1"},
+               {"served", true},
+               {"storage", true},
+               {"subresources", {{"status", Json::object()}}},
+               {"schema",
+                {{"openAPIV3Schema",
+                  {{"type", "object"},
+                   {"properties", {{"spec", spec_schema}, {"status", status_schema}}}}}}}}})}}}};
+}
+
+uint16_t PortOf(const std::string& url) {
+  return static_cast<uint16_t>(std::stoi(url.substr(url.rfind(':') + 1)));
+}
+
+std::string Tail(const std::string& text, size_t n = 8000) {
+  return text.size() <= n ? text : "...\n" + text.substr(text.size() - n);
+}
+
+// A condition of an object as {status, reason}; empty strings when absent.
+std::pair<std::string, std::string> Condition(const Json& object, const std::string& type) {
+  if (const Json* c = machinery::Find(object, {"status"}); c && c->contains("conditions")) {
+    for (const auto& cond : (*c)["conditions"]) {
+      if (cond.value("type", "") == type) {
+        return {cond.value("status", ""), cond.value("reason", "")};
+      }
+    }
+  }
+  return {"", ""};
+}
+
+class KonnectorE2eTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(fs::exists(kKubectl)) << kKubectl << " is required";
+    // The two clusters.
+    std::string error;
+    cp_ = ApiServerProcess::Start(dir_.path() / "cp", {}, &error);
+    ASSERT_TRUE(cp_) << error;
+    app_ = ApiServerProcess::Start(dir_.path() / "app", {}, &error);
+    ASSERT_TRUE(app_) << error;
+    cp_rest_ = AdminClient(*cp_);
+    ASSERT_TRUE(cp_rest_);
+
+    // The provider, as the bind backend sets it up; the konnector reaches it through a proxy.
+    auto installed = bind::InstallBindCrds(*cp_rest_);
+    ASSERT_TRUE(installed.ok()) << installed.ToString();
+    Json crd = ClaimCrd();
+    auto crd_created =
+        client::ResourceClient(*cp_rest_, client::resources::kCustomResourceDefinitions)
+            .Create(crd);
+    ASSERT_TRUE(crd_created.ok()) << crd_created.status().ToString();
+    auto established = bind::WaitForCrdEstablished(*cp_rest_, kExportName);
+    ASSERT_TRUE(established.ok()) << established.ToString();
+    proxy_ = std::make_unique<TcpProxy>(PortOf(cp_->url()));
+    auto provider = bind::SetupProvider(
+        *cp_rest_, {.server_url = "https://127.0.0.1:" + std::to_string(proxy_->port())});
+    ASSERT_TRUE(provider.ok()) << provider.status().ToString();
+    provider_ = *provider;
+    auto exported = bind::CreateExport(
+        *cp_rest_, provider_.cluster_namespace,
+        bind::ExportFromCrd(crd, Json::array({bind::PermissionClaim("secrets", "Provider"),
+                                              bind::PermissionClaim("secrets", "Consumer")})));
+    ASSERT_TRUE(exported.ok()) << exported.status().ToString();
+    mapper_ = std::make_unique<bind::NamespaceMapper>(*cp_rest_, provider_.cluster_namespace);
+    mapper_->Start();
+
+    // The konnector in the App Cluster.
+    ASSERT_NO_FATAL_FAILURE(StartKonnector());
+
+    // The consumer's part of `kubectl bind`: the kubeconfig Secret and the binding.
+    ASSERT_TRUE(Eventually(
+        [&] { return CrdEstablished(*app_, "apiservicebindings.klutch.anynines.com"); }, kWait))
+        << "the konnector did not install the apiservicebindings CRD in the App Cluster";
+    ASSERT_TRUE(Apply(
+        *app_, {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", kBindNs}}}}));
+    ASSERT_TRUE(Apply(*app_, KubeconfigSecret("kubeconfig-provider", provider_.kubeconfig)));
+    ASSERT_TRUE(Apply(*app_, Binding(kExportName, "kubeconfig-provider")));
+  }
+
+  void TearDown() override {
+    if (!HasFailure()) return;
+    std::cout << "---- konnector log (" << konnector_log_ << ") ----\n"
+              << Tail(ReadFileOrEmpty(konnector_log_)) << "\n";
+    if (mapper_) std::cout << "---- namespace mapper last error: " << mapper_->LastError() << "\n";
+    if (app_) {
+      std::cout << "---- App Cluster bind objects ----\n"
+                << Kubectl(*app_, "get apiservicebindings -A -o yaml").out << "\n";
+    }
+    if (cp_) {
+      std::cout << "---- Control Plane bind objects ----\n"
+                << Kubectl(*cp_,
+                           "get clusterbindings,apiserviceexports,apiservicenamespaces -A "
+                           "-o yaml")
+                       .out
+                << "\n";
+    }
+  }
+
+  static std::unique_ptr<client::RestClient> AdminClient(const ApiServerProcess& server) {
+    auto config = client::LoadKubeconfig({.paths = {server.kubeconfig()}});
+    if (!config.ok()) {
+      ADD_FAILURE() << config.status().ToString();
+      return nullptr;
+    }
+    config->qps = 0;
+    auto rest = client::RestClient::New(*config);
+    if (!rest.ok()) {
+      ADD_FAILURE() << rest.status().ToString();
+      return nullptr;
+    }
+    return std::move(*rest);
+  }
+
+  void StartKonnector() {
+    konnector_log_ = dir_.path() / "konnector.log";
+    CommandResult help = RunShell(kKlutch + " konnector --help", {}, dir_.path(), 30s);
+    ASSERT_TRUE(help.exit_code == 0 && help.out.find("--heartbeat-interval") != std::string::npos)
+        << "`klutch konnector --help` does not describe the konnector; is it built?\n"
+        << help.out << help.err;
+    konnector_ = std::make_unique<ChildProcess>(
+        std::vector<std::string>{kKlutch, "konnector", "--kubeconfig", app_->kubeconfig().string(),
+                                 "--lease-namespace", "kube-system", "--health-probe-bind-address",
+                                 "127.0.0.1:0", "--metrics-bind-address", "127.0.0.1:0",
+                                 "--heartbeat-interval", "2s"},
+        konnector_log_, std::map<std::string, std::string>{{"HOME", dir_.path().string()}});
+    const std::regex serving(
+        R"(konnector: health on 127\.0\.0\.1:(\d+), metrics on 127\.0\.0\.1:(\d+))");
+    std::smatch m;
+    bool up = Eventually(
+        [&] {
+          std::string log = ReadFileOrEmpty(konnector_log_);
+          if (!std::regex_search(log, m, serving)) return !konnector_->running();
+          health_port_ = static_cast<uint16_t>(std::stoi(m[1].str()));
+          metrics_port_ = static_cast<uint16_t>(std::stoi(m[2].str()));
+          return true;
+        },
+        kWait);
+    ASSERT_TRUE(up && health_port_ != 0)
+        << "the konnector did not print its serving line (running: " << konnector_->running()
+        << "); log:\n"
+        << Tail(ReadFileOrEmpty(konnector_log_));
+  }
+
+  // --- kubectl ---
+
+  CommandResult Kubectl(const ApiServerProcess& server, const std::string& args) {
+    std::map<std::string, std::string> env = {
+        {"HOME", dir_.path().string()},
+        {"KUBECACHEDIR", (dir_.path() / "kubecache").string()},
+        {"LC_ALL", "C"}};
+    return RunShell(
+        kKubectl.string() + " --kubeconfig " + server.kubeconfig().string() + " " + args, env,
+        dir_.path(), 60s);
+  }
+
+  // kubectl apply -f of `object` (written as JSON); records a failure and returns false when
+  // kubectl fails.
+  bool Apply(const ApiServerProcess& server, const Json& object) {
+    const std::string file = "manifest-" + std::to_string(++manifests_) + ".json";
+    fs::path path = dir_.Write(file, object.dump(2));
+    CommandResult r = Kubectl(server, "apply -f " + path.string());
+    EXPECT_EQ(r.exit_code, 0) << "kubectl apply of " << object.dump() << "\n" << r.out << r.err;
+    return r.exit_code == 0;
+  }
+
+  // Runs kubectl and expects success.
+  bool Run(const ApiServerProcess& server, const std::string& args) {
+    CommandResult r = Kubectl(server, args);
+    EXPECT_EQ(r.exit_code, 0) << "kubectl " << args << "\n" << r.out << r.err;
+    return r.exit_code == 0;
+  }
+
+  // `kubectl get <what> -o json`, or null when kubectl fails (e.g. NotFound).
+  Json Get(const ApiServerProcess& server, const std::string& what) {
+    CommandResult r = Kubectl(server, "get " + what + " -o json");
+    if (r.exit_code != 0) return nullptr;
+    auto parsed = machinery::ParseJson(r.out);
+    return parsed.ok() ? *parsed : Json(nullptr);
+  }
+
+  bool NotFound(const ApiServerProcess& server, const std::string& what) {
+    CommandResult r = Kubectl(server, "get " + what);
+    return r.exit_code != 0 && r.err.find("NotFound") != std::string::npos;
+  }
+
+  bool CrdEstablished(const ApiServerProcess& server, const std::string& name) {
+    Json crd = Get(server, "crd " + name);
+    return !crd.is_null() && Condition(crd, "Established").first == "True";
+  }
+
+  // --- objects ---
+
+  static Json KubeconfigSecret(const std::string& name, const std::string& kubeconfig) {
+    return {{"apiVersion", "v1"},
+            {"kind", "Secret"},
+            {"metadata", {{"name", name}, {"namespace", kBindNs}}},
+            {"stringData", {{"kubeconfig", kubeconfig}}}};
+  }
+
+  static Json Binding(const std::string& name, const std::string& secret) {
+    return {{"apiVersion", bind::kBindApiVersion},
+            {"kind", "APIServiceBinding"},
+            {"metadata", {{"name", name}, {"namespace", kBindNs}}},
+            {"spec",
+             {{"kubeconfigSecretRef",
+               {{"name", secret}, {"namespace", kBindNs}, {"key", "kubeconfig"}}},
+              {"permissionClaims", Json::array({{{"group", ""},
+                                                 {"resource", "secrets"},
+                                                 {"version", "v1"},
+                                                 {"selector", {{"owner", "Provider"}}},
+                                                 {"state", "Accepted"}},
+                                                {{"group", ""},
+                                                 {"resource", "secrets"},
+                                                 {"version", "v1"},
+                                                 {"selector", {{"owner", "Consumer"}}},
+                                                 {"state", "Accepted"}}})}}}};
+  }
+
+  static Json Claim(const std::string& ns, const std::string& name, const std::string& version) {
+    return {{"apiVersion", "anynines.com/v1"},
+            {"kind", "PostgresqlInstance"},
+            {"metadata", {{"name", name}, {"namespace", ns}}},
+            {"spec", {{"version", version}}}};
+  }
+
+  std::string Mapped(const std::string& ns) const { return provider_.cluster_namespace + "-" + ns; }
+
+  // Creates namespace `ns` and claim `name` in the App Cluster and waits for its copy on the
+  // Control Plane; returns that copy (null after recording a failure).
+  Json CreateBoundClaim(const std::string& ns, const std::string& name,
+                        const std::string& version = "14") {
+    EXPECT_TRUE(Eventually([&] { return CrdEstablished(*app_, kExportName); }, kWait))
+        << "CRD " << kExportName << " not Established in the App Cluster";
+    if (Get(*app_, "namespace " + ns).is_null()) Run(*app_, "create namespace " + ns);
+    if (!Apply(*app_, Claim(ns, name, version))) return nullptr;
+    Json upstream;
+    bool ok = Eventually(
+        [&] {
+          upstream = Get(*cp_, "postgresqlinstances -n " + Mapped(ns) + " " + name);
+          return !upstream.is_null();
+        },
+        kWait);
+    EXPECT_TRUE(ok) << "claim " << ns << "/" << name << " did not reach the Control Plane in "
+                    << Mapped(ns);
+    return ok ? upstream : Json(nullptr);
+  }
+
+  std::string UpstreamSpecVersion(const std::string& ns, const std::string& name) {
+    Json u = Get(*cp_, "postgresqlinstances -n " + Mapped(ns) + " " + name);
+    return u.is_null() ? "<missing>" : machinery::GetString(u, {"spec", "version"});
+  }
+
+  TempDir dir_{"klutch-konnector-e2e"};
+  std::unique_ptr<ApiServerProcess> cp_, app_;
+  std::unique_ptr<client::RestClient> cp_rest_;
+  std::unique_ptr<TcpProxy> proxy_;
+  bind::ProviderBinding provider_;
+  std::unique_ptr<bind::NamespaceMapper> mapper_;
+  fs::path konnector_log_;
+  std::unique_ptr<ChildProcess> konnector_;
+  uint16_t health_port_ = 0, metrics_port_ = 0;
+  int manifests_ = 0;
+};
+
+TEST_F(KonnectorE2eTest, ServesHealthAndMetrics) {
+  http::Client health({.port = health_port_});
+  EXPECT_TRUE(Eventually(
+      [&] {
+        auto r = health.Do("GET", "/healthz");
+        return r.ok() && r->status == 200;
+      },
+      kWait))
+      << "GET /healthz on " << health_port_ << " never answered 200";
+  http::Client metrics({.port = metrics_port_});
+  std::string body;
+  EXPECT_TRUE(Eventually(
+      [&] {
+        auto r = metrics.Do("GET", "/metrics");
+        if (!r.ok() || r->status != 200) return false;
+        body = r->body;
+        return body.find("klutch_konnector_") != std::string::npos;
+      },
+      kWait))
+      << "GET /metrics on " << metrics_port_ << " has no klutch_konnector_ family:\n"
+      << Tail(body, 3000);
+}
+
+TEST_F(KonnectorE2eTest, BindingConnectsAndHeartbeats) {
+  // The export's CRD in the App Cluster, owned by the binding.
+  EXPECT_TRUE(Eventually([&] { return CrdEstablished(*app_, kExportName); }, kWait))
+      << "CRD " << kExportName << " not Established in the App Cluster";
+  Json crd = Get(*app_, "crd " + kExportName);
+  ASSERT_FALSE(crd.is_null());
+  EXPECT_EQ(machinery::GetString(crd, {"spec", "names", "kind"}), "PostgresqlInstance");
+  ASSERT_TRUE(crd["metadata"].contains("ownerReferences")) << crd["metadata"].dump();
+  EXPECT_EQ(crd["metadata"]["ownerReferences"][0].value("kind", ""), "APIServiceBinding");
+  EXPECT_EQ(crd["metadata"]["ownerReferences"][0].value("name", ""), kExportName);
+
+  // The binding's conditions and the provider's pretty name.
+  const std::string binding = "apiservicebindings -n " + kBindNs + " " + kExportName;
+  for (const char* type : {"SecretValid", "Connected", "Heartbeating"}) {
+    EXPECT_TRUE(
+        Eventually([&] { return Condition(Get(*app_, binding), type).first == "True"; }, kWait))
+        << "APIServiceBinding condition " << type << " never True: " << Get(*app_, binding).dump();
+  }
+  EXPECT_TRUE(Eventually(
+      [&] {
+        return machinery::GetString(Get(*app_, binding), {"status", "providerPrettyName"}) ==
+               "klutch-test-provider";
+      },
+      kWait))
+      << Get(*app_, binding).dump();
+
+  // The export on the Control Plane is Connected.
+  const std::string exported =
+      "apiserviceexports -n " + provider_.cluster_namespace + " " + kExportName;
+  EXPECT_TRUE(Eventually(
+      [&] { return Condition(Get(*cp_, exported), "Connected").first == "True"; }, kWait))
+      << Get(*cp_, exported).dump();
+
+  // Heartbeats: lastHeartbeatTime is set and moves on (interval 2s).
+  const std::string cluster = "clusterbindings -n " + provider_.cluster_namespace + " cluster";
+  std::string first;
+  EXPECT_TRUE(Eventually(
+      [&] {
+        first = machinery::GetString(Get(*cp_, cluster), {"status", "lastHeartbeatTime"});
+        return !first.empty();
+      },
+      kWait))
+      << "no heartbeat: " << Get(*cp_, cluster).dump();
+  EXPECT_TRUE(Eventually(
+      [&] {
+        std::string now = machinery::GetString(Get(*cp_, cluster), {"status", "lastHeartbeatTime"});
+        return !now.empty() && now > first;  // RFC 3339 UTC compares as text
+      },
+      kWait))
+      << "lastHeartbeatTime stayed at " << first << ": " << Get(*cp_, cluster).dump();
+  Json cb = Get(*cp_, cluster);
+  EXPECT_FALSE(machinery::GetString(cb, {"status", "heartbeatInterval"}).empty()) << cb.dump();
+  EXPECT_FALSE(machinery::GetString(cb, {"status", "konnectorVersion"}).empty()) << cb.dump();
+}
+
+TEST_F(KonnectorE2eTest, ClaimSpecFlowsUpAndStatusFlowsDown) {
+  Json upstream = CreateBoundClaim("team-a", "db1", "14");
+  ASSERT_FALSE(upstream.is_null());
+  EXPECT_EQ(machinery::GetString(upstream, {"metadata", "annotations", bind::kBoundAnnotation}),
+            "true")
+      << upstream.dump();
+  EXPECT_EQ(machinery::GetString(upstream, {"spec", "version"}), "14");
+  // The consumer namespace is mapped through an APIServiceNamespace.
+  Json asn = Get(*cp_, "apiservicenamespaces -n " + provider_.cluster_namespace + " team-a");
+  EXPECT_EQ(machinery::GetString(asn, {"status", "namespace"}), Mapped("team-a")) << asn.dump();
+  // The App object carries the syncer finalizer.
+  EXPECT_TRUE(Eventually(
+      [&] {
+        Json d = Get(*app_, "postgresqlinstances -n team-a db1");
+        return !d.is_null() && machinery::HasFinalizer(d, bind::kSyncerFinalizer);
+      },
+      kWait))
+      << Get(*app_, "postgresqlinstances -n team-a db1").dump();
+
+  // A spec edit in the App Cluster flows up.
+  ASSERT_TRUE(Run(
+      *app_,
+      R"(patch postgresqlinstances -n team-a db1 --type merge -p '{"spec":{"version":"15"}}')"));
+  EXPECT_TRUE(Eventually([&] { return UpstreamSpecVersion("team-a", "db1") == "15"; }, kWait))
+      << "upstream spec.version: " << UpstreamSpecVersion("team-a", "db1");
+
+  // A spec edit on the Control Plane copy is reverted.
+  ASSERT_TRUE(Run(*cp_, "patch postgresqlinstances -n " + Mapped("team-a") +
+                            R"( db1 --type merge -p '{"spec":{"version":"99"}}')"));
+  EXPECT_TRUE(Eventually([&] { return UpstreamSpecVersion("team-a", "db1") == "15"; }, kWait))
+      << "upstream spec.version: " << UpstreamSpecVersion("team-a", "db1");
+
+  // Status written on the Control Plane flows down.
+  ASSERT_TRUE(
+      Run(*cp_, "patch postgresqlinstances -n " + Mapped("team-a") +
+                    R"( db1 --subresource=status --type merge -p '{"status":{"phase":"Ready"}}')"));
+  EXPECT_TRUE(Eventually(
+      [&] {
+        return machinery::GetString(Get(*app_, "postgresqlinstances -n team-a db1"),
+                                    {"status", "phase"}) == "Ready";
+      },
+      kWait))
+      << Get(*app_, "postgresqlinstances -n team-a db1").dump();
+  // ... and the App spec stayed as the user wrote it.
+  EXPECT_EQ(
+      machinery::GetString(Get(*app_, "postgresqlinstances -n team-a db1"), {"spec", "version"}),
+      "15");
+}
+
+TEST_F(KonnectorE2eTest, DeletionsPropagate) {
+  Json upstream = CreateBoundClaim("team-b", "db2");
+  ASSERT_FALSE(upstream.is_null());
+  const std::string uid = machinery::Uid(upstream);
+
+  // Deleting the Control Plane copy re-creates it.
+  ASSERT_TRUE(Run(*cp_, "delete postgresqlinstances -n " + Mapped("team-b") + " db2 --wait=false"));
+  EXPECT_TRUE(Eventually(
+      [&] {
+        Json u = Get(*cp_, "postgresqlinstances -n " + Mapped("team-b") + " db2");
+        return !u.is_null() && machinery::Uid(u) != uid && !machinery::IsBeingDeleted(u);
+      },
+      kWait))
+      << "the deleted upstream copy was not re-created";
+
+  // Deleting the claim in the App Cluster deletes the copy, and the claim goes (finalizer
+  // dropped).
+  ASSERT_TRUE(Run(*app_, "delete postgresqlinstances -n team-b db2 --wait=false"));
+  EXPECT_TRUE(Eventually(
+      [&] { return NotFound(*cp_, "postgresqlinstances -n " + Mapped("team-b") + " db2"); }, kWait))
+      << "upstream copy still there: "
+      << Get(*cp_, "postgresqlinstances -n " + Mapped("team-b") + " db2").dump();
+  EXPECT_TRUE(
+      Eventually([&] { return NotFound(*app_, "postgresqlinstances -n team-b db2"); }, kWait))
+      << "App claim still there: " << Get(*app_, "postgresqlinstances -n team-b db2").dump();
+
+  // Deleting the App namespace (with a bound claim in it) removes its APIServiceNamespace on
+  // the Control Plane, and the backend then its mapped namespace.
+  ASSERT_FALSE(CreateBoundClaim("team-b", "db3").is_null());
+  ASSERT_TRUE(Run(*app_, "delete namespace team-b --wait=false"));
+  EXPECT_TRUE(Eventually([&] { return NotFound(*app_, "namespace team-b"); }, kWait))
+      << "App namespace team-b not gone (claim finalizer?): "
+      << Get(*app_, "postgresqlinstances -n team-b").dump();
+  EXPECT_TRUE(Eventually(
+      [&] {
+        return NotFound(*cp_, "apiservicenamespaces -n " + provider_.cluster_namespace + " team-b");
+      },
+      kWait))
+      << "APIServiceNamespace team-b still on the Control Plane";
+  EXPECT_TRUE(Eventually(
+      [&] {
+        if (NotFound(*cp_, "namespace " + Mapped("team-b"))) return true;
+        Json n = Get(*cp_, "namespace " + Mapped("team-b"));
+        return !n.is_null() && machinery::IsBeingDeleted(n);
+      },
+      kWait));
+}
+
+TEST_F(KonnectorE2eTest, ProviderOwnedSecretsFlowDown) {
+  ASSERT_FALSE(CreateBoundClaim("team-c", "db4").is_null());
+  ASSERT_TRUE(Run(*cp_, "create secret generic db4-creds -n " + Mapped("team-c") +
+                            " --from-literal=password=s3cret"));
+  auto secret_password = [&](const Json& s) {
+    return core::Base64Decode(machinery::GetString(s, {"data", "password"})).value_or("");
+  };
+  Json down;
+  EXPECT_TRUE(Eventually(
+      [&] {
+        down = Get(*app_, "secret -n team-c db4-creds");
+        return !down.is_null() && secret_password(down) == "s3cret";
+      },
+      kWait))
+      << "provider secret did not reach the App namespace";
+  EXPECT_EQ(machinery::GetString(down, {"metadata", "annotations", bind::kResourceOwnerAnnotation}),
+            "Provider")
+      << down.dump();
+  // The provider copy is marked as the owner's too.
+  EXPECT_TRUE(Eventually(
+      [&] {
+        return machinery::GetString(Get(*cp_, "secret -n " + Mapped("team-c") + " db4-creds"),
+                                    {"metadata", "annotations", bind::kResourceOwnerAnnotation}) ==
+               "Provider";
+      },
+      kWait));
+
+  // Deleted in the App Cluster: restored.
+  const std::string uid = machinery::Uid(down);
+  ASSERT_TRUE(Run(*app_, "delete secret -n team-c db4-creds"));
+  EXPECT_TRUE(Eventually(
+      [&] {
+        Json s = Get(*app_, "secret -n team-c db4-creds");
+        return !s.is_null() && machinery::Uid(s) != uid && secret_password(s) == "s3cret";
+      },
+      kWait))
+      << "deleted provider-owned secret not restored";
+  // Edited in the App Cluster: overwritten by the provider's copy.
+  ASSERT_TRUE(Run(
+      *app_,
+      R"(patch secret -n team-c db4-creds --type merge -p '{"data":{"password":"aGFja2Vk"}}')"));
+  EXPECT_TRUE(Eventually(
+      [&] { return secret_password(Get(*app_, "secret -n team-c db4-creds")) == "s3cret"; }, kWait))
+      << "consumer edit of a provider-owned secret not reverted";
+}
+
+TEST_F(KonnectorE2eTest, ConsumerOwnedSecretsFlowUp) {
+  ASSERT_FALSE(CreateBoundClaim("team-d", "db5").is_null());
+  ASSERT_TRUE(Apply(*app_, {{"apiVersion", "v1"},
+                            {"kind", "Secret"},
+                            {"metadata",
+                             {{"name", "client-cert"},
+                              {"namespace", "team-d"},
+                              {"annotations", {{bind::kResourceOwnerAnnotation, "Consumer"}}}}},
+                            {"stringData", {{"tls.crt", "consumer-cert"}}}}));
+  const std::string up = "secret -n " + Mapped("team-d") + " client-cert";
+  auto cert = [&](const Json& s) {
+    return core::Base64Decode(machinery::GetString(s, {"data", "tls.crt"})).value_or("");
+  };
+  EXPECT_TRUE(Eventually([&] { return cert(Get(*cp_, up)) == "consumer-cert"; }, kWait))
+      << "consumer-owned secret did not reach the Control Plane";
+  EXPECT_EQ(machinery::GetString(Get(*cp_, up),
+                                 {"metadata", "annotations", bind::kResourceOwnerAnnotation}),
+            "Consumer");
+  // An edit by the owner flows up; one on the Control Plane copy is overwritten.
+  ASSERT_TRUE(Run(
+      *app_,
+      R"(patch secret -n team-d client-cert --type merge -p '{"data":{"tls.crt":"cm90YXRlZA=="}}')"));
+  EXPECT_TRUE(Eventually([&] { return cert(Get(*cp_, up)) == "rotated"; }, kWait));
+  ASSERT_TRUE(
+      Run(*cp_, "patch " + up + R"( --type merge -p '{"data":{"tls.crt":"dGFtcGVyZWQ="}}')"));
+  EXPECT_TRUE(Eventually([&] { return cert(Get(*cp_, up)) == "rotated"; }, kWait))
+      << "provider edit of a consumer-owned secret not reverted";
+}
+
+TEST_F(KonnectorE2eTest, BadBindingsReportSecretProblemsWhileTheGoodOneSyncs) {
+  // A binding whose Secret is missing, and one whose Secret holds garbage.
+  ASSERT_TRUE(Apply(*app_, Binding("missing.anynines.com", "no-such-secret")));
+  ASSERT_TRUE(Apply(*app_, KubeconfigSecret("kubeconfig-garbage", "this is: [not a kubeconfig")));
+  ASSERT_TRUE(Apply(*app_, Binding("garbage.anynines.com", "kubeconfig-garbage")));
+  auto secret_valid = [&](const std::string& name) {
+    return Condition(Get(*app_, "apiservicebindings -n " + kBindNs + " " + name), "SecretValid");
+  };
+  EXPECT_TRUE(Eventually(
+      [&] {
+        return secret_valid("missing.anynines.com") ==
+               std::pair<std::string, std::string>{"False", "KubeconfigSecretNotFound"};
+      },
+      kWait))
+      << Get(*app_, "apiservicebindings -n " + kBindNs + " missing.anynines.com").dump();
+  EXPECT_TRUE(Eventually(
+      [&] {
+        return secret_valid("garbage.anynines.com") ==
+               std::pair<std::string, std::string>{"False", "KubeconfigSecretInvalid"};
+      },
+      kWait))
+      << Get(*app_, "apiservicebindings -n " + kBindNs + " garbage.anynines.com").dump();
+
+  // The good binding is unaffected and keeps syncing.
+  EXPECT_TRUE(Eventually([&] { return secret_valid(kExportName).first == "True"; }, kWait));
+  Json upstream = CreateBoundClaim("team-e", "db6", "16");
+  ASSERT_FALSE(upstream.is_null());
+  EXPECT_EQ(machinery::GetString(upstream, {"spec", "version"}), "16");
+}
+
+TEST_F(KonnectorE2eTest, SyncResumesAfterTheProviderConnectionBreaks) {
+  ASSERT_FALSE(CreateBoundClaim("team-f", "db7").is_null());
+  // Every connection from the konnector to the Control Plane breaks at once.
+  proxy_->CutAll();
+  ASSERT_FALSE(CreateBoundClaim("team-f", "db8").is_null());
+  ASSERT_TRUE(
+      Run(*cp_, "patch postgresqlinstances -n " + Mapped("team-f") +
+                    R"( db7 --subresource=status --type merge -p '{"status":{"phase":"Ready"}}')"));
+  EXPECT_TRUE(Eventually(
+      [&] {
+        return machinery::GetString(Get(*app_, "postgresqlinstances -n team-f db7"),
+                                    {"status", "phase"}) == "Ready";
+      },
+      kWait))
+      << "status did not flow down after the connection broke";
+}
+
+}  // namespace
+}  // namespace klutch::testing
