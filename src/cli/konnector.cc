@@ -1,6 +1,8 @@
 // `klutch konnector`: the sync agent of an App Cluster (bind-protocol.md §4.1), with upstream
 // Klutch's flags and environment plus ours (heartbeat interval, metrics and probe addresses,
 // client rate limits).
+#include "cli/konnector.h"
+
 #include <signal.h>
 #include <unistd.h>
 
@@ -8,7 +10,6 @@
 #include <atomic>
 #include <iostream>
 
-#include "cli/konnector.h"
 #include "client/dynamic.h"
 #include "client/in_cluster.h"
 #include "client/kubeconfig.h"
@@ -82,9 +83,8 @@ void AddKonnectorFlags(CLI::App* cmd, KonnectorFlags& f) {
 
 int RunKonnector(const KonnectorFlags& f) {
   serving::BlockShutdownSignals();
-  if (f.control_plane_mode &&
-      (f.app_secret_name.empty() || f.app_secret_namespace.empty() ||
-       f.binding_root_namespace.empty())) {
+  if (f.control_plane_mode && (f.app_secret_name.empty() || f.app_secret_namespace.empty() ||
+                               f.binding_root_namespace.empty())) {
     return Fail(
         "--control-plane-mode needs --app-cluster-kubeconfig-secret-name, "
         "--app-cluster-kubeconfig-secret-namespace and --binding-root-namespace");
@@ -114,9 +114,9 @@ int RunKonnector(const KonnectorFlags& f) {
   client::RestClient* app = binding->get();
   if (f.control_plane_mode) {
     // The App Cluster's kubeconfig, read from the Control Plane.
-    auto secret = client::ResourceClient(**binding, client::resources::kSecrets,
-                                         f.app_secret_namespace)
-                      .Get(f.app_secret_name);
+    auto secret =
+        client::ResourceClient(**binding, client::resources::kSecrets, f.app_secret_namespace)
+            .Get(f.app_secret_name);
     if (!secret.ok()) {
       return Fail("reading the App Cluster kubeconfig Secret " + f.app_secret_namespace + "/" +
                   f.app_secret_name + ": " + secret.status().message());
@@ -140,10 +140,8 @@ int RunKonnector(const KonnectorFlags& f) {
 
   const char* pod_name = ::getenv("POD_NAME");
   const char* pod_namespace = ::getenv("POD_NAMESPACE");
-  std::string identity = pod_name && *pod_name
-                             ? pod_name
-                             : "konnector-" + core::RandomSuffix(8);
-  std::string lease_namespace = !f.lease_namespace.empty() ? f.lease_namespace
+  std::string identity = pod_name && *pod_name ? pod_name : "konnector-" + core::RandomSuffix(8);
+  std::string lease_namespace = !f.lease_namespace.empty()        ? f.lease_namespace
                                 : pod_namespace && *pod_namespace ? pod_namespace
                                                                   : "kube-system";
   std::atomic<bool> lost{false};
@@ -155,12 +153,11 @@ int RunKonnector(const KonnectorFlags& f) {
        .leader_election = reconcile::LeaderElectionOptions{.lease_namespace = lease_namespace,
                                                            .lease_name = f.lease_name,
                                                            .identity = identity},
-       .on_lost_leadership =
-           [&lost] {
-             std::cerr << "klutch konnector: lost the lease; stopping\n";
-             lost = true;
-             ::kill(::getpid(), SIGTERM);
-           }});
+       .on_lost_leadership = [&lost] {
+         std::cerr << "klutch konnector: lost the lease; stopping\n";
+         lost = true;
+         ::kill(::getpid(), SIGTERM);
+       }});
   konnector::Konnector k(
       manager, *app,
       {.control_plane_mode = f.control_plane_mode,
@@ -168,14 +165,26 @@ int RunKonnector(const KonnectorFlags& f) {
        .heartbeat_interval = ToMillis(*heartbeat),
        .version = kKonnectorVersion,
        .new_client =
-           [&f](const client::RestConfig& provider) {
+           [&f, &manager](const client::RestConfig& provider) {
              client::RestConfig c = provider;
              c.qps = f.qps;
              c.burst = f.burst;
              c.user_agent = "klutch-konnector/" + std::string(kKonnectorVersion);
-             return client::RestClient::New(c);
+             auto rest = client::RestClient::New(c);
+             // Provider requests count in rest_client_requests_total like the others.
+             if (rest.ok()) {
+               (*rest)->SetRequestObserver([&manager](std::string_view verb, int code, double s) {
+                 manager.metrics().OnRequest(verb, code, s);
+               });
+             }
+             return rest;
            },
        .instance = identity});
+  if (app_owned) {
+    app_owned->SetRequestObserver([&manager](std::string_view verb, int code, double s) {
+      manager.metrics().OnRequest(verb, code, s);
+    });
+  }
   if (auto s = k.Setup(); !s.ok()) return Fail(s.message());
   if (auto s = k.StartAppInformers(std::chrono::minutes(2)); !s.ok()) return Fail(s.message());
   if (auto s = manager.Start(); !s.ok()) return Fail(s.message());
