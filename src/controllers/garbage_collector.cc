@@ -169,10 +169,13 @@ GarbageCollector::Owner GarbageCollector::OwnerState(const Json& ref, const std:
   // Not (yet) in the graph: ask the server. Any served version of the kind will do.
   auto gv = machinery::ParseApiVersion(GetString(ref, {"apiVersion"}));
   auto mapping = mapper_.ForKind(gv.group, GetString(ref, {"kind"}));
-  if (!mapping.ok()) {
-    // A kind nobody serves cannot have live objects here.
-    return core::IsNotFound(mapping.status()) ? Owner::kAbsent : Owner::kUnknown;
-  }
+  // A kind not served (yet: its CRD may come) cannot be checked; kube's collector retries
+  // such a reference with backoff and never deletes because of it.
+  if (!mapping.ok()) return Owner::kUnknown;
+  // A cluster-scoped object cannot be owned by a namespaced one: kube ignores the reference
+  // (event OwnerRefInvalidNamespace) rather than collect the object, e.g. a CRD a namespaced
+  // APIServiceBinding owns.
+  if (ns.empty() && mapping->namespaced) return Owner::kInvalid;
   client::ResourceClient owners(rest_, mapping->gvr, mapping->namespaced ? ns : "");
   auto owner = owners.Get(GetString(ref, {"name"}));
   if (!owner.ok()) return core::IsNotFound(owner.status()) ? Owner::kAbsent : Owner::kUnknown;
@@ -274,13 +277,16 @@ core::Status GarbageCollector::ProcessAsDependent(const reconcile::Request& r, c
   const Json* refs = Find(obj, {"metadata", "ownerReferences"});
   if (!refs || !refs->is_array() || refs->empty()) return core::Status::Ok();
   std::set<std::string> dangling;
+  size_t invalid = 0;
   for (const auto& ref : *refs) {
     Owner state = OwnerState(ref, r.ns);
     if (state == Owner::kUnknown) return core::Unavailable("owner lookup failed");
     if (state == Owner::kAbsent) dangling.insert(GetString(ref, {"uid"}));
+    if (state == Owner::kInvalid) ++invalid;
   }
   if (dangling.empty()) return core::Status::Ok();
-  if (dangling.size() < refs->size()) return DropOwners(r, obj, dangling);
+  // An invalid reference keeps the object, as a live owner would.
+  if (dangling.size() + invalid < refs->size() || invalid > 0) return DropOwners(r, obj, dangling);
   if (machinery::IsBeingDeleted(obj)) return core::Status::Ok();
   return DeleteObject(r, obj, "Background");
 }

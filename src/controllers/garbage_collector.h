@@ -38,7 +38,8 @@ class GarbageCollector final : public reconcile::Reconciler {
   core::Result<reconcile::Result> Reconcile(const reconcile::Request& request) override;
 
  private:
-  enum class Owner { kExists, kAbsent, kUnknown };
+  // kInvalid: a reference that can never hold (a namespaced owner of a cluster-scoped object).
+  enum class Owner { kExists, kAbsent, kUnknown, kInvalid };
   struct Node {
     std::string resource;  // "resource.group"
     std::string ns, name;

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "test/support/cluster_fixture.h"
 
 namespace klutch::controllers {
@@ -91,6 +93,46 @@ TEST_F(GarbageCollection, ADependentWhoseOwnerNeverExistedIsCollected) {
                 {"uid", "00000000-0000-0000-0000-000000000001"}};
   MakeConfigMap("stray", Json::array({ghost}));
   EXPECT_TRUE(AdvanceUntil([&] { return Gone("stray"); }));
+}
+
+TEST_F(GarbageCollection, AnOwnerOfAKindNobodyServesKeepsTheDependent) {
+  Json unknown = {{"apiVersion", "example.com/v1"},
+                  {"kind", "NotServed"},
+                  {"name", "x"},
+                  {"uid", "00000000-0000-0000-0000-000000000002"}};
+  MakeConfigMap("kept", Json::array({unknown}));
+  MakeConfigMap("probe", Json::array({{{"apiVersion", "v1"},
+                                       {"kind", "ConfigMap"},
+                                       {"name", "never-was"},
+                                       {"uid", "00000000-0000-0000-0000-000000000003"}}}));
+  ASSERT_TRUE(AdvanceUntil([&] { return Gone("probe"); })) << "the collector runs";
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(AdvanceAndSettle(std::chrono::seconds(1)));
+  EXPECT_FALSE(Gone("kept")) << "kube's collector retries an unresolvable kind, never deletes";
+}
+
+TEST_F(GarbageCollection, ANamespacedOwnerOfAClusterScopedObjectIsIgnored) {
+  // A cluster-scoped object naming a namespaced owner (as a CRD owned by a namespaced
+  // APIServiceBinding): kube treats the reference as invalid and keeps the object.
+  Json owner = {{"apiVersion", "v1"},
+                {"kind", "ConfigMap"},
+                {"name", "owner"},
+                {"uid", "00000000-0000-0000-0000-000000000004"}};
+  Json ns = {{"apiVersion", "v1"},
+             {"kind", "Namespace"},
+             {"metadata", {{"name", "owned-ns"}, {"ownerReferences", Json::array({owner})}}}};
+  Create(resources::kNamespaces, ns);
+  MakeConfigMap("probe", Json::array({{{"apiVersion", "v1"},
+                                       {"kind", "ConfigMap"},
+                                       {"name", "never-was"},
+                                       {"uid", "00000000-0000-0000-0000-000000000005"}}}));
+  ASSERT_TRUE(AdvanceUntil([&] { return Gone("probe"); })) << "the collector runs";
+  for (int i = 0; i < 20; ++i) {
+    clock_.Advance(std::chrono::seconds(1));
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  auto kept = Resource(resources::kNamespaces).Get("owned-ns");
+  ASSERT_TRUE(kept.ok()) << kept.status().ToString();
+  EXPECT_FALSE(machinery::IsBeingDeleted(*kept));
 }
 
 TEST_F(GarbageCollection, FollowsCustomResourcesOfACrdCreatedAfterStart) {

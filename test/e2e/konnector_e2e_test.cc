@@ -314,5 +314,49 @@ TEST_F(KonnectorE2eTest, SyncResumesAfterTheProviderConnectionBreaks) {
       << "status did not flow down after the connection broke";
 }
 
+class ControlPlaneModeE2eTest : public KonnectorE2eTest {
+ protected:
+  void SetUp() override {
+    control_plane_mode_ = true;
+    KonnectorE2eTest::SetUp();
+  }
+};
+
+// Control-plane mode (§1.6, §4.1): the same create, update, status and delete checks, with
+// the konnector beside the Control Plane reaching the App Cluster through a kubeconfig Secret.
+TEST_F(ControlPlaneModeE2eTest, ClaimsSyncBothWaysAndDeletionsPropagate) {
+  const std::string root = provider_.cluster_namespace;
+  EXPECT_TRUE(Eventually(
+      [&] {
+        Json b = Get(*cp_, "apiservicebindings -n " + root + " " + kExportName);
+        return !b.is_null() && Condition(b, "SecretValid").first == "True" &&
+               Condition(b, "Connected").first == "True";
+      },
+      kWait));
+  EXPECT_TRUE(NotFound(*app_, "crd apiservicebindings.klutch.anynines.com"))
+      << "control-plane mode installs no binding CRD in the App Cluster";
+  ASSERT_FALSE(CreateBoundClaim("team", "db", "14").is_null());
+  ASSERT_TRUE(Run(*app_,
+                  "patch postgresqlinstances -n team db --type=merge -p "
+                  "'{\"spec\":{\"version\":\"15\"}}'"));
+  EXPECT_TRUE(Eventually([&] { return UpstreamSpecVersion("team", "db") == "15"; }, kWait));
+  ASSERT_TRUE(Run(*cp_, "patch postgresqlinstances -n " + Mapped("team") +
+                            " db --subresource=status --type=merge -p "
+                            "'{\"status\":{\"phase\":\"Ready\"}}'"));
+  EXPECT_TRUE(Eventually(
+      [&] {
+        Json d = Get(*app_, "postgresqlinstances -n team db");
+        return !d.is_null() && machinery::GetString(d, {"status", "phase"}) == "Ready";
+      },
+      kWait));
+  ASSERT_TRUE(Run(*app_, "delete postgresqlinstances -n team db --wait=false"));
+  EXPECT_TRUE(Eventually(
+      [&] {
+        return NotFound(*app_, "postgresqlinstances -n team db") &&
+               NotFound(*cp_, "postgresqlinstances -n " + Mapped("team") + " db");
+      },
+      kWait));
+}
+
 }  // namespace
 }  // namespace klutch::testing

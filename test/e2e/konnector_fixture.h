@@ -98,7 +98,7 @@ class KonnectorE2eTest : public ::testing::Test {
     ASSERT_TRUE(cp_rest_);
 
     // The provider, as the bind backend sets it up; the konnector reaches it through a proxy.
-    auto installed = bind::InstallBindCrds(*cp_rest_);
+    auto installed = bind::InstallBindCrds(*cp_rest_, control_plane_mode_);
     ASSERT_TRUE(installed.ok()) << installed.ToString();
     Json crd = ClaimCrd();
     auto crd_created =
@@ -119,6 +119,21 @@ class KonnectorE2eTest : public ::testing::Test {
     ASSERT_TRUE(exported.ok()) << exported.status().ToString();
     mapper_ = std::make_unique<bind::NamespaceMapper>(*cp_rest_, provider_.cluster_namespace);
     mapper_->Start();
+
+    if (control_plane_mode_) {
+      // Control-plane mode: the binding lives on the Control Plane in the root namespace (the
+      // cluster namespace), with a Secret holding the App Cluster's kubeconfig; the konnector
+      // runs beside the Control Plane.
+      Json app_secret = KubeconfigSecret("app-cluster", ReadFileOrEmpty(app_->kubeconfig()));
+      app_secret["metadata"]["namespace"] = provider_.cluster_namespace;
+      ASSERT_TRUE(Apply(*cp_, app_secret));
+      Json binding = Binding(kExportName, "app-cluster");
+      binding["metadata"]["namespace"] = provider_.cluster_namespace;
+      binding["spec"]["kubeconfigSecretRef"]["namespace"] = provider_.cluster_namespace;
+      ASSERT_TRUE(Apply(*cp_, binding));
+      ASSERT_NO_FATAL_FAILURE(StartKonnector());
+      return;
+    }
 
     // The konnector in the App Cluster.
     ASSERT_NO_FATAL_FAILURE(StartKonnector());
@@ -174,12 +189,31 @@ class KonnectorE2eTest : public ::testing::Test {
     ASSERT_TRUE(help.exit_code == 0 && help.out.find("--heartbeat-interval") != std::string::npos)
         << "`klutch konnector --help` does not describe the konnector; is it built?\n"
         << help.out << help.err;
+    std::vector<std::string> args = {kKlutch,
+                                     "konnector",
+                                     "--lease-namespace",
+                                     "kube-system",
+                                     "--health-probe-bind-address",
+                                     "127.0.0.1:0",
+                                     "--metrics-bind-address",
+                                     "127.0.0.1:0",
+                                     "--heartbeat-interval",
+                                     "2s"};
+    if (control_plane_mode_) {
+      for (const std::string& a :
+           {std::string("--kubeconfig"), cp_->kubeconfig().string(),
+            std::string("--control-plane-mode"),
+            std::string("--app-cluster-kubeconfig-secret-name"), std::string("app-cluster"),
+            std::string("--app-cluster-kubeconfig-secret-namespace"), provider_.cluster_namespace,
+            std::string("--binding-root-namespace"), provider_.cluster_namespace}) {
+        args.push_back(a);
+      }
+    } else {
+      args.push_back("--kubeconfig");
+      args.push_back(app_->kubeconfig().string());
+    }
     konnector_ = std::make_unique<ChildProcess>(
-        std::vector<std::string>{kKlutch, "konnector", "--kubeconfig", app_->kubeconfig().string(),
-                                 "--lease-namespace", "kube-system", "--health-probe-bind-address",
-                                 "127.0.0.1:0", "--metrics-bind-address", "127.0.0.1:0",
-                                 "--heartbeat-interval", "2s"},
-        konnector_log_, std::map<std::string, std::string>{{"HOME", dir_.path().string()}});
+        args, konnector_log_, std::map<std::string, std::string>{{"HOME", dir_.path().string()}});
     const std::regex serving(
         R"(konnector: health on 127\.0\.0\.1:(\d+), metrics on 127\.0\.0\.1:(\d+))");
     std::smatch m;
@@ -318,6 +352,8 @@ class KonnectorE2eTest : public ::testing::Test {
   uint16_t health_port_ = 0, metrics_port_ = 0;
   int manifests_ = 0;
   int konnector_starts_ = 0;
+  // Set before SetUp() by a subclass: run the konnector in control-plane mode.
+  bool control_plane_mode_ = false;
 };
 
 }  // namespace klutch::testing
