@@ -75,7 +75,11 @@ void AddKonnectorFlags(CLI::App* cmd, KonnectorFlags& f) {
   cmd->add_option("--metrics-bind-address", f.metrics_address,
                   "host:port serving /metrics; \"0\" serves them on the probe address only")
       ->capture_default_str();
-  cmd->add_option("--kube-api-qps", f.qps, "Requests per second to each API server")
+  cmd->add_option("--kube-api-qps", f.qps, "Requests per second to each API server (0: unlimited)")
+      ->capture_default_str();
+  cmd->add_option("--concurrent-syncs", f.concurrent_syncs,
+                  "Workers of each sync controller (objects synced at once per bound API)")
+      ->check(CLI::Range(1, 64))
       ->capture_default_str();
   cmd->add_option("--kube-api-burst", f.burst, "Burst of requests to each API server")
       ->capture_default_str();
@@ -164,6 +168,7 @@ int RunKonnector(const KonnectorFlags& f) {
        .binding_namespace = f.control_plane_mode ? f.binding_root_namespace : "",
        .heartbeat_interval = ToMillis(*heartbeat),
        .version = kKonnectorVersion,
+       .workers = f.concurrent_syncs,
        .new_client =
            [&f, &manager](const client::RestConfig& provider) {
              client::RestConfig c = provider;

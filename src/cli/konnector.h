@@ -21,8 +21,9 @@ struct KonnectorFlags {
   std::string heartbeat_interval = "30s";
   std::string health_address = ":8080";
   std::string metrics_address = ":8081";
-  double qps = 200;
-  int burst = 400;
+  double qps = 500;
+  int burst = 1000;
+  int concurrent_syncs = 4;
 };
 
 void AddKonnectorFlags(CLI::App* cmd, KonnectorFlags& flags);

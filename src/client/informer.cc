@@ -72,17 +72,44 @@ void Indexer::IndexLocked(const std::string& key, const Json* old_obj, const Jso
   }
 }
 
+void Indexer::SetCompact(bool compact) {
+  core::MutexLock lock(mu_);
+  if (items_.empty()) compact_ = compact;
+}
+
+Indexer::Slot Indexer::Pack(ObjectPtr object) const {
+  Slot slot;
+  if (!compact_) {
+    slot.object = std::move(object);
+    return slot;
+  }
+  std::vector<uint8_t> bytes = Json::to_cbor(*object);
+  slot.packed.assign(bytes.begin(), bytes.end());
+  slot.packed.shrink_to_fit();
+  return slot;
+}
+
+ObjectPtr Indexer::Unpack(const Slot& slot) {
+  if (slot.object) return slot.object;
+  // Bytes this indexer wrote: they decode (allow_exceptions=false keeps a surprise a null).
+  Json object = Json::from_cbor(slot.packed, /*strict=*/true, /*allow_exceptions=*/false);
+  if (object.is_discarded()) return nullptr;
+  return std::make_shared<const Json>(std::move(object));
+}
+
 ObjectPtr Indexer::Get(const std::string& key) const {
   core::MutexLock lock(mu_);
   auto it = items_.find(key);
-  return it == items_.end() ? nullptr : it->second;
+  return it == items_.end() ? nullptr : Unpack(it->second);
 }
 
 std::vector<ObjectPtr> Indexer::List() const {
   core::MutexLock lock(mu_);
   std::vector<ObjectPtr> out;
   out.reserve(items_.size());
-  for (const auto& [k, v] : items_) out.push_back(v);
+  for (const auto& [k, v] : items_) {
+    if (ObjectPtr o = Unpack(v)) out.push_back(std::move(o));
+  }
   return out;
 }
 
@@ -103,7 +130,8 @@ std::vector<ObjectPtr> Indexer::ByIndex(const std::string& name, const std::stri
   if (keys == index->second.end()) return out;
   for (const auto& k : keys->second) {
     auto it = items_.find(k);
-    if (it != items_.end()) out.push_back(it->second);
+    if (it == items_.end()) continue;
+    if (ObjectPtr o = Unpack(it->second)) out.push_back(std::move(o));
   }
   return out;
 }
@@ -116,10 +144,10 @@ size_t Indexer::Size() const {
 ObjectPtr Indexer::Upsert(ObjectPtr object) {
   std::string key = ObjectKey(*object);
   core::MutexLock lock(mu_);
-  ObjectPtr& slot = items_[key];
-  ObjectPtr old = std::move(slot);
+  Slot& slot = items_[key];
+  ObjectPtr old = slot.object || !slot.packed.empty() ? Unpack(slot) : nullptr;
   IndexLocked(key, old.get(), object.get());
-  slot = std::move(object);
+  slot = Pack(std::move(object));
   return old;
 }
 
@@ -127,7 +155,7 @@ ObjectPtr Indexer::Delete(const std::string& key) {
   core::MutexLock lock(mu_);
   auto it = items_.find(key);
   if (it == items_.end()) return nullptr;
-  ObjectPtr old = std::move(it->second);
+  ObjectPtr old = Unpack(it->second);
   items_.erase(it);
   IndexLocked(key, old.get(), nullptr);
   return old;
@@ -146,7 +174,9 @@ Informer::Informer(RestClient& rest, GroupVersionResource gvr, InformerOptions o
       resource_(rest, gvr, options.ns),
       gvr_(std::move(gvr)),
       options_(std::move(options)),
-      clock_(options_.clock ? *options_.clock : core::RealClock::Get()) {}
+      clock_(options_.clock ? *options_.clock : core::RealClock::Get()) {
+  indexer_.SetCompact(options_.compact);
+}
 
 Informer::~Informer() { Stop(); }
 

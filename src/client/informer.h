@@ -59,10 +59,22 @@ class Indexer {
   ObjectPtr Upsert(ObjectPtr object);
   ObjectPtr Delete(const std::string& key);
 
+  // Keep objects serialized (CBOR) and parse them on every read: a fraction of a parsed
+  // object's memory, for large caches read a few times per change. Readers then get a new
+  // object per call (equal, not the same pointer). Only before the first object arrives.
+  void SetCompact(bool compact);
+
  private:
+  struct Slot {
+    ObjectPtr object;    // parsed (not compact)
+    std::string packed;  // CBOR (compact)
+  };
+  Slot Pack(ObjectPtr object) const REQUIRES(mu_);
+  static ObjectPtr Unpack(const Slot& slot);
   void IndexLocked(const std::string& key, const Json* old_obj, const Json* new_obj) REQUIRES(mu_);
   mutable core::Mutex mu_;
-  std::unordered_map<std::string, ObjectPtr> items_ GUARDED_BY(mu_);
+  std::unordered_map<std::string, Slot> items_ GUARDED_BY(mu_);
+  bool compact_ GUARDED_BY(mu_) = false;
   std::map<std::string, IndexFunc> index_funcs_ GUARDED_BY(mu_);
   // index name -> value -> keys
   std::map<std::string, std::unordered_map<std::string, std::set<std::string>>> indexes_
@@ -86,6 +98,9 @@ struct InformerOptions {
   // Keep only apiVersion, kind and metadata of each object (asks the server for
   // PartialObjectMetadata and strips whatever it sends anyway).
   bool metadata_only = false;
+  // Cache objects serialized and parse them on each read (Indexer::SetCompact): for caches
+  // of many objects that are read a few times per change, as a konnector's bound objects.
+  bool compact = false;
   // Drop metadata.managedFields from cached objects: they are about a third of a small
   // object's memory and reconcilers rarely read them (controller-runtime's
   // TransformStripManagedFields). Turn off for a controller that inspects field ownership.

@@ -143,5 +143,46 @@ TEST_F(InformerSets, MultiNamespaceInformerFollowsItsNamespaceSet) {
   EXPECT_TRUE(informer.Namespaces().empty());
 }
 
+TEST_F(InformerSets, CompactCacheReadsBackWhatItCached) {
+  Namespace("a");
+  Create(resources::kConfigMaps, ConfigMap("a", "x"));
+  Informer informer(cluster_->admin(), resources::kConfigMaps, {.compact = true, .clock = &clock_});
+  ASSERT_TRUE(
+      informer.indexer()
+          .AddIndex("byData",
+                    [](const Json& o) {
+                      return std::vector<std::string>{machinery::GetString(o, {"data", "k"})};
+                    })
+          .ok());
+  core::Mutex mu;
+  std::string old_value;
+  informer.AddEventHandler({.on_update = [&](const ObjectPtr& old, const ObjectPtr&) {
+    core::MutexLock lock(mu);
+    old_value = machinery::GetString(*old, {"data", "k"});
+  }});
+  informer.Start();
+  ASSERT_TRUE(informer.WaitForSync(std::chrono::seconds(30)));
+  ASSERT_TRUE(Resource(resources::kConfigMaps, "a")
+                  .Patch("x", client::PatchType::kMerge, R"({"data":{"k":"v1"}})")
+                  .ok());
+  ASSERT_TRUE(
+      testing::Eventually([&] { return informer.indexer().ByIndex("byData", "v1").size() == 1; }));
+  auto live = Resource(resources::kConfigMaps, "a").Get("x");
+  ASSERT_TRUE(live.ok());
+  ObjectPtr cached = informer.indexer().Get("a/x");
+  ASSERT_TRUE(cached);
+  EXPECT_EQ(machinery::ResourceVersion(*cached), machinery::ResourceVersion(*live));
+  EXPECT_EQ((*cached)["data"], (*live)["data"]);
+  EXPECT_EQ(informer.indexer().List().size(), 1u);
+  ASSERT_TRUE(Resource(resources::kConfigMaps, "a")
+                  .Patch("x", client::PatchType::kMerge, R"({"data":{"k":"v2"}})")
+                  .ok());
+  ASSERT_TRUE(
+      testing::Eventually([&] { return informer.indexer().ByIndex("byData", "v2").size() == 1; }));
+  EXPECT_TRUE(informer.indexer().ByIndex("byData", "v1").empty()) << "the old value unindexed";
+  core::MutexLock lock(mu);
+  EXPECT_EQ(old_value, "v1") << "update handlers get the previous object";
+}
+
 }  // namespace
 }  // namespace klutch::client

@@ -169,6 +169,7 @@ WorkQueueEvent WorkQueue::Event(WorkQueueEvent::Type type, const std::string& it
   e.queue = name_;
   e.item = item;
   e.depth = queue_.size();
+  e.sequence = ++sequence_;
   return e;
 }
 

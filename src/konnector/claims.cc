@@ -37,7 +37,8 @@ ClaimSyncer::ClaimSyncer(Connection& connection, const Json& claim)
           machinery::GetString(claim, {"resource"})};
   owner_ = machinery::GetString(claim, {"selector", "owner"});
   names_ = machinery::Strings(machinery::Find(claim, {"selector", "names"}));
-  client::InformerOptions options{.clock = &ctx_.clock};
+  // Bound objects are the bulk of a konnector's memory: cached serialized (ADR 0009).
+  client::InformerOptions options{.compact = true, .clock = &ctx_.clock};
   consumer_ = std::make_unique<client::Informer>(ctx_.app, gvr_, options);
   provider_ =
       std::make_unique<client::MultiNamespaceInformer>(connection_.provider(), gvr_, options);

@@ -141,7 +141,8 @@ core::Status ExportSyncer::Start() {
     if (!ns.ok()) return ns.status();
     provider_ns_uid_ = machinery::Uid(*ns);
   }
-  client::InformerOptions options{.clock = &ctx_.clock};
+  // Bound objects are the bulk of a konnector's memory: cached serialized (ADR 0009).
+  client::InformerOptions options{.compact = true, .clock = &ctx_.clock};
   consumer_ = std::make_unique<client::Informer>(ctx_.app, gvr_, options);
   if (namespaced_) {
     provider_multi_ =
@@ -449,9 +450,15 @@ core::Result<Result> ExportSyncer::ReconcileStatus(const Request& request) {
   } else {
     modified.erase("status");
   }
-  if (synced) {
-    reconcile::SetCondition(modified, *synced, ctx_.clock);
-  } else if (SpecOf(*d) == SpecOf(*u)) {
+  if (synced) reconcile::SetCondition(modified, *synced, ctx_.clock);
+  const Json* before = machinery::Find(*d, {"status"});
+  const Json* after = machinery::Find(modified, {"status"});
+  if ((before ? *before : Json()) == (after ? *after : Json())) {
+    Observe("down", request.Key());
+    return Result::Done();
+  }
+  // Synced=True rides along with a status write; it never costs a write of its own.
+  if (!synced && SpecOf(*d) == SpecOf(*u)) {
     reconcile::SetCondition(modified,
                             {.type = std::string(kSyncedCondition),
                              .status = std::string(reconcile::kConditionTrue),
@@ -459,12 +466,6 @@ core::Result<Result> ExportSyncer::ReconcileStatus(const Request& request) {
                              .reason = "Synced",
                              .message = "spec is in sync with the Control Plane"},
                             ctx_.clock);
-  }
-  const Json* before = machinery::Find(*d, {"status"});
-  const Json* after = machinery::Find(modified, {"status"});
-  if ((before ? *before : Json()) == (after ? *after : Json())) {
-    Observe("down", request.Key());
-    return Result::Done();
   }
   auto r = reconcile::Committer(client::ResourceClient(ctx_.app, gvr_), std::string(kFieldManager))
                .CommitStatus(*d, modified);

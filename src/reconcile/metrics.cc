@@ -42,7 +42,14 @@ Metrics::~Metrics() = default;
 void Metrics::OnQueueEvent(const client::WorkQueueEvent& e) {
   using T = client::WorkQueueEvent::Type;
   const serving::Labels labels = {{"name", e.queue}};
-  depth_.Set(labels, static_cast<double>(e.depth));
+  {
+    core::MutexLock lock(depth_mu_);
+    uint64_t& last = depth_sequence_[e.queue];
+    if (e.sequence > last) {
+      last = e.sequence;
+      depth_.Set(labels, static_cast<double>(e.depth));
+    }
+  }
   switch (e.type) {
     case T::kAdd:
       adds_.Increment(labels);

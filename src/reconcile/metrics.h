@@ -7,11 +7,13 @@
 // in a serving::MetricRegistry the process shares with its own metrics. Thread-safe.
 #pragma once
 
+#include <map>
 #include <string>
 #include <string_view>
 
 #include "client/rest_client.h"
 #include "client/workqueue.h"
+#include "core/sync.h"
 #include "serving/metrics.h"
 
 namespace klutch::reconcile {
@@ -51,6 +53,9 @@ class Metrics {
   serving::HistogramFamily& request_duration_;
   serving::CounterFamily& restarts_;
   serving::GaugeFamily& leader_;
+  // The newest event's sequence per queue, so a late report cannot set an older depth.
+  core::Mutex depth_mu_;
+  std::map<std::string, uint64_t> depth_sequence_ GUARDED_BY(depth_mu_);
 };
 
 }  // namespace klutch::reconcile
