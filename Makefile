@@ -36,6 +36,7 @@ bench: build
 	./build/bin/klutch-bench-cel
 	./build/bin/klutch-bench-access
 	./build/bin/klutch-bench-rbac
+	./build/bin/klutch-bench-konnector
 
 FUZZ_SECONDS ?= 30
 
