@@ -189,7 +189,8 @@ int Main(int argc, char** argv) {
 
   KonnectorFlags konnector_flags;
   auto* konnector_cmd = app.add_subcommand(
-      "konnector", "Run the konnector: bound APIs in the App Cluster, kept in sync with the provider");
+      "konnector",
+      "Run the konnector: bound APIs in the App Cluster, kept in sync with the provider");
   AddKonnectorFlags(konnector_cmd, konnector_flags);
 
   apiserver::ApiServerOptions up;

@@ -255,7 +255,8 @@ void Informer::Deliver(EventType type, const ObjectPtr& obj) {
     case EventType::kAdded:
     case EventType::kModified: {
       ObjectPtr old = indexer_.Upsert(obj);
-      for (const auto& [id, h] : handlers_) {
+      for (const auto& entry : handlers_) {
+        const EventHandler& h = entry.second;
         if (old) {
           if (h.on_update) Safely([&] { h.on_update(old, obj); });
         } else if (h.on_add) {
@@ -267,7 +268,8 @@ void Informer::Deliver(EventType type, const ObjectPtr& obj) {
     case EventType::kDeleted: {
       ObjectPtr old = indexer_.Delete(ObjectKey(*obj));
       // Deliver the last state known: the event's object is the server's final one.
-      for (const auto& [id, h] : handlers_) {
+      for (const auto& entry : handlers_) {
+        const EventHandler& h = entry.second;
         if (h.on_delete) Safely([&] { h.on_delete(obj ? obj : old); });
       }
       break;
@@ -395,7 +397,8 @@ void Informer::Resync() {
   }
   core::MutexLock lock(handlers_mu_);
   for (const auto& obj : indexer_.List()) {
-    for (const auto& [id, h] : handlers_) {
+    for (const auto& entry : handlers_) {
+      const EventHandler& h = entry.second;
       if (h.on_update) Safely([&] { h.on_update(obj, obj); });
     }
   }
