@@ -151,6 +151,8 @@ class ExportSyncer {
   // The consumer key of provider key `key`; "" when not ours.
   std::string ConsumerKey(const std::string& provider_key) const;
   client::ObjectPtr ProviderGet(const std::string& key) const;
+  // False for a cluster-scoped provider object of another connection.
+  bool Ours(const Json& provider_object) const;
   bool ProviderSynced(const std::string& key) const;
   void MarkSynced(const Json& consumer, bool ok, std::string_view reason,
                   const std::string& message);

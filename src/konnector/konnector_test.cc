@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "client/dynamic.h"
 #include "core/file.h"
 #include "core/strings.h"
@@ -230,21 +232,38 @@ TEST_F(KonnectorTest, BindingConnectsAndClaimsSyncBothWays) {
   ASSERT_TRUE(db.ok());
   EXPECT_TRUE(machinery::HasFinalizer(*db, kSyncerFinalizer));
 
-  // Spec edits flow up; an edit on the Control Plane copy is reverted.
-  ASSERT_TRUE(App(kInstances, "dev")
-                  .Patch("db", client::PatchType::kMerge, R"({"spec":{"version":"15"}})")
-                  .ok());
+  // Spec edits flow up, removed fields included; an edit of the consumer's fields on the
+  // Control Plane copy is reverted, while fields the provider adds (as Crossplane adds
+  // resourceRef to a claim) stay and cause no write loop.
+  ASSERT_TRUE(
+      App(kInstances, "dev")
+          .Patch("db", client::PatchType::kMerge, R"({"spec":{"version":"15","tier":"small"}})")
+          .ok());
   EXPECT_TRUE(Until([&] {
-    return Get(Cp(kInstances, Mapped("dev")), "db", {"spec", "version"}) == "15";
+    return Get(Cp(kInstances, Mapped("dev")), "db", {"spec", "tier"}) == "small";
   }));
-  ASSERT_TRUE(Cp(kInstances, Mapped("dev"))
-                  .Patch("db", client::PatchType::kMerge, R"({"spec":{"version":"9","extra":"x"}})")
+  ASSERT_TRUE(App(kInstances, "dev")
+                  .Patch("db", client::PatchType::kMerge, R"({"spec":{"tier":null}})")
                   .ok());
   EXPECT_TRUE(Until([&] {
     auto u = Cp(kInstances, Mapped("dev")).Get("db");
     return u.ok() && machinery::GetString(*u, {"spec", "version"}) == "15" &&
-           !(*u)["spec"].contains("extra");
+           !(*u)["spec"].contains("tier");
   }));
+  ASSERT_TRUE(Cp(kInstances, Mapped("dev"))
+                  .Patch("db", client::PatchType::kMerge,
+                         R"({"spec":{"version":"9","resourceRef":{"name":"db-x1"}}})")
+                  .ok());
+  EXPECT_TRUE(Until([&] {
+    auto u = Cp(kInstances, Mapped("dev")).Get("db");
+    return u.ok() && machinery::GetString(*u, {"spec", "version"}) == "15" &&
+           machinery::GetString(*u, {"spec", "resourceRef", "name"}) == "db-x1";
+  }));
+  std::string settled = Get(Cp(kInstances, Mapped("dev")), "db", {"metadata", "resourceVersion"});
+  for (int i = 0; i < 10; ++i) clock_.Advance(std::chrono::seconds(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(Get(Cp(kInstances, Mapped("dev")), "db", {"metadata", "resourceVersion"}), settled)
+      << "the konnector keeps writing the provider copy";
 
   // Status written on the Control Plane flows down, next to our Synced condition.
   ASSERT_TRUE(
@@ -256,7 +275,7 @@ TEST_F(KonnectorTest, BindingConnectsAndClaimsSyncBothWays) {
   }));
   EXPECT_TRUE(Until([&] {
     auto d = App(kInstances, "dev").Get("db");
-    return d.ok() && reconcile::ConditionStatus(*d, "Synced") == "True";
+    return d.ok() && reconcile::ConditionStatus(*d, kControlPlaneSyncedCondition) == "True";
   }));
 
   // Deleting the Control Plane copy re-creates it.

@@ -31,6 +31,13 @@ inline constexpr std::string_view kClusterNamespaceAnnotation =
 inline constexpr std::string_view kResourceOwnerAnnotation = "klutch.anynines.com/resource-owner";
 // The finalizer on consumer-side bound objects until their provider copy is deleted.
 inline constexpr std::string_view kSyncerFinalizer = "klutch.anynines.com/syncer";
+// On provider copies: a hash of what the konnector last applied (spec, labels, annotations),
+// so a consumer-side change, including a removed field, is noticed without owning a copy of
+// the previous spec. Ours, not upstream's (ADR 0009).
+inline constexpr std::string_view kAppliedHashAnnotation = "klutch.anynines.com/applied-hash";
+// The condition the konnector sets on consumer objects (ADR 0009). Not "Synced": Crossplane
+// claims carry their own Synced, which is copied down from the provider.
+inline constexpr std::string_view kControlPlaneSyncedCondition = "ControlPlaneSynced";
 // The field manager of server-side applies to the provider.
 inline constexpr std::string_view kFieldManager = "klutch.anynines.com";
 // The ClusterBinding in every cluster namespace is called this.

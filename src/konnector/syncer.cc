@@ -16,7 +16,7 @@ using client::ObjectPtr;
 using reconcile::Request;
 using reconcile::Result;
 
-constexpr std::string_view kSyncedCondition = "Synced";
+constexpr std::string_view kSyncedCondition = kControlPlaneSyncedCondition;
 
 bool Deleting(const Json& o) { return machinery::IsBeingDeleted(o); }
 
@@ -96,6 +96,13 @@ std::string ExportSyncer::ConsumerKey(const std::string& provider_key) const {
   }
   std::string cns = connection_.ConsumerNamespaceFor(r.ns);
   return cns.empty() ? "" : cns + "/" + r.name;
+}
+
+bool ExportSyncer::Ours(const Json& provider_object) const {
+  // Cluster-scoped copies of every consumer share one provider scope: a prefix match alone
+  // would take "team-a-x" of connection "team-a" for "a-x" of connection "team".
+  return namespaced_ ||
+         Annotation(provider_object, kClusterNamespaceAnnotation) == connection_.provider_ns();
 }
 
 ObjectPtr ExportSyncer::ProviderGet(const std::string& key) const {
@@ -180,7 +187,7 @@ core::Status ExportSyncer::Start() {
   auto on_provider = Forward([this](const Json& u) {
     std::string key = client::ObjectKey(u);
     std::string ckey = ConsumerKey(key);
-    if (ckey.empty()) return;  // not a namespace (or prefix) of this connection
+    if (ckey.empty() || !Ours(u)) return;  // another connection's namespace or prefix
     Touch("down", key);
     status_->queue().Add(key);
     adopt_->queue().Add(key);
@@ -311,57 +318,28 @@ core::Result<Result> ExportSyncer::ReconcileSpec(const Request& request) {
   client::ResourceClient provider_rc =
       client::ResourceClient(connection_.provider(), gvr_).Namespace(pns);
   ObjectPtr u = ProviderGet(pkey);
+  if (!u && !ProviderSynced(pkey)) return Result::Done();  // OnSynced brings it back
 
-  if (!u) {
+  if (!u || Deleting(*d)) {
     if (Deleting(*d)) {
+      if (u && !Deleting(*u)) {
+        client::DeleteOptions o;
+        o.precondition_uid = machinery::Uid(*u);
+        auto r = provider_rc.Delete(pname, o);
+        ctx_.metrics.writes.Increment({{"cluster", "provider"}, {"verb", "delete"}});
+        if (!r.ok() && !core::IsNotFound(r.status()) && !core::IsConflict(r.status())) {
+          return r.status();
+        }
+      } else if (u) {
+        return Result::Done();  // the provider's delete event brings us back
+      }
       if (!has_finalizer) return Result::Done();
       auto r = consumer_commit.Commit(*d, WithoutFinalizer(*d));
       ctx_.metrics.writes.Increment({{"cluster", "app"}, {"verb", "patch"}});
       if (!r.ok() && !core::IsNotFound(r.status())) return r.status();
-      return Result::Done();
-    }
-    if (!ProviderSynced(pkey)) return Result::Done();  // OnSynced brings it back
-    Json current = *d;
-    Json marked = WithFinalizerAndBound(*d);
-    if (marked != *d) {
-      auto r = consumer_commit.Commit(*d, marked);
-      ctx_.metrics.writes.Increment({{"cluster", "app"}, {"verb", "patch"}});
-      if (!r.ok()) return r.status();
-      current = *r;
-    }
-    Json upstream = CleanCopy(current, pns);
-    machinery::MutableMetadata(upstream).erase("finalizers");
-    if (!namespaced_) InjectClusterNamespace(upstream, connection_.provider_ns(), provider_ns_uid_);
-    auto r = provider_rc.Create(upstream, {.field_manager = std::string(kFieldManager)});
-    ctx_.metrics.writes.Increment({{"cluster", "provider"}, {"verb", "create"}});
-    if (r.ok() || core::IsAlreadyExists(r.status())) {
       Observe("up", request.Key());
       return Result::Done();
     }
-    if (core::IsInvalid(r.status())) {
-      MarkSynced(current, false, "ProviderRejected",
-                 "the Control Plane refused " + kind_ + " " + request.Key() + ": " +
-                     r.status().message() + "; fix the spec and apply again");
-      return Result::Done();  // the next edit of the object tries again
-    }
-    return r.status();
-  }
-
-  if (Deleting(*d)) {
-    if (Deleting(*u)) return Result::Done();  // the provider's delete event brings us back
-    client::DeleteOptions o;
-    o.precondition_uid = machinery::Uid(*u);
-    auto r = provider_rc.Delete(pname, o);
-    ctx_.metrics.writes.Increment({{"cluster", "provider"}, {"verb", "delete"}});
-    if (!r.ok() && !core::IsNotFound(r.status()) && !core::IsConflict(r.status())) {
-      return r.status();
-    }
-    if (!has_finalizer) return Result::Done();
-    auto c = consumer_commit.Commit(*d, WithoutFinalizer(*d));
-    ctx_.metrics.writes.Increment({{"cluster", "app"}, {"verb", "patch"}});
-    if (!c.ok() && !core::IsNotFound(c.status())) return c.status();
-    Observe("up", request.Key());
-    return Result::Done();
   }
 
   Json current = *d;
@@ -372,38 +350,46 @@ core::Result<Result> ExportSyncer::ReconcileSpec(const Request& request) {
     if (!r.ok()) return r.status();
     current = *r;
   }
-  if (SpecOf(current) == SpecOf(*u)) {
+
+  // What the provider copy should carry: the consumer's spec, labels and annotations (but
+  // kubectl's last-applied copy), the bound annotation, and for cluster-scoped objects the
+  // prefixed name, cluster-namespace annotation and Namespace owner. Server-side applied with
+  // force, so the konnector owns these fields and fields the provider adds stay its own.
+  Json apply = {{"apiVersion", machinery::ApiVersionOf(current)},
+                {"kind", machinery::Kind(current)},
+                {"metadata", {{"name", request.name}}}};
+  if (const Json* labels = machinery::Find(current, {"metadata", "labels"})) {
+    apply["metadata"]["labels"] = *labels;
+  }
+  if (const Json* annotations = machinery::Find(current, {"metadata", "annotations"});
+      annotations && annotations->is_object()) {
+    Json copied = *annotations;
+    copied.erase("kubectl.kubernetes.io/last-applied-configuration");
+    if (!copied.empty()) apply["metadata"]["annotations"] = std::move(copied);
+  }
+  SetAnnotation(apply, kBoundAnnotation, "true");
+  if (namespaced_) {
+    apply["metadata"]["namespace"] = pns;
+  } else {
+    InjectClusterNamespace(apply, connection_.provider_ns(), provider_ns_uid_);
+  }
+  if (!SpecOf(current).is_null()) apply["spec"] = SpecOf(current);
+  const std::string hash = JsonHash(apply);
+  if (u && Annotation(*u, kAppliedHashAnnotation) == hash && Covers(SpecOf(*u), SpecOf(current))) {
     Observe("up", request.Key());
     MarkSynced(current, true, "Synced", "spec is in sync with the Control Plane");
     return Result::Done();
   }
-  // Server-side apply of the consumer's spec; force takes back fields someone else changed.
-  Json apply = {
-      {"apiVersion", machinery::ApiVersionOf(*u)},
-      {"kind", machinery::Kind(*u)},
-      {"metadata", {{"name", pname}, {"annotations", {{std::string(kBoundAnnotation), "true"}}}}}};
-  if (!pns.empty()) apply["metadata"]["namespace"] = pns;
-  if (!SpecOf(current).is_null()) apply["spec"] = SpecOf(current);
+  SetAnnotation(apply, kAppliedHashAnnotation, hash);
   auto r = provider_rc.Patch(pname, client::PatchType::kApply, machinery::Dump(apply),
                              {.field_manager = std::string(kFieldManager), .force = true});
-  ctx_.metrics.writes.Increment({{"cluster", "provider"}, {"verb", "apply"}});
-  if (r.ok() && SpecOf(*r) != SpecOf(current)) {
-    // Fields we never owned (added on the provider) survive an apply: replace the spec.
-    Json replaced = *r;
-    if (SpecOf(current).is_null()) {
-      replaced.erase("spec");
-    } else {
-      replaced["spec"] = SpecOf(current);
-    }
-    r = provider_rc.Update(replaced, {.field_manager = std::string(kFieldManager)});
-    ctx_.metrics.writes.Increment({{"cluster", "provider"}, {"verb", "update"}});
-  }
+  ctx_.metrics.writes.Increment({{"cluster", "provider"}, {"verb", u ? "apply" : "create"}});
   if (!r.ok()) {
     if (core::IsInvalid(r.status())) {
       MarkSynced(current, false, "ProviderRejected",
-                 "the Control Plane refused the spec of " + kind_ + " " + request.Key() + ": " +
+                 "the Control Plane refused " + kind_ + " " + request.Key() + ": " +
                      r.status().message() + "; fix the spec and apply again");
-      return Result::Done();
+      return Result::Done();  // the next edit of the object tries again
     }
     return r.status();
   }
@@ -421,13 +407,15 @@ core::Result<Result> ExportSyncer::ReconcileStatus(const Request& request) {
     Forget("down", request.Key());
     return Result::Done();
   }
+  if (!Ours(*u)) return Result::Done();
   std::string ckey = ConsumerKey(request.Key());
   if (ckey.empty()) return Result::Done();
   Request c = Request::FromKey(ckey);
   client::ResourceClient consumer_rc = client::ResourceClient(ctx_.app, gvr_).Namespace(c.ns);
   ObjectPtr d = consumer_->indexer().Get(ckey);
   if (!d) {
-    if (!HasBoundAnnotation(*u) || Deleting(*u) || !consumer_->HasSynced()) return Result::Done();
+    if (!HasBoundAnnotation(*u) || Deleting(*u)) return Result::Done();
+    if (!consumer_->HasSynced()) return Result::Requeue();  // backoff until it has listed
     // The cache may lag a fresh create: only the API server may say it is gone.
     auto live = consumer_rc.Get(c.name);
     if (live.ok()) return Result::Done();
@@ -458,7 +446,7 @@ core::Result<Result> ExportSyncer::ReconcileStatus(const Request& request) {
     return Result::Done();
   }
   // Synced=True rides along with a status write; it never costs a write of its own.
-  if (!synced && SpecOf(*d) == SpecOf(*u)) {
+  if (!synced && Covers(SpecOf(*u), SpecOf(*d))) {
     reconcile::SetCondition(modified,
                             {.type = std::string(kSyncedCondition),
                              .status = std::string(reconcile::kConditionTrue),
@@ -491,6 +479,7 @@ core::Result<Result> ExportSyncer::ReconcileStatus(const Request& request) {
 core::Result<Result> ExportSyncer::ReconcileAdopt(const Request& request) {
   ObjectPtr u = ProviderGet(request.Key());
   if (!u) return Result::Done();
+  if (!Ours(*u)) return Result::Done();
   std::string ckey = ConsumerKey(request.Key());
   if (ckey.empty()) return Result::Done();
   Request c = Request::FromKey(ckey);
@@ -499,12 +488,16 @@ core::Result<Result> ExportSyncer::ReconcileAdopt(const Request& request) {
       client::ResourceClient(connection_.provider(), gvr_).Namespace(machinery::Namespace(*u));
   ObjectPtr d = consumer_->indexer().Get(ckey);
   if (!d) {
-    if (HasBoundAnnotation(*u) || Deleting(*u) || !consumer_->HasSynced()) return Result::Done();
+    if (HasBoundAnnotation(*u) || Deleting(*u)) return Result::Done();
+    if (!consumer_->HasSynced()) return Result::Requeue();  // backoff until it has listed
     auto live = consumer_rc.Get(c.name);
     if (live.ok()) return Result::Done();
     if (!core::IsNotFound(live.status())) return live.status();
     Json copy = CleanCopy(*u, c.ns);
-    if (!namespaced_) ClearClusterNamespace(copy);
+    if (!namespaced_) {
+      ClearClusterNamespace(copy);
+      machinery::MutableMetadata(copy)["name"] = c.name;
+    }
     SetAnnotation(copy, kBoundAnnotation, "true");
     auto r = consumer_rc.Create(copy, {.field_manager = std::string(kFieldManager)});
     ctx_.metrics.writes.Increment({{"cluster", "app"}, {"verb", "create"}});
