@@ -1,6 +1,7 @@
 #include "client/workqueue.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <utility>
@@ -169,7 +170,10 @@ WorkQueueEvent WorkQueue::Event(WorkQueueEvent::Type type, const std::string& it
   e.queue = name_;
   e.item = item;
   e.depth = queue_.size();
-  e.sequence = ++sequence_;
+  // One counter for every queue of the process: a queue recreated under the same name (a
+  // restarted controller) continues above the old one's numbers.
+  static std::atomic<uint64_t> sequence{0};
+  e.sequence = ++sequence;
   return e;
 }
 

@@ -82,8 +82,9 @@ struct WorkQueueEvent {
   std::string queue;  // WorkQueueOptions::name
   std::string item;
   size_t depth = 0;  // Len() right after the event
-  // Increases with every event of the queue: events are reported after the queue's lock is
-  // released, so two threads may report out of order; the later depth has the higher number.
+  // Increases with every event (process-wide, taken under the queue's lock): events are
+  // reported after the lock is released, so two threads may report out of order; the later
+  // depth has the higher number.
   uint64_t sequence = 0;
   std::chrono::nanoseconds queue_latency{0};
   std::chrono::nanoseconds work_duration{0};
@@ -164,7 +165,6 @@ class WorkQueue {
   core::CondVar drain_cv_;  // processing_ became empty, or a plain ShutDown
   core::CondVar timer_cv_;  // waiting_ changed, or shutdown
   std::deque<std::string> queue_ GUARDED_BY(mu_);
-  mutable uint64_t sequence_ GUARDED_BY(mu_) = 0;
   std::unordered_set<std::string> dirty_ GUARDED_BY(mu_);
   std::unordered_set<std::string> processing_ GUARDED_BY(mu_);
   std::unordered_map<std::string, TimePoint> added_at_ GUARDED_BY(mu_);    // dirty since

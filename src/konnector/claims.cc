@@ -60,21 +60,22 @@ std::string ClaimSyncer::EffectiveOwner(const Json& object, bool provider_side) 
   return std::string(provider_side ? kProvider : kConsumer);
 }
 
-bool ClaimSyncer::Claimed(const Json& object, bool provider_side) const {
+bool ClaimSyncer::Matches(const Json& object) const {
   // Service-account tokens are credentials of one cluster: never copied.
   if (machinery::GetString(object, {"type"}) == "kubernetes.io/service-account-token") {
     return false;
   }
-  if (!names_.empty()) {
-    bool match = false;
-    for (const auto& n : names_) match = match || n == "*" || n == machinery::Name(object);
-    if (!match) return false;
+  if (names_.empty()) return true;
+  for (const auto& n : names_) {
+    if (n == "*" || n == machinery::Name(object)) return true;
   }
-  return owner_.empty() || EffectiveOwner(object, provider_side) == owner_;
+  return false;
 }
 
 void ClaimSyncer::EnqueueConsumer(const Json& c) {
-  if (!Claimed(c, false)) return;
+  // Every matching consumer object of a mapped namespace: the reconcile decides who owns it
+  // (an edited annotation on a copy must not hide the copy from its owner).
+  if (!Matches(c)) return;
   std::string pns = connection_.ProviderNamespaceFor(machinery::Namespace(c));
   if (!pns.empty()) controller_->queue().Add(pns + "/" + machinery::Name(c));
 }
@@ -129,23 +130,46 @@ void ClaimSyncer::OnServiceNamespace(const std::string& cns, const std::string& 
 core::Result<Result> ClaimSyncer::Reconcile(const Request& request) {
   const std::string& pns = request.ns;
   const std::string cns = connection_.ConsumerNamespaceFor(pns);
-  if (cns.empty() || !provider_->HasSynced(pns) || !consumer_->HasSynced()) {
-    return Result::Done();  // the mapping or the first list brings it back
-  }
+  if (cns.empty()) return Result::Done();  // the APIServiceNamespace's event brings it back
+  // A first list in progress: "not cached" does not mean "absent" yet; back off.
+  if (!provider_->HasSynced(pns) || !consumer_->HasSynced()) return Result::Requeue();
   ObjectPtr p = provider_->Get(request.Key());
   ObjectPtr c = consumer_->indexer().Get(cns + "/" + request.name);
-  if (p && !Claimed(*p, true)) p = nullptr;
-  if (c && !Claimed(*c, false)) c = nullptr;
+  if (p && !Matches(*p)) p = nullptr;
+  if (c && !Matches(*c)) c = nullptr;
   if (!p && !c) return Result::Done();
+  // The owner is what the source says. A copy edited to claim otherwise is still a copy:
+  // P annotated Provider owns C whatever C's annotation now says, and the other way round.
+  const std::string p_owner = p ? Annotation(*p, kResourceOwnerAnnotation) : "";
+  const std::string c_owner = c ? Annotation(*c, kResourceOwnerAnnotation) : "";
   std::string owner;
-  if (p && !Annotation(*p, kResourceOwnerAnnotation).empty()) {
-    owner = EffectiveOwner(*p, true);
-  } else if (c && !Annotation(*c, kResourceOwnerAnnotation).empty()) {
-    owner = EffectiveOwner(*c, false);
+  if (p_owner == kProvider || (p && p_owner.empty() && c_owner != kConsumer)) {
+    owner = kProvider;
+  } else if (c_owner == kConsumer || (c && c_owner.empty() && !p)) {
+    owner = kConsumer;
+  } else if (p_owner == kConsumer) {
+    owner = kConsumer;  // a copy whose source is gone or not yet seen
   } else {
-    owner = p ? std::string(kProvider) : std::string(kConsumer);
+    owner = kProvider;
   }
   if (!owner_.empty() && owner != owner_) return Result::Done();
+  // An object of the same name the other side made on its own (no owner annotation) is not
+  // ours to overwrite: say so and leave both alone.
+  const ObjectPtr& copy = owner == kProvider ? c : p;
+  const std::string& copy_owner = owner == kProvider ? c_owner : p_owner;
+  const ObjectPtr& source = owner == kProvider ? p : c;
+  if (source && copy && copy_owner.empty()) {
+    if (owner == kProvider) {
+      ctx_.app_events.Event(*copy, "Warning", "ClaimedNameConflict",
+                            "the Control Plane provides a " + gvr_.resource + " named " +
+                                request.name + " here; rename or delete this one to receive it");
+    } else {
+      ctx_.app_events.Event(*source, "Warning", "ClaimedNameConflict",
+                            "the Control Plane already has a " + gvr_.resource + " named " +
+                                request.name + " of its own; rename this one to sync it");
+    }
+    return Result::Done();
+  }
   return owner == kProvider ? Sync(p, c, true, pns, cns, request.name)
                             : Sync(c, p, false, pns, cns, request.name);
 }

@@ -29,7 +29,8 @@ class ClaimSyncer {
   static std::string EffectiveOwner(const Json& object, bool provider_side);
 
  private:
-  bool Claimed(const Json& object, bool provider_side) const;
+  // The claim's names, and never a service-account token.
+  bool Matches(const Json& object) const;
   void EnqueueConsumer(const Json& c);
   core::Result<reconcile::Result> Reconcile(const reconcile::Request& request);
   core::Result<reconcile::Result> Sync(const client::ObjectPtr& owner_obj,

@@ -190,26 +190,27 @@ void Connection::Start() {
       if (Request::FromKey(key).name == machinery::Name(e)) crds_->queue().Add(key);
     }
   }));
-  service_namespaces_->AddEventHandler({.on_add =
-                                            [this](const ObjectPtr& o) {
-                                              namespaces_->queue().Add(machinery::Name(*o));
-                                              core::MutexLock lock(mu_);
-                                              for (auto& [name, s] : syncers_)
-                                                s->OnServiceNamespace(*o, false);
-                                            },
-                                        .on_update =
-                                            [this](const ObjectPtr&, const ObjectPtr& o) {
-                                              namespaces_->queue().Add(machinery::Name(*o));
-                                              core::MutexLock lock(mu_);
-                                              for (auto& [name, s] : syncers_)
-                                                s->OnServiceNamespace(*o, false);
-                                            },
-                                        .on_delete =
-                                            [this](const ObjectPtr& o) {
-                                              core::MutexLock lock(mu_);
-                                              for (auto& [name, s] : syncers_)
-                                                s->OnServiceNamespace(*o, true);
-                                            }});
+  // Syncers are told outside the lock: they start and stop informers.
+  auto tell_syncers = [this](const Json& asn, bool deleted) {
+    std::vector<std::shared_ptr<ExportSyncer>> syncers;
+    {
+      core::MutexLock lock(mu_);
+      for (auto& [name, s] : syncers_) syncers.push_back(s);
+    }
+    for (auto& s : syncers) s->OnServiceNamespace(asn, deleted);
+  };
+  service_namespaces_->AddEventHandler(
+      {.on_add =
+           [this, tell_syncers](const ObjectPtr& o) {
+             namespaces_->queue().Add(machinery::Name(*o));
+             tell_syncers(*o, false);
+           },
+       .on_update =
+           [this, tell_syncers](const ObjectPtr&, const ObjectPtr& o) {
+             namespaces_->queue().Add(machinery::Name(*o));
+             tell_syncers(*o, false);
+           },
+       .on_delete = [tell_syncers](const ObjectPtr& o) { tell_syncers(*o, true); }});
   if (provider_secrets_) {
     provider_secrets_->AddEventHandler(
         KeyHandler([this](const Json&) { heartbeat_->queue().Add("cluster"); }));
@@ -273,13 +274,13 @@ void Connection::Stop() {
   for (auto* c : {heartbeat_.get(), namespaces_.get(), crds_.get(), export_controller_.get()}) {
     c->Stop();
   }
-  std::map<std::string, std::unique_ptr<ExportSyncer>> syncers;
+  std::map<std::string, std::shared_ptr<ExportSyncer>> syncers;
   {
     core::MutexLock lock(mu_);
     syncers.swap(syncers_);
   }
-  syncers.clear();  // each stops
-  ctx_.metrics.syncers.With({}).Add(-static_cast<double>(0));
+  syncers.clear();  // each stops (when no event handler holds it any more)
+  ctx_.metrics.syncers.Remove({{"connection", provider_ns_}});
   cluster_bindings_->Stop();
   exports_->Stop();
   service_namespaces_->Stop();
@@ -388,8 +389,13 @@ core::Result<Result> Connection::ReconcileHeartbeat() {
   if (committed.ok() || !core::IsConflict(committed.status())) {
     for (const auto& b : Bindings()) SetBindingCondition(b, heartbeating);
   }
-  if (!committed.ok()) return committed.status();
-  if (!mirror.ok()) return mirror;
+  // A failed heartbeat is retried within the interval, not after the controller's backoff
+  // (up to 1000 s), so the provider sees the konnector again as soon as it is reachable.
+  if (!committed.ok() || !mirror.ok()) {
+    const core::Status& failed = committed.ok() ? mirror : committed.status();
+    KLUTCH_LOG(kWarn, "konnector", "heartbeat of {}: {}", provider_ns_, failed.message());
+    return Result::RequeueAfter(std::min(interval, std::chrono::milliseconds(5000)));
+  }
   auto wait = *last_time + interval - ctx_.clock.Now();
   return Result::RequeueAfter(std::max(std::chrono::duration_cast<std::chrono::milliseconds>(wait),
                                        std::chrono::milliseconds(100)));
@@ -474,8 +480,9 @@ core::Result<Result> Connection::ReconcileCrd(const Request& request) {
     } else {
       Json updated = *existing;
       updated["spec"] = desired["spec"];
-      if (machinery::Find(*existing, {"spec"}) &&
-          *machinery::Find(*existing, {"spec"}) == updated["spec"]) {
+      // The API server fills defaults (conversion, ...): compare only what we set.
+      const Json* have = machinery::Find(*existing, {"spec"});
+      if (have && Covers(*have, desired["spec"])) {
         reconcile::MarkTrue(modified, "Connected", ctx_.clock);
       } else {
         auto r = crds.Update(updated);
@@ -516,21 +523,33 @@ core::Result<Result> Connection::ReconcileExport(const Request& request) {
   ObjectPtr crd = ctx_.app_crds.indexer().Get(name);
   bool runnable = exp && binding && crd && CrdOwnedBy(*crd, *binding) && CrdEstablished(*crd) &&
                   !FirstServedVersion(*exp).empty();
-  std::unique_ptr<ExportSyncer> stale;
+  // The provider namespace's uid (cluster-scoped exports) is read before taking the lock.
+  std::string ns_uid;
   core::Status start_error = core::Status::Ok();
+  if (runnable && machinery::GetString(*exp, {"spec", "scope"}) == "Cluster") {
+    auto ns = client::ResourceClient(provider_, client::resources::kNamespaces).Get(provider_ns_);
+    if (ns.ok()) {
+      ns_uid = machinery::Uid(*ns);
+    } else {
+      start_error = ns.status();
+      runnable = false;
+    }
+  }
+  std::shared_ptr<ExportSyncer> stale;
   {
     core::MutexLock lock(mu_);
     if (stopped_) return Result::Done();
     auto it = syncers_.find(name);
     int64_t generation = exp ? Generation(*exp) : 0;
-    if (it != syncers_.end() && (!runnable || it->second->generation() != generation)) {
+    if (it != syncers_.end() && (!runnable || it->second->generation() != generation ||
+                                 it->second->claims() != AcceptedClaims(*binding))) {
       stale = std::move(it->second);
       syncers_.erase(it);
       it = syncers_.end();
     }
     if (runnable && it == syncers_.end()) {
-      auto syncer = std::make_unique<ExportSyncer>(*this, *exp, *binding);
-      start_error = syncer->Start();
+      auto syncer = std::make_shared<ExportSyncer>(*this, *exp, *binding, ns_uid);
+      start_error = syncer->Start();  // starts threads, never blocks
       if (start_error.ok()) {
         // Tell it about the namespaces mapped so far.
         for (const auto& asn : service_namespaces_->indexer().List()) {

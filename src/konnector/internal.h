@@ -122,7 +122,7 @@ class Connection {
 
   mutable core::Mutex mu_;
   std::set<std::string> bindings_ GUARDED_BY(mu_);
-  std::map<std::string, std::unique_ptr<ExportSyncer>> syncers_ GUARDED_BY(mu_);
+  std::map<std::string, std::shared_ptr<ExportSyncer>> syncers_ GUARDED_BY(mu_);
   core::MonoTime last_heartbeat_ GUARDED_BY(mu_);
   bool stopped_ GUARDED_BY(mu_) = false;
 };
@@ -131,7 +131,9 @@ class Connection {
 // spec, status, adopt and claimed-resource controllers.
 class ExportSyncer {
  public:
-  ExportSyncer(Connection& connection, const Json& export_object, const Json& binding);
+  // `namespace_uid`: the provider namespace's uid (cluster-scoped exports only).
+  ExportSyncer(Connection& connection, const Json& export_object, const Json& binding,
+               std::string namespace_uid);
   ~ExportSyncer();
   ExportSyncer(const ExportSyncer&) = delete;
   ExportSyncer& operator=(const ExportSyncer&) = delete;
@@ -139,6 +141,8 @@ class ExportSyncer {
   core::Status Start();
   void Stop();
   int64_t generation() const { return generation_; }
+  // The binding's accepted permission claims it was started with.
+  const Json& claims() const { return claims_; }
   // An APIServiceNamespace appeared, changed or went away.
   void OnServiceNamespace(const Json& asn, bool deleted);
 

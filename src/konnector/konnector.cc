@@ -127,6 +127,12 @@ class Konnector::Impl {
       binding_connection_.clear();
     }
     connections.clear();
+    std::vector<std::thread> closing;
+    {
+      core::MutexLock lock(mu_);
+      closing.swap(closing_);
+    }
+    for (auto& t : closing) t.join();
     app_crds_->Stop();
     app_namespaces_->Stop();
     binding_events_.Stop();
@@ -184,9 +190,9 @@ class Konnector::Impl {
         if (check.valid) connection_key = check.kubeconfig;
       }
     }
-    std::unique_ptr<Connection> closed;
     core::MutexLock lock(mu_);
     if (stopped_) return Result::Done();
+    std::unique_ptr<Connection> closed;
     auto bound = binding_connection_.find(key);
     if (bound != binding_connection_.end()) {
       if (bound->second == connection_key) return Result::Done();
@@ -200,7 +206,12 @@ class Konnector::Impl {
       }
       binding_connection_.erase(bound);
     }
-    if (closed) closed->Stop();
+    if (closed) {
+      // Stopping waits for requests in flight to a provider that may not answer: never on
+      // this (the only) worker.
+      std::shared_ptr<Connection> c(std::move(closed));
+      closing_.emplace_back([c] { c->Stop(); });
+    }
     if (connection_key.empty()) return Result::Done();
     auto it = connections_.find(connection_key);
     if (it == connections_.end()) {
@@ -248,6 +259,7 @@ class Konnector::Impl {
   // Keyed by the kubeconfig text ("control-plane" in control-plane mode).
   std::map<std::string, std::unique_ptr<Connection>> connections_ GUARDED_BY(mu_);
   std::map<std::string, std::string> binding_connection_ GUARDED_BY(mu_);
+  std::vector<std::thread> closing_ GUARDED_BY(mu_);  // connections being stopped
   bool stopped_ GUARDED_BY(mu_) = false;
 };
 

@@ -352,6 +352,55 @@ TEST_F(KonnectorTest, ProviderObjectsAreAdoptedAndClaimedSecretsFollowTheirOwner
   EXPECT_TRUE(Until([&] { return app_secret("db-creds") == "<missing>"; }));
 }
 
+TEST_F(KonnectorTest, ClaimedCopiesStayCopiesAndConsumerSecretsOfTheSameNameAreLeftAlone) {
+  CreateApp(kInstances, Instance("dev", "seed", "14"));  // maps namespace dev
+  ASSERT_TRUE(Until([&] { return Cp(kInstances, Mapped("dev")).Get("seed").ok(); }));
+  auto secret = [](const std::string& ns, const std::string& name, const std::string& value) {
+    return Json{{"apiVersion", "v1"},
+                {"kind", "Secret"},
+                {"metadata", {{"name", name}, {"namespace", ns}}},
+                {"data", {{"v", core::Base64Encode(value)}}}};
+  };
+  auto app_value = [&](const std::string& name) {
+    return Get(App(client::resources::kSecrets, "dev"), name, {"data", "v"});
+  };
+  // A copy whose owner annotation a user flips is still the provider's copy.
+  ASSERT_TRUE(Cp(client::resources::kSecrets, Mapped("dev"))
+                  .Create(secret(Mapped("dev"), "creds", "p"))
+                  .ok());
+  ASSERT_TRUE(Until([&] { return app_value("creds") == core::Base64Encode("p"); }));
+  ASSERT_TRUE(
+      App(client::resources::kSecrets, "dev")
+          .Patch("creds", client::PatchType::kMerge,
+                 Json{{"metadata", {{"annotations", {{kResourceOwnerAnnotation, "Consumer"}}}}},
+                      {"data", {{"v", core::Base64Encode("hijacked")}}}}
+                     .dump())
+          .ok());
+  EXPECT_TRUE(Until([&] {
+    return app_value("creds") == core::Base64Encode("p") &&
+           Get(App(client::resources::kSecrets, "dev"), "creds",
+               {"metadata", "annotations", kResourceOwnerAnnotation}) == "Provider";
+  }));
+  EXPECT_EQ(Get(Cp(client::resources::kSecrets, Mapped("dev")), "creds", {"data", "v"}),
+            core::Base64Encode("p"))
+      << "the copy's edit never reaches the owner";
+
+  // The App Cluster's own Secret of a name the provider also uses is not overwritten.
+  CreateApp(client::resources::kSecrets, secret("dev", "mine", "consumer's"));
+  ASSERT_TRUE(Cp(client::resources::kSecrets, Mapped("dev"))
+                  .Create(secret(Mapped("dev"), "mine", "provider's"))
+                  .ok());
+  EXPECT_TRUE(Until([&] {
+    auto events = App(client::resources::kEvents, "dev").List();
+    if (!events.ok()) return false;
+    for (const auto& e : (*events)["items"]) {
+      if (e["reason"] == "ClaimedNameConflict") return true;
+    }
+    return false;
+  }));
+  EXPECT_EQ(app_value("mine"), core::Base64Encode("consumer's"));
+}
+
 TEST_F(KonnectorTest, HeartbeatAdvancesAtTheInterval) {
   std::string first;
   ASSERT_TRUE(Until([&] {

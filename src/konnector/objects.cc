@@ -88,6 +88,17 @@ int64_t Generation(const Json& object) {
   return 0;
 }
 
+Json AcceptedClaims(const Json& binding) {
+  Json out = Json::array();
+  if (const Json* claims = machinery::Find(binding, {"spec", "permissionClaims"});
+      claims && claims->is_array()) {
+    for (const Json& c : *claims) {
+      if (machinery::GetString(c, {"state"}) == "Accepted") out.push_back(c);
+    }
+  }
+  return out;
+}
+
 bool CrdEstablished(const Json& crd) {
   const Json* conditions = machinery::Find(crd, {"status", "conditions"});
   if (!conditions || !conditions->is_array()) return false;

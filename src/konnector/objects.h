@@ -25,6 +25,8 @@ std::string FirstServedVersion(const Json& export_object);
 bool CrdOwnedBy(const Json& crd, const Json& binding);
 // metadata.generation (0 when absent).
 int64_t Generation(const Json& object);
+// The binding's permission claims with state Accepted (the only ones acted upon), in order.
+Json AcceptedClaims(const Json& binding);
 // True when a CRD reports Established=True.
 bool CrdEstablished(const Json& crd);
 

@@ -63,20 +63,16 @@ client::EventHandler Forward(std::function<void(const Json&)> fn) {
 
 }  // namespace
 
-ExportSyncer::ExportSyncer(Connection& connection, const Json& export_object, const Json& binding)
-    : connection_(connection), ctx_(connection.ctx()) {
+ExportSyncer::ExportSyncer(Connection& connection, const Json& export_object, const Json& binding,
+                           std::string namespace_uid)
+    : connection_(connection), ctx_(connection.ctx()), provider_ns_uid_(std::move(namespace_uid)) {
   name_ = machinery::Name(export_object);
   generation_ = Generation(export_object);
   gvr_ = {machinery::GetString(export_object, {"spec", "group"}), FirstServedVersion(export_object),
           machinery::GetString(export_object, {"spec", "names", "plural"})};
   kind_ = machinery::GetString(export_object, {"spec", "names", "kind"});
   namespaced_ = machinery::GetString(export_object, {"spec", "scope"}) != "Cluster";
-  if (const Json* claims = machinery::Find(binding, {"spec", "permissionClaims"});
-      claims && claims->is_array()) {
-    for (const Json& c : *claims) {
-      if (machinery::GetString(c, {"state"}) == "Accepted") claims_.push_back(c);
-    }
-  }
+  claims_ = AcceptedClaims(binding);
 }
 
 ExportSyncer::~ExportSyncer() { Stop(); }
@@ -141,12 +137,6 @@ void ExportSyncer::Observe(const std::string& direction, const std::string& key)
 core::Status ExportSyncer::Start() {
   if (gvr_.version.empty() || gvr_.resource.empty()) {
     return core::Invalid("APIServiceExport " + name_ + " has no served version");
-  }
-  if (!namespaced_) {
-    auto ns = client::ResourceClient(connection_.provider(), client::resources::kNamespaces)
-                  .Get(connection_.provider_ns());
-    if (!ns.ok()) return ns.status();
-    provider_ns_uid_ = machinery::Uid(*ns);
   }
   // Bound objects are the bulk of a konnector's memory: cached serialized (ADR 0009).
   client::InformerOptions options{.compact = true, .clock = &ctx_.clock};
