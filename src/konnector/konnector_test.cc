@@ -385,20 +385,33 @@ TEST_F(KonnectorTest, ClaimedCopiesStayCopiesAndConsumerSecretsOfTheSameNameAreL
             core::Base64Encode("p"))
       << "the copy's edit never reaches the owner";
 
-  // The App Cluster's own Secret of a name the provider also uses is not overwritten.
-  CreateApp(client::resources::kSecrets, secret("dev", "mine", "consumer's"));
-  ASSERT_TRUE(Cp(client::resources::kSecrets, Mapped("dev"))
-                  .Create(secret(Mapped("dev"), "mine", "provider's"))
+  // The App Cluster's own Secret of a name the provider also uses is not overwritten. Both
+  // exist before their namespace is mapped, so the konnector sees them together.
+  CreateApp(client::resources::kNamespaces,
+            {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "fresh"}}}});
+  ASSERT_TRUE(Cp(client::resources::kNamespaces)
+                  .Create({{"apiVersion", "v1"},
+                           {"kind", "Namespace"},
+                           {"metadata", {{"name", Mapped("fresh")}}}})
                   .ok());
+  CreateApp(client::resources::kSecrets, secret("fresh", "mine", "consumer's"));
+  ASSERT_TRUE(Cp(client::resources::kSecrets, Mapped("fresh"))
+                  .Create(secret(Mapped("fresh"), "mine", "provider's"))
+                  .ok());
+  CreateApp(kInstances, Instance("fresh", "db", "14"));  // maps namespace fresh
+  ASSERT_TRUE(Until([&] { return Cp(kInstances, Mapped("fresh")).Get("db").ok(); }));
   EXPECT_TRUE(Until([&] {
-    auto events = App(client::resources::kEvents, "dev").List();
+    auto events = App(client::resources::kEvents, "fresh").List();
     if (!events.ok()) return false;
     for (const auto& e : (*events)["items"]) {
       if (e["reason"] == "ClaimedNameConflict") return true;
     }
     return false;
   }));
-  EXPECT_EQ(app_value("mine"), core::Base64Encode("consumer's"));
+  EXPECT_EQ(Get(App(client::resources::kSecrets, "fresh"), "mine", {"data", "v"}),
+            core::Base64Encode("consumer's"));
+  EXPECT_EQ(Get(Cp(client::resources::kSecrets, Mapped("fresh")), "mine", {"data", "v"}),
+            core::Base64Encode("provider's"));
 }
 
 TEST_F(KonnectorTest, HeartbeatAdvancesAtTheInterval) {
