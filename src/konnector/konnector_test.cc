@@ -188,6 +188,15 @@ class KonnectorTest : public ::testing::Test {
     auto r = rc.Get(name);
     return r.ok() ? machinery::GetString(*r, path) : "<missing>";
   }
+  // An Event with `reason` exists in the App Cluster's namespace `ns`.
+  bool HasEvent(const std::string& ns, const std::string& reason) {
+    auto events = App(client::resources::kEvents, ns).List();
+    if (!events.ok()) return false;
+    for (const auto& e : (*events)["items"]) {
+      if (e["reason"] == reason) return true;
+    }
+    return false;
+  }
   bool BindingCondition(const std::string& name, const std::string& type, const std::string& status,
                         const std::string& reason = "") {
     auto b = App(kApiServiceBindings, "klutch-bind").Get(name);
@@ -400,14 +409,7 @@ TEST_F(KonnectorTest, ClaimedCopiesStayCopiesAndConsumerSecretsOfTheSameNameAreL
                   .ok());
   CreateApp(kInstances, Instance("fresh", "db", "14"));  // maps namespace fresh
   ASSERT_TRUE(Until([&] { return Cp(kInstances, Mapped("fresh")).Get("db").ok(); }));
-  EXPECT_TRUE(Until([&] {
-    auto events = App(client::resources::kEvents, "fresh").List();
-    if (!events.ok()) return false;
-    for (const auto& e : (*events)["items"]) {
-      if (e["reason"] == "ClaimedNameConflict") return true;
-    }
-    return false;
-  }));
+  EXPECT_TRUE(Until([&] { return HasEvent("fresh", "ClaimedNameConflict"); }));
   EXPECT_EQ(Get(App(client::resources::kSecrets, "fresh"), "mine", {"data", "v"}),
             core::Base64Encode("consumer's"));
   EXPECT_EQ(Get(Cp(client::resources::kSecrets, Mapped("fresh")), "mine", {"data", "v"}),
@@ -574,14 +576,8 @@ TEST_F(KonnectorTest, AnExportTheAppClusterRefusesReportsTheServersReason) {
             std::string::npos)
       << reconcile::FindSeverityCondition(*b, "Connected")->message;
   // A Warning Event says the same on the binding.
-  EXPECT_TRUE(Until([&] {
-    auto events = App(client::resources::kEvents, "klutch-bind").List();
-    if (!events.ok()) return false;
-    for (const auto& e : (*events)["items"]) {
-      if (e["reason"] == "CustomResourceDefinitionCreateFailed") return true;
-    }
-    return false;
-  }));
+  EXPECT_TRUE(
+      Until([&] { return HasEvent("klutch-bind", "CustomResourceDefinitionCreateFailed"); }));
   // The other binding is undisturbed.
   CreateApp(kInstances, Instance("dev", "fine", "14"));
   EXPECT_TRUE(Until([&] { return Cp(kInstances, Mapped("dev")).Get("fine").ok(); }));

@@ -97,35 +97,6 @@ size_t Nodes(const Json& j) {
   return n;
 }
 
-// The claim CRD the provider exports: namespaced, status subresource, spec.version and
-// status.phase typed, other fields kept.
-Json ClaimCrd() {
-  Json open = {{"type", "object"}, {"x-kubernetes-preserve-unknown-fields", true}};
-  Json spec = open, status = open;
-  spec["properties"] = {{"version", {{"type", "string"}}}};
-  status["properties"] = {{"phase", {{"type", "string"}}}};
-  return {{"apiVersion", "apiextensions.k8s.io/v1"},
-          {"kind", "CustomResourceDefinition"},
-          {"metadata", {{"name", kCrdName}}},
-          {"spec",
-           {{"group", "anynines.com"},
-            {"scope", "Namespaced"},
-            {"names",
-             {{"plural", "postgresqlinstances"},
-              {"singular", "postgresqlinstance"},
-              {"kind", "PostgresqlInstance"},
-              {"listKind", "PostgresqlInstanceList"}}},
-            {"versions",
-             Json::array({{{"name", "v1"},
-                           {"served", true},
-                           {"storage", true},
-                           {"subresources", {{"status", Json::object()}}},
-                           {"schema",
-                            {{"openAPIV3Schema",
-                              {{"type", "object"},
-                               {"properties", {{"spec", spec}, {"status", status}}}}}}}}})}}}};
-}
-
 Json Claim(const std::string& ns, const std::string& name) {
   return {{"apiVersion", "anynines.com/v1"},
           {"kind", "PostgresqlInstance"},
@@ -472,7 +443,7 @@ bool Bench::Setup() {
   // The provider, as the bind backend sets it up.
   if (!check(bind::InstallBindCrds(*cp_rest_), "installing the bind CRDs")) return false;
   if (!check(client::ResourceClient(*cp_rest_, client::resources::kCustomResourceDefinitions)
-                 .Create(ClaimCrd())
+                 .Create(bind::ExampleClaimCrd())
                  .status(),
              "creating the claim CRD") ||
       !check(bind::WaitForCrdEstablished(*cp_rest_, kCrdName), "claim CRD")) {
@@ -484,7 +455,7 @@ bool Bench::Setup() {
   Json claims = Json::array(
       {bind::PermissionClaim("secrets", "Provider"), bind::PermissionClaim("secrets", "Consumer")});
   if (!check(bind::CreateExport(*cp_rest_, provider_.cluster_namespace,
-                                bind::ExportFromCrd(ClaimCrd(), claims))
+                                bind::ExportFromCrd(bind::ExampleClaimCrd(), claims))
                  .status(),
              "CreateExport")) {
     return false;

@@ -31,39 +31,6 @@ inline constexpr auto kWait = std::chrono::seconds(30);
 inline const std::string kExportName = "postgresqlinstances.anynines.com";
 inline const std::string kBindNs = "klutch-bind";
 
-// The claim CRD the provider exports: namespaced, status subresource, spec.version and
-// status.phase (other fields kept).
-inline Json ClaimCrd() {
-  Json spec_schema = {{"type", "object"},
-                      {"x-kubernetes-preserve-unknown-fields", true},
-                      {"properties", {{"version", {{"type", "string"}}}}}};
-  Json status_schema = {{"type", "object"},
-                        {"x-kubernetes-preserve-unknown-fields", true},
-                        {"properties", {{"phase", {{"type", "string"}}}}}};
-  return {
-      {"apiVersion", "apiextensions.k8s.io/v1"},
-      {"kind", "CustomResourceDefinition"},
-      {"metadata", {{"name", kExportName}}},
-      {"spec",
-       {{"group", "anynines.com"},
-        {"scope", "Namespaced"},
-        {"names",
-         {{"plural", "postgresqlinstances"},
-          {"singular", "postgresqlinstance"},
-          {"kind", "PostgresqlInstance"},
-          {"listKind", "PostgresqlInstanceList"}}},
-        {"versions",
-         Json::array(
-             {{{"name", "v1"},
-               {"served", true},
-               {"storage", true},
-               {"subresources", {{"status", Json::object()}}},
-               {"schema",
-                {{"openAPIV3Schema",
-                  {{"type", "object"},
-                   {"properties", {{"spec", spec_schema}, {"status", status_schema}}}}}}}}})}}}};
-}
-
 inline uint16_t PortOf(const std::string& url) {
   return static_cast<uint16_t>(std::stoi(url.substr(url.rfind(':') + 1)));
 }
@@ -100,7 +67,7 @@ class KonnectorE2eTest : public ::testing::Test {
     // The provider, as the bind backend sets it up; the konnector reaches it through a proxy.
     auto installed = bind::InstallBindCrds(*cp_rest_, control_plane_mode_);
     ASSERT_TRUE(installed.ok()) << installed.ToString();
-    Json crd = ClaimCrd();
+    Json crd = bind::ExampleClaimCrd();
     auto crd_created =
         client::ResourceClient(*cp_rest_, client::resources::kCustomResourceDefinitions)
             .Create(crd);

@@ -151,6 +151,37 @@ std::string SpecHash(const std::string& data) {
 
 }  // namespace
 
+Json ExampleClaimCrd() {
+  Json spec_schema = {{"type", "object"},
+                      {"x-kubernetes-preserve-unknown-fields", true},
+                      {"properties", {{"version", {{"type", "string"}}}}}};
+  Json status_schema = {{"type", "object"},
+                        {"x-kubernetes-preserve-unknown-fields", true},
+                        {"properties", {{"phase", {{"type", "string"}}}}}};
+  return {
+      {"apiVersion", "apiextensions.k8s.io/v1"},
+      {"kind", "CustomResourceDefinition"},
+      {"metadata", {{"name", "postgresqlinstances.anynines.com"}}},
+      {"spec",
+       {{"group", "anynines.com"},
+        {"scope", "Namespaced"},
+        {"names",
+         {{"plural", "postgresqlinstances"},
+          {"singular", "postgresqlinstance"},
+          {"kind", "PostgresqlInstance"},
+          {"listKind", "PostgresqlInstanceList"}}},
+        {"versions",
+         Json::array(
+             {{{"name", "v1"},
+               {"served", true},
+               {"storage", true},
+               {"subresources", {{"status", Json::object()}}},
+               {"schema",
+                {{"openAPIV3Schema",
+                  {{"type", "object"},
+                   {"properties", {{"spec", spec_schema}, {"status", status_schema}}}}}}}}})}}}};
+}
+
 std::string BindCrdDir() {
   return (fs::path(KLUTCH_SHARED_DIR) / "conformance/klutch/bind/deploy/crd").string();
 }

@@ -58,6 +58,11 @@ inline constexpr char kBoundAnnotation[] = "klutch.anynines.com/bound";
 inline constexpr char kResourceOwnerAnnotation[] = "klutch.anynines.com/resource-owner";
 inline constexpr char kSyncerFinalizer[] = "klutch.anynines.com/syncer";
 
+// The claim CRD the konnector tests and benchmark export: postgresqlinstances.anynines.com,
+// namespaced, v1 with a status subresource, spec.version and status.phase strings (other
+// fields kept).
+Json ExampleClaimCrd();
+
 // The directory holding the upstream CRD YAML files.
 std::string BindCrdDir();
 
