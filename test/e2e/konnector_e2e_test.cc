@@ -314,6 +314,94 @@ TEST_F(KonnectorE2eTest, SyncResumesAfterTheProviderConnectionBreaks) {
       << "status did not flow down after the connection broke";
 }
 
+// The provider rotates the consumer's credentials: a new token in its kubeconfig Secret, the
+// old token revoked. The konnector mirrors the new kubeconfig into the App Cluster and
+// reconnects with it, without a restart.
+TEST_F(KonnectorE2eTest, RotatedProviderKubeconfigKeepsSyncAlive) {
+  ASSERT_FALSE(CreateBoundClaim("rot", "before").is_null());
+  const std::string ns = provider_.cluster_namespace;
+  ASSERT_TRUE(Apply(
+      *cp_, {{"apiVersion", "v1"},
+             {"kind", "Secret"},
+             {"type", "kubernetes.io/service-account-token"},
+             {"metadata",
+              {{"name", "klutch-binder-rotated"},
+               {"namespace", ns},
+               {"annotations", {{"kubernetes.io/service-account.name", bind::kBinderName}}}}}}));
+  std::string token;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        Json secret = Get(*cp_, "secret -n " + ns + " klutch-binder-rotated");
+        token =
+            secret.is_null()
+                ? ""
+                : core::Base64Decode(machinery::GetString(secret, {"data", "token"})).value_or("");
+        return !token.empty();
+      },
+      kWait));
+  std::string rotated = provider_.kubeconfig;
+  rotated.replace(rotated.find(provider_.token), provider_.token.size(), token);
+  ASSERT_TRUE(Apply(*cp_, {{"apiVersion", "v1"},
+                           {"kind", "Secret"},
+                           {"metadata", {{"name", "kubeconfig"}, {"namespace", ns}}},
+                           {"stringData", {{"kubeconfig", rotated}}}}));
+  EXPECT_TRUE(Eventually(
+      [&] {
+        Json mirrored = Get(*app_, "secret -n " + kBindNs + " kubeconfig-provider");
+        return !mirrored.is_null() && core::Base64Decode(machinery::GetString(
+                                          mirrored, {"data", "kubeconfig"})) == rotated;
+      },
+      kWait))
+      << "the rotated kubeconfig did not reach the App Cluster";
+  ASSERT_TRUE(Run(*cp_, "delete secret -n " + ns + " " + bind::kBinderName));
+  EXPECT_FALSE(CreateBoundClaim("rot", "after").is_null()) << "sync stopped after the rotation";
+}
+
+// Two bindings whose kubeconfigs name different providers (cluster namespaces, accounts,
+// exports) sync independently, and one provider's credentials failing stalls nothing of the
+// other.
+TEST_F(KonnectorE2eTest, TwoProvidersSyncIndependently) {
+  auto second = bind::SetupProvider(
+      *cp_rest_, {.server_url = "https://127.0.0.1:" + std::to_string(proxy_->port())});
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  Json redis = bind::ExampleClaimCrd();
+  redis["metadata"]["name"] = "redisinstances.anynines.com";
+  redis["spec"]["names"] = {{"plural", "redisinstances"},
+                            {"singular", "redisinstance"},
+                            {"kind", "RedisInstance"},
+                            {"listKind", "RedisInstanceList"}};
+  ASSERT_TRUE(Apply(*cp_, redis));
+  ASSERT_TRUE(bind::WaitForCrdEstablished(*cp_rest_, "redisinstances.anynines.com").ok());
+  ASSERT_TRUE(
+      bind::CreateExport(*cp_rest_, second->cluster_namespace, bind::ExportFromCrd(redis)).ok());
+  bind::NamespaceMapper mapper(*cp_rest_, second->cluster_namespace);
+  mapper.Start();
+  ASSERT_TRUE(Apply(*app_, KubeconfigSecret("kubeconfig-second", second->kubeconfig)));
+  Json binding = Binding("redisinstances.anynines.com", "kubeconfig-second");
+  binding["spec"].erase("permissionClaims");
+  ASSERT_TRUE(Apply(*app_, binding));
+  ASSERT_TRUE(
+      Eventually([&] { return CrdEstablished(*app_, "redisinstances.anynines.com"); }, kWait));
+  auto redis_claim = [](const std::string& name) {
+    Json c = Claim("two", name, "7");
+    c["kind"] = "RedisInstance";
+    return c;
+  };
+  ASSERT_FALSE(CreateBoundClaim("two", "pg").is_null());
+  ASSERT_TRUE(Apply(*app_, redis_claim("cache")));
+  const std::string second_ns = second->cluster_namespace + "-two";
+  EXPECT_TRUE(Eventually(
+      [&] { return !Get(*cp_, "redisinstances -n " + second_ns + " cache").is_null(); }, kWait));
+
+  // The first provider's credentials stop working; the second provider keeps syncing.
+  ASSERT_TRUE(
+      Run(*cp_, "delete secret -n " + provider_.cluster_namespace + " " + bind::kBinderName));
+  ASSERT_TRUE(Apply(*app_, redis_claim("cache-2")));
+  EXPECT_TRUE(Eventually(
+      [&] { return !Get(*cp_, "redisinstances -n " + second_ns + " cache-2").is_null(); }, kWait));
+  mapper.Stop();
+}
+
 class ControlPlaneModeE2eTest : public KonnectorE2eTest {
  protected:
   void SetUp() override {
