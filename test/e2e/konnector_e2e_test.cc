@@ -12,6 +12,8 @@
 //  - heartbeat, binding and export conditions; bad kubeconfig Secrets give SecretValid=False
 //    while a good binding keeps syncing; /healthz and /metrics are served.
 // Waits are bounded polls (Eventually), never sleeps.
+#include <signal.h>
+
 #include "test/e2e/konnector_fixture.h"
 
 namespace klutch::testing {
@@ -400,6 +402,27 @@ TEST_F(KonnectorE2eTest, TwoProvidersSyncIndependently) {
   EXPECT_TRUE(Eventually(
       [&] { return !Get(*cp_, "redisinstances -n " + second_ns + " cache-2").is_null(); }, kWait));
   mapper.Stop();
+}
+
+// Two replicas, as the Deployment runs them: one leads, the other waits on the Lease and
+// takes over when the leader is killed without releasing it.
+TEST_F(KonnectorE2eTest, ASecondReplicaTakesOverWhenTheLeaderDies) {
+  ASSERT_FALSE(CreateBoundClaim("ha", "first").is_null());
+  std::unique_ptr<ChildProcess> leader = std::move(konnector_);
+  const fs::path leader_log = konnector_log_;
+  ASSERT_NO_FATAL_FAILURE(StartKonnector());  // the standby
+  auto acquired = [](const fs::path& log) {
+    return ReadFileOrEmpty(log).find("acquired lease") != std::string::npos;
+  };
+  ASSERT_TRUE(acquired(leader_log));
+  // The standby stays standby while the leader renews.
+  ASSERT_FALSE(CreateBoundClaim("ha", "second").is_null());
+  EXPECT_FALSE(acquired(konnector_log_)) << Tail(ReadFileOrEmpty(konnector_log_));
+  ASSERT_TRUE(leader->Signal(SIGKILL, std::chrono::seconds(10)).has_value());
+  EXPECT_TRUE(Eventually([&] { return acquired(konnector_log_); }, std::chrono::seconds(60)))
+      << "the standby never took the lease:\n"
+      << Tail(ReadFileOrEmpty(konnector_log_));
+  EXPECT_FALSE(CreateBoundClaim("ha", "third").is_null()) << "no sync after the takeover";
 }
 
 class ControlPlaneModeE2eTest : public KonnectorE2eTest {
