@@ -10,13 +10,13 @@
 #include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "machinery/json.h"
 #include "schema/crd_schema.h"
 #include "schema/validation_rules.h"
+#include "test/support/process.h"
 
 namespace klutch::apis {
 namespace {
@@ -168,15 +168,7 @@ std::vector<Manifest> LoadManifests() {
   }
   std::sort(files.begin(), files.end());
   for (const fs::path& path : files) {
-    std::istringstream in(ReadFile(path));
-    std::vector<std::string> docs(1);
-    for (std::string line; std::getline(in, line);) {
-      if (line == "---" || line.starts_with("--- ")) {
-        docs.emplace_back();
-      } else {
-        docs.back() += line + "\n";
-      }
-    }
+    const std::vector<std::string> docs = testing::SplitYamlDocuments(ReadFile(path));
     for (size_t i = 0; i < docs.size(); ++i) {
       Json object = Parse(docs[i], path.filename().string() + " document " + std::to_string(i));
       if (object.is_null()) continue;

@@ -53,12 +53,6 @@ std::string ParseKonnectorVersion(const std::string& v) {
   return s.substr(0, i);
 }
 
-client::EventHandler KeyHandler(std::function<void(const Json&)> fn) {
-  return {.on_add = [fn](const ObjectPtr& o) { fn(*o); },
-          .on_update = [fn](const ObjectPtr&, const ObjectPtr& o) { fn(*o); },
-          .on_delete = [fn](const ObjectPtr& o) { fn(*o); }};
-}
-
 }  // namespace
 
 std::string SecretKeyOf(const Json& binding) {
@@ -180,11 +174,11 @@ void Connection::EnqueueBindingsAndExports() {
 
 void Connection::Start() {
   // Provider-side events.
-  cluster_bindings_->AddEventHandler(KeyHandler([this](const Json&) {
+  cluster_bindings_->AddEventHandler(OnChange([this](const Json&) {
     heartbeat_->queue().Add("cluster");
     EnqueueBindingsAndExports();  // the pretty name
   }));
-  exports_->AddEventHandler(KeyHandler([this](const Json& e) {
+  exports_->AddEventHandler(OnChange([this](const Json& e) {
     export_controller_->queue().Add(provider_ns_ + "/" + machinery::Name(e));
     for (const auto& key : Bindings()) {
       if (Request::FromKey(key).name == machinery::Name(e)) crds_->queue().Add(key);
@@ -213,11 +207,11 @@ void Connection::Start() {
        .on_delete = [tell_syncers](const ObjectPtr& o) { tell_syncers(*o, true); }});
   if (provider_secrets_) {
     provider_secrets_->AddEventHandler(
-        KeyHandler([this](const Json&) { heartbeat_->queue().Add("cluster"); }));
+        OnChange([this](const Json&) { heartbeat_->queue().Add("cluster"); }));
   }
   // Consumer-side events, through the konnector's shared informers.
   auto share = [this](client::Informer& informer, std::function<void(const Json&)> fn) {
-    shared_handlers_.emplace_back(&informer, informer.AddEventHandler(KeyHandler(std::move(fn))));
+    shared_handlers_.emplace_back(&informer, informer.AddEventHandler(OnChange(std::move(fn))));
   };
   share(ctx_.bindings, [this](const Json& b) {
     std::string key = client::ObjectKey(b);
@@ -521,7 +515,8 @@ core::Result<Result> Connection::ReconcileExport(const Request& request) {
   ObjectPtr exp = exports_->indexer().Get(provider_ns_ + "/" + name);
   ObjectPtr binding = BindingNamed(name);
   ObjectPtr crd = ctx_.app_crds.indexer().Get(name);
-  bool runnable = exp && binding && crd && CrdOwnedBy(*crd, *binding) && CrdEstablished(*crd) &&
+  bool runnable = exp && binding && crd && CrdOwnedBy(*crd, *binding) &&
+                  reconcile::IsConditionTrue(*crd, "Established") &&
                   !FirstServedVersion(*exp).empty();
   // The provider namespace's uid (cluster-scoped exports) is read before taking the lock.
   std::string ns_uid;

@@ -57,6 +57,17 @@ inline constexpr const char* kByProviderNamespaceIndex = "byProviderNamespace";
 
 std::string SecretKeyOf(const Json& binding);  // "<ns>/<name>" of spec.kubeconfigSecretRef
 
+// An informer handler calling `fn` with the object on add, change and delete (a resync's
+// unchanged object is skipped).
+inline client::EventHandler OnChange(std::function<void(const Json&)> fn) {
+  return {.on_add = [fn](const client::ObjectPtr& o) { fn(*o); },
+          .on_update =
+              [fn](const client::ObjectPtr& old, const client::ObjectPtr& o) {
+                if (old != o) fn(*o);
+              },
+          .on_delete = [fn](const client::ObjectPtr& o) { fn(*o); }};
+}
+
 class ExportSyncer;
 class ClaimSyncer;
 

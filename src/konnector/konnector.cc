@@ -311,7 +311,8 @@ core::Status InstallBindingCrd(client::RestClient& app, std::chrono::millisecond
     }
     if (written) {
       auto current = crds.Get(name);
-      if (current.ok() && CrdEstablished(*current)) return core::Status::Ok();
+      if (current.ok() && reconcile::IsConditionTrue(*current, "Established"))
+        return core::Status::Ok();
       if (!current.ok()) last = current.status();
     }
     pause(std::chrono::milliseconds(100));

@@ -99,17 +99,6 @@ Json AcceptedClaims(const Json& binding) {
   return out;
 }
 
-bool CrdEstablished(const Json& crd) {
-  const Json* conditions = machinery::Find(crd, {"status", "conditions"});
-  if (!conditions || !conditions->is_array()) return false;
-  for (const Json& c : *conditions) {
-    if (machinery::GetString(c, {"type"}) == "Established") {
-      return machinery::GetString(c, {"status"}) == "True";
-    }
-  }
-  return false;
-}
-
 Json CleanCopy(const Json& object, const std::string& ns) {
   Json copy = object.is_object() ? object : Json::object();
   copy.erase("status");
@@ -214,10 +203,11 @@ void ClearClusterNamespace(Json& object) {
 }
 
 std::optional<std::string> SecretValue(const Json& secret, std::string_view key) {
-  std::string encoded = machinery::GetString(secret, {"data", key});
   const Json* data = machinery::Find(secret, {"data"});
-  if (!data || !Field(*data, key)) return std::nullopt;
-  return core::Base64Decode(encoded);
+  const Json* value = data ? Field(*data, key) : nullptr;
+  const std::string* text = value ? value->get_ptr<const std::string*>() : nullptr;
+  if (!text) return std::nullopt;
+  return core::Base64Decode(*text);
 }
 
 KubeconfigCheck CheckKubeconfigSecret(const Json* secret, std::string_view secret_ref,

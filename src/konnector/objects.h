@@ -27,8 +27,6 @@ bool CrdOwnedBy(const Json& crd, const Json& binding);
 int64_t Generation(const Json& object);
 // The binding's permission claims with state Accepted (the only ones acted upon), in order.
 Json AcceptedClaims(const Json& binding);
-// True when a CRD reports Established=True.
-bool CrdEstablished(const Json& crd);
 
 // The copy of `object` to create in the other cluster: server-set metadata (uid,
 // resourceVersion, generation, creationTimestamp, managedFields, deletion fields, selfLink),

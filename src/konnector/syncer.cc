@@ -51,16 +51,6 @@ Json WithoutFinalizer(const Json& object) {
   return modified;
 }
 
-client::EventHandler Forward(std::function<void(const Json&)> fn) {
-  return {.on_add = [fn](const ObjectPtr& o) { fn(*o); },
-          .on_update =
-              [fn](const ObjectPtr& old, const ObjectPtr& o) {
-                // Resyncs and unchanged objects need no work.
-                if (old != o) fn(*o);
-              },
-          .on_delete = [fn](const ObjectPtr& o) { fn(*o); }};
-}
-
 }  // namespace
 
 ExportSyncer::ExportSyncer(Connection& connection, const Json& export_object, const Json& binding,
@@ -165,7 +155,7 @@ core::Status ExportSyncer::Start() {
   make(
       "adopt", [this](const Request& r) { return ReconcileAdopt(r); }, adopt_reconciler_, adopt_);
 
-  consumer_->AddEventHandler(Forward([this](const Json& d) {
+  consumer_->AddEventHandler(OnChange([this](const Json& d) {
     std::string key = client::ObjectKey(d);
     Touch("up", key);
     spec_->queue().Add(key);
@@ -174,7 +164,7 @@ core::Status ExportSyncer::Start() {
       adopt_->queue().Add(pkey);
     }
   }));
-  auto on_provider = Forward([this](const Json& u) {
+  auto on_provider = OnChange([this](const Json& u) {
     std::string key = client::ObjectKey(u);
     std::string ckey = ConsumerKey(key);
     if (ckey.empty() || !Ours(u)) return;  // another connection's namespace or prefix

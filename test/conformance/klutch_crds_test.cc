@@ -46,15 +46,7 @@ std::vector<CrdFile> FindCrds(const fs::path& root) {
     if (text.find("kind: CustomResourceDefinition") == std::string::npos) continue;
     CrdFile file{entry.path(), {}};
     // Documents are separated by "---" lines.
-    std::istringstream in(text);
-    std::vector<std::string> docs(1);
-    for (std::string line; std::getline(in, line);) {
-      if (line == "---" || line.starts_with("--- ")) {
-        docs.emplace_back();
-      } else {
-        docs.back() += line + "\n";
-      }
-    }
+    const std::vector<std::string> docs = SplitYamlDocuments(text);
     for (const auto& doc : docs) {
       if (doc.find("kind: CustomResourceDefinition") == std::string::npos) continue;
       auto parsed = machinery::ParseYaml(doc);

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <sstream>
 #include <vector>
 
 #include "core/strings.h"
@@ -29,15 +28,7 @@ core::Status Timeout(std::string message) {
 // The single CustomResourceDefinition document of an upstream file.
 core::Result<Json> ReadCrdFile(const fs::path& path) {
   if (!fs::exists(path)) return core::NotFound(path.string() + ": no such file");
-  std::istringstream in(ReadFileOrEmpty(path));
-  std::vector<std::string> docs(1);
-  for (std::string line; std::getline(in, line);) {
-    if (line == "---" || line.starts_with("--- ")) {
-      docs.emplace_back();
-    } else {
-      docs.back() += line + "\n";
-    }
-  }
+  const std::vector<std::string> docs = SplitYamlDocuments(ReadFileOrEmpty(path));
   for (const auto& doc : docs) {
     if (doc.find("kind: CustomResourceDefinition") == std::string::npos) continue;
     auto parsed = machinery::ParseYaml(doc);

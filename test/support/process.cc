@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 #include <random>
+#include <sstream>
 #include <thread>
 
 namespace klutch::testing {
@@ -219,5 +220,18 @@ std::unique_ptr<ApiServerProcess> ApiServerProcess::Start(const fs::path& data_d
 }
 
 std::string ApiServerProcess::log() const { return ReadFileOrEmpty(data_dir_ / "apiserver.log"); }
+
+std::vector<std::string> SplitYamlDocuments(const std::string& text) {
+  std::istringstream in(text);
+  std::vector<std::string> docs(1);
+  for (std::string line; std::getline(in, line);) {
+    if (line == "---" || line.starts_with("--- ")) {
+      docs.emplace_back();
+    } else {
+      docs.back() += line + "\n";
+    }
+  }
+  return docs;
+}
 
 }  // namespace klutch::testing

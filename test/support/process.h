@@ -81,4 +81,8 @@ class ApiServerProcess {
 
 std::string ReadFileOrEmpty(const std::filesystem::path& p);
 
+// The documents of a multi-document YAML text, split at "---" lines (each with its lines and
+// their newlines; an empty text gives one empty document).
+std::vector<std::string> SplitYamlDocuments(const std::string& text);
+
 }  // namespace klutch::testing
