@@ -11,6 +11,7 @@
 #include "konnector/names.h"
 #include "reconcile/committer.h"
 #include "reconcile/conditions.h"
+#include "reconcile/crd_installer.h"
 
 namespace klutch::konnector {
 
@@ -277,49 +278,11 @@ core::Status InstallBindingCrd(client::RestClient& app, std::chrono::millisecond
                                const core::Clock& clock) {
   auto crd = machinery::ParseYaml(apis::KlutchCrdYaml(apis::kApiServiceBindingsCrdFile));
   if (!crd.ok()) return crd.status();
-  client::ResourceClient crds(app, client::resources::kCustomResourceDefinitions);
-  const std::string name = machinery::Name(*crd);
-  const auto deadline = clock.MonotonicNow() + timeout;
-  core::Mutex mu;
-  core::CondVar cv;
-  auto pause = [&](std::chrono::milliseconds d) {
-    core::MutexLock lock(mu);
-    clock.WaitFor(cv, mu, d);
-  };
-  core::Status last = core::Status::Ok();
-  bool written = false;
-  while (clock.MonotonicNow() < deadline) {
-    if (!written) {
-      auto existing = crds.Get(name);
-      core::Result<Json> r = core::Internal("not attempted");
-      if (existing.ok()) {
-        Json updated = *existing;
-        updated["spec"] = (*crd)["spec"];
-        r = updated == *existing ? core::Result<Json>(*existing) : crds.Update(updated);
-      } else if (core::IsNotFound(existing.status())) {
-        r = crds.Create(*crd);
-      } else {
-        r = existing.status();
-      }
-      if (r.ok()) {
-        written = true;
-      } else if (core::IsInvalid(r.status()) || r.status().reason() == core::Reason::kForbidden) {
-        return r.status();
-      } else {
-        last = r.status();  // connection refused, 409, 429: try again
-      }
-    }
-    if (written) {
-      auto current = crds.Get(name);
-      if (current.ok() && reconcile::IsConditionTrue(*current, "Established"))
-        return core::Status::Ok();
-      if (!current.ok()) last = current.status();
-    }
-    pause(std::chrono::milliseconds(100));
+  core::Status s = reconcile::InstallCrd(app, *crd, timeout, clock);
+  if (s.reason() == core::Reason::kTimeout) {
+    return core::Status(core::Reason::kTimeout, s.message() + " in the App Cluster");
   }
-  return core::Status(core::Reason::kTimeout, "CustomResourceDefinition " + name +
-                                                  " not established in the App Cluster" +
-                                                  (last.ok() ? "" : ": " + last.message()));
+  return s;
 }
 
 }  // namespace klutch::konnector

@@ -33,16 +33,10 @@ Json AcceptedClaims(const Json& binding);
 // ownerReferences and finalizers cleared, status removed, namespace set to `ns` (dropped when
 // empty).
 Json CleanCopy(const Json& object, const std::string& ns);
-// True when every value `want` sets is in `have` (objects compared key by key, anything else
-// by equality): a provider copy "covers" the consumer's spec even when the provider added
-// fields of its own (Crossplane writes resourceRef and friends into a claim's spec).
-bool Covers(const Json& have, const Json& want);
-// A stable 64-bit FNV-1a hash of a JSON value's serialization, as 16 hex digits.
-std::string JsonHash(const Json& value);
-// Sets one annotation (creating metadata.annotations as needed).
-void SetAnnotation(Json& object, std::string_view key, std::string_view value);
-// The annotation's value, "" when absent.
-std::string Annotation(const Json& object, std::string_view key);
+using machinery::Annotation;
+using machinery::Covers;
+using machinery::JsonHash;
+using machinery::SetAnnotation;
 bool HasBoundAnnotation(const Json& object);
 
 // Cluster-scoped objects (§4.9): consumer `name` is `<providerNs>-name` on the provider, with

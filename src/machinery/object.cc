@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cstdio>
 #include <nlohmann/json.hpp>
 
 namespace klutch::machinery {
@@ -196,6 +197,41 @@ core::Cause FieldTooLong(std::string field, const Json& value, size_t max) {
 
 core::Cause FieldDuplicate(std::string field, const Json& value) {
   return {"FieldValueDuplicate", "Duplicate value: " + RenderValue(value), std::move(field)};
+}
+
+bool Covers(const Json& have, const Json& want) {
+  if (want.is_null()) return true;
+  if (!want.is_object()) return have == want;
+  if (!have.is_object()) return false;
+  for (const auto& [key, value] : want.items()) {
+    auto it = have.find(key);
+    if (it == have.end() || !Covers(*it, value)) return false;
+  }
+  return true;
+}
+
+std::string JsonHash(const Json& value) {
+  uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : Dump(value)) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  }
+  char out[17];
+  std::snprintf(out, sizeof out, "%016llx", static_cast<unsigned long long>(h));
+  return out;
+}
+
+void SetAnnotation(Json& object, std::string_view key, std::string_view value) {
+  Json& meta = MutableMetadata(object);
+  auto it = meta.find("annotations");
+  if (it == meta.end() || !it->is_object()) meta["annotations"] = Json::object();
+  meta["annotations"][std::string(key)] = std::string(value);
+}
+
+std::string Annotation(const Json& object, std::string_view key) {
+  const Json* annotations = Find(object, {"metadata", "annotations"});
+  if (!annotations) return "";
+  return GetString(*annotations, {key});
 }
 
 }  // namespace klutch::machinery

@@ -63,6 +63,17 @@ Json& MutableMetadata(Json& obj);
 std::vector<std::string> Finalizers(const Json& obj);
 bool HasFinalizer(const Json& obj, std::string_view finalizer);
 bool IsBeingDeleted(const Json& obj);
+// Sets one annotation (creating metadata.annotations as needed).
+void SetAnnotation(Json& object, std::string_view key, std::string_view value);
+// The annotation's value, "" when absent.
+std::string Annotation(const Json& object, std::string_view key);
+
+// True when every value `want` sets is in `have` (objects compared key by key, anything else
+// by equality): a written object "covers" what a controller wants even when the server or
+// another controller added fields of its own.
+bool Covers(const Json& have, const Json& want);
+// A stable 64-bit FNV-1a hash of a JSON value's serialization, as 16 hex digits.
+std::string JsonHash(const Json& value);
 
 // metav1.Status JSON for an error (or a success Status for OK).
 Json StatusToJson(const core::Status& status);
