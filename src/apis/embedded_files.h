@@ -1,4 +1,5 @@
-// The data files of src/apis/builtin/ and src/apis/klutch/, compiled into the binary. The
+// The data files of src/apis/builtin/, src/apis/klutch/ and src/apis/crossplane/, compiled into
+// the binary. The
 // definitions are generated at build time by embed_files.cmake; this header is internal to the
 // apis module.
 //
@@ -20,5 +21,8 @@ std::span<const EmbeddedFile> BuiltinDataFiles();
 
 // Every file of src/apis/klutch/*.yaml, sorted by name. Never empty.
 std::span<const EmbeddedFile> KlutchDataFiles();
+
+// Every file of src/apis/crossplane/*.yaml, sorted by name. Never empty.
+std::span<const EmbeddedFile> CrossplaneDataFiles();
 
 }  // namespace klutch::apis::internal
