@@ -5,6 +5,7 @@
 #include "apiserver/server.h"
 #include "cli/commands.h"
 #include "cli/konnector.h"
+#include "cli/manager.h"
 #include "controllers/builtin_controllers.h"
 #include "core/duration.h"
 #include "core/log.h"
@@ -192,6 +193,12 @@ int Main(int argc, char** argv) {
       "konnector",
       "Run the konnector: bound APIs in the App Cluster, kept in sync with the provider");
   AddKonnectorFlags(konnector_cmd, konnector_flags);
+  ManagerFlags manager_flags;
+  auto* manager_cmd = app.add_subcommand(
+      "manager",
+      "Run the Control Plane's controllers: composition engine (claims, composites, XRDs) and "
+      "providers");
+  AddManagerFlags(manager_cmd, manager_flags);
 
   apiserver::ApiServerOptions up;
   up.data_dir = ".data";
@@ -206,6 +213,7 @@ int Main(int argc, char** argv) {
     return RunApiServer(api, false);
   }
   if (konnector_cmd->parsed()) return RunKonnector(konnector_flags);
+  if (manager_cmd->parsed()) return RunManager(manager_flags);
   if (up_cmd->parsed()) {
     up.data_dir = (std::filesystem::absolute(up.data_dir) / "apiserver").string();
     return RunApiServer(up, true);
