@@ -37,6 +37,7 @@ bench: build
 	./build/bin/klutch-bench-access
 	./build/bin/klutch-bench-rbac
 	./build/bin/klutch-bench-konnector
+	./build/bin/klutch-bench-manager
 
 FUZZ_SECONDS ?= 30
 

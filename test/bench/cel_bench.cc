@@ -18,12 +18,12 @@
 #include <vector>
 
 #include "apiserver/crd.h"
+#include "compose/xrd.h"
 #include "machinery/json.h"
 #include "schema/structural.h"
 #include "schema/validation_rules.h"
 #include "test/support/kube_client.h"
 #include "test/support/process.h"
-#include "test/support/xrd.h"
 
 namespace klutch::testing {
 namespace {
@@ -31,6 +31,17 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 using machinery::Json;
+
+// The claim CRD `klutch manager` generates for an XRD (compose::CrdsForXrd).
+Json ClaimCrd(const Json& xrd) {
+  auto crds = compose::CrdsForXrd(xrd);
+  if (!crds.ok() || !crds->claim) {
+    std::fprintf(stderr, "cannot generate the claim CRD: %s\n",
+                 crds.ok() ? "the XRD offers no claim" : crds.status().message().c_str());
+    std::abort();
+  }
+  return *crds->claim;
+}
 
 const fs::path kApi = fs::path(KLUTCH_SHARED_DIR) / "conformance/klutch/crossplane-api";
 
@@ -61,7 +72,7 @@ int Run(bool quick) {
   const int n = quick ? 200 : 20000;
 
   // --- rule evaluation -------------------------------------------------------------------
-  Json crd = ClaimCrdFromXrd(Load(kApi / "api/common/postgresql_definition.yaml"));
+  Json crd = ClaimCrd(Load(kApi / "api/common/postgresql_definition.yaml"));
   auto schema = std::make_shared<Json>(crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]);
   std::vector<core::Cause> errors;
   auto rules = schema::ValidationRules::Compile(schema, *schema, "", errors);
@@ -115,7 +126,7 @@ int Run(bool quick) {
       largest = e.path();
     }
   }
-  Json big_crd = ClaimCrdFromXrd(Load(largest));
+  Json big_crd = ClaimCrd(Load(largest));
   std::string big_text = machinery::Dump(big_crd);
   const int compile_n = quick ? 5 : 50;
   double compile_ns = NsPerCall(rounds, compile_n, [&] {

@@ -46,6 +46,7 @@
 #include "client/kubeconfig.h"
 #include "core/strings.h"
 #include "http/client.h"
+#include "test/bench/bench_util.h"
 #include "test/support/bind_provider.h"
 #include "test/support/process.h"
 
@@ -53,7 +54,7 @@ namespace klutch::testing {
 namespace {
 
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
+using Clock = BenchClock;
 using machinery::Json;
 
 const client::GroupVersionResource kClaims{"anynines.com", "v1", "postgresqlinstances"};
@@ -62,31 +63,6 @@ const std::string kBindNs = "klutch-bind";
 const std::string kAppNs = "bench";          // the App Cluster namespace of the claims
 const std::string kBaselineNs = "baseline";  // a plain Control Plane namespace (baselines)
 constexpr int kWriters = 4;                  // concurrent clients for every burst of creates
-
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
-      .count();
-}
-double Seconds(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
-
-long RssKiB(pid_t pid = 0) {
-  if (pid == 0) pid = ::getpid();
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  for (std::string line; std::getline(in, line);) {
-    if (line.starts_with("VmRSS:")) return std::stol(line.substr(6));
-  }
-  return -1;
-}
-
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
-}
-
-const char* Verdict(bool met) { return met ? "met" : "missed"; }
 
 // JSON values in `j` (objects, arrays and scalars, each counted once).
 size_t Nodes(const Json& j) {
@@ -102,14 +78,6 @@ Json Claim(const std::string& ns, const std::string& name) {
           {"kind", "PostgresqlInstance"},
           {"metadata", {{"name", name}, {"namespace", ns}}},
           {"spec", {{"version", "14"}, {"plan", "small"}, {"t", "0"}}}};
-}
-
-std::unique_ptr<client::RestClient> AdminClient(const ApiServerProcess& server) {
-  auto config = client::LoadKubeconfig({.paths = {server.kubeconfig()}});
-  if (!config.ok()) return nullptr;
-  config->qps = 0;  // the benchmark's own clients are never throttled
-  auto rest = client::RestClient::New(*config);
-  return rest.ok() ? std::move(*rest) : nullptr;
 }
 
 // Creates claims `prefix<from>`..`prefix<to-1>` in `ns` with kWriters concurrent clients;
@@ -133,52 +101,6 @@ double CreateClaims(client::RestClient& rest, const std::string& ns, const std::
   for (auto& t : pool) t.join();
   return Seconds(start, Clock::now());
 }
-
-// A watch of one namespace from "now", re-established when the server ends it. `on_event`
-// gets each event with the time it was decoded.
-class Watcher {
- public:
-  using Handler = std::function<void(const client::WatchEvent&, int64_t now_ns)>;
-  Watcher(client::RestClient& rest, const std::string& ns, Handler on_event)
-      : rc_(rest, kClaims, ns), on_event_(std::move(on_event)) {}
-  ~Watcher() { Stop(); }
-
-  bool Start() {
-    auto list = rc_.List({.limit = 1});
-    if (!list.ok()) return false;
-    std::string rv = machinery::GetString(*list, {"metadata", "resourceVersion"});
-    thread_ = std::thread([this, rv]() mutable {
-      while (!stop_) {
-        auto end = rc_.Watch(
-            {.resource_version = rv, .skip_managed_fields = true},
-            [&](const client::WatchEvent& e) {
-              const int64_t now = NowNs();
-              if (e.type == client::EventType::kBookmark || e.type == client::EventType::kError) {
-                return true;
-              }
-              on_event_(e, now);
-              return true;
-            },
-            &canceller_);
-        if (end.ok() && !end->last_resource_version.empty()) rv = end->last_resource_version;
-        if (!end.ok() || end->gone) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      }
-    });
-    return true;
-  }
-  void Stop() {
-    stop_ = true;
-    canceller_.Cancel();
-    if (thread_.joinable()) thread_.join();
-  }
-
- private:
-  client::ResourceClient rc_;
-  Handler on_event_;
-  client::StreamCanceller canceller_;
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
-};
 
 // Counts distinct names seen ADDED; remembers when the n-th arrived.
 class ArrivalCounter {
@@ -277,65 +199,6 @@ int PatchStream(client::RestClient& rest, const std::string& ns, const std::stri
 
 // ---- the konnector's /metrics ----
 
-struct Series {
-  std::string name;
-  std::map<std::string, std::string> labels;
-};
-
-Series ParseSeries(const std::string& key) {
-  Series s;
-  size_t brace = key.find('{');
-  s.name = key.substr(0, brace);
-  if (brace == std::string::npos) return s;
-  static const std::regex label(R"re((\w+)="((?:[^"\\]|\\.)*)")re");
-  std::string body = key.substr(brace);
-  for (std::sregex_iterator it(body.begin(), body.end(), label), end; it != end; ++it) {
-    s.labels[(*it)[1].str()] = (*it)[2].str();
-  }
-  return s;
-}
-
-using Scrape = std::map<std::string, double>;  // series (name{labels}) -> value
-
-std::optional<Scrape> ScrapeMetrics(uint16_t port) {
-  http::Client c({.port = port});
-  auto r = c.Do("GET", "/metrics");
-  if (!r.ok() || r->status != 200) return std::nullopt;
-  Scrape out;
-  std::istringstream in(r->body);
-  for (std::string line; std::getline(in, line);) {
-    if (line.empty() || line[0] == '#') continue;
-    size_t sp = line.rfind(' ');
-    if (sp == std::string::npos) continue;
-    out[line.substr(0, sp)] = std::strtod(line.c_str() + sp + 1, nullptr);
-  }
-  return out;
-}
-
-Scrape Delta(const Scrape& before, const Scrape& after) {
-  Scrape d;
-  for (const auto& [k, v] : after) {
-    auto it = before.find(k);
-    d[k] = v - (it == before.end() ? 0.0 : it->second);
-  }
-  return d;
-}
-
-// Sum of family `name` over the series whose labels include `match`.
-double Sum(const Scrape& s, const std::string& name,
-           const std::map<std::string, std::string>& match = {}) {
-  double total = 0;
-  for (const auto& [k, v] : s) {
-    if (!k.starts_with(name)) continue;
-    Series series = ParseSeries(k);
-    if (series.name != name) continue;
-    bool ok = true;
-    for (const auto& [lk, lv] : match) ok = ok && series.labels[lk] == lv;
-    if (ok) total += v;
-  }
-  return total;
-}
-
 // Values of family `name` grouped by label `by`.
 std::map<std::string, double> By(const Scrape& s, const std::string& name, const std::string& by,
                                  const std::map<std::string, std::string>& match = {}) {
@@ -432,8 +295,8 @@ bool Bench::Setup() {
     std::fprintf(stderr, "app cluster: %s\n", error.c_str());
     return false;
   }
-  cp_rest_ = AdminClient(*cp_);
-  app_rest_ = AdminClient(*app_);
+  cp_rest_ = AdminClient(cp_->kubeconfig());
+  app_rest_ = AdminClient(app_->kubeconfig());
   if (!cp_rest_ || !app_rest_) return false;
   auto check = [](const core::Status& s, const char* what) {
     if (!s.ok()) std::fprintf(stderr, "%s: %s\n", what, s.ToString().c_str());
@@ -611,17 +474,18 @@ int Bench::Run() {
   // A first claim maps the namespace (APIServiceNamespace, provider namespace).
   ArrivalCounter arrived;
   Stamps stamps;
-  Watcher cp_watch(*cp_rest_, mapped, [&](const client::WatchEvent& e, int64_t now) {
+  Watcher cp_watch(*cp_rest_, kClaims, mapped, [&](const client::WatchEvent& e, int64_t now) {
     const std::string name = machinery::Name(*e.object);
     if (e.type == client::EventType::kAdded) arrived.Saw(name, now);
     stamps.Seen(machinery::GetString(*e.object, {"spec", "t"}), now);
   });
-  Watcher app_watch(*app_rest_, kAppNs, [&](const client::WatchEvent& e, int64_t now) {
+  Watcher app_watch(*app_rest_, kClaims, kAppNs, [&](const client::WatchEvent& e, int64_t now) {
     stamps.Seen(machinery::GetString(*e.object, {"status", "t"}), now);
   });
-  Watcher baseline_watch(*cp_rest_, kBaselineNs, [&](const client::WatchEvent& e, int64_t now) {
-    stamps.Seen(machinery::GetString(*e.object, {"spec", "t"}), now);
-  });
+  Watcher baseline_watch(*cp_rest_, kClaims, kBaselineNs,
+                         [&](const client::WatchEvent& e, int64_t now) {
+                           stamps.Seen(machinery::GetString(*e.object, {"spec", "t"}), now);
+                         });
   if (!app_watch.Start() || !baseline_watch.Start()) return 1;
   if (!client::ResourceClient(*app_rest_, kClaims, kAppNs).Create(Claim(kAppNs, "seed")).ok()) {
     return 1;

@@ -6,20 +6,33 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <set>
 
+#include "compose/xrd.h"
 #include "machinery/json.h"
 #include "test/support/kube_client.h"
 #include "test/support/process.h"
-#include "test/support/xrd.h"
 
 namespace klutch::testing {
 namespace {
 
 namespace fs = std::filesystem;
 using machinery::Json;
+
+// The claim CRD `klutch manager` generates for an XRD (compose::CrdsForXrd).
+Json ClaimCrd(const Json& xrd) {
+  auto crds = compose::CrdsForXrd(xrd);
+  if (!crds.ok() || !crds->claim) {
+    std::fprintf(stderr, "cannot generate the claim CRD: %s\n",
+                 crds.ok() ? "the XRD offers no claim" : crds.status().message().c_str());
+    std::abort();
+  }
+  return *crds->claim;
+}
 
 const fs::path kApi = fs::path(KLUTCH_SHARED_DIR) / "conformance/klutch/crossplane-api";
 
@@ -80,7 +93,7 @@ class KlutchClaims : public ::testing::Test {
       if (name != "definition.yaml" && !name.ends_with("_definition.yaml")) continue;
       Json xrd = Yaml(ReadAll(entry.path()));
       if (!xrd["spec"].contains("claimNames")) continue;
-      Json crd = ClaimCrdFromXrd(xrd);
+      Json crd = ClaimCrd(xrd);
       auto r = Do("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd);
       ASSERT_EQ(r.status, 201) << entry.path() << ": " << r.body;
       env->plural_by_kind[crd["spec"]["names"]["kind"]] = crd["spec"]["names"]["plural"];
