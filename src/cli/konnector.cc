@@ -10,6 +10,7 @@
 #include <atomic>
 #include <iostream>
 
+#include "cli/controller_process.h"
 #include "client/dynamic.h"
 #include "client/in_cluster.h"
 #include "client/kubeconfig.h"
@@ -192,21 +193,17 @@ int RunKonnector(const KonnectorFlags& f) {
   }
   if (auto s = k.Setup(); !s.ok()) return Fail(s.message());
   if (auto s = k.StartAppInformers(std::chrono::minutes(2)); !s.ok()) return Fail(s.message());
-  if (auto s = manager.Start(); !s.ok()) return Fail(s.message());
   std::unique_ptr<serving::Endpoints> metrics_endpoint;
-  if (metrics) {
-    auto e = serving::Endpoints::Start(metrics->first, metrics->second, manager.health(),
-                                       manager.metric_registry());
-    if (!e.ok()) return Fail("--metrics-bind-address: " + e.status().message());
-    metrics_endpoint = std::move(*e);
+  if (auto s = StartControllerProcess(manager,
+                                      {.component = "konnector",
+                                       .health_host = health->first,
+                                       .metrics = metrics,
+                                       .lease = lease_namespace + "/" + f.lease_name,
+                                       .identity = identity},
+                                      metrics_endpoint);
+      !s.ok()) {
+    return Fail(s.message());
   }
-  std::cout << "konnector: health on " << health->first << ":" << manager.health_port()
-            << ", metrics on "
-            << (metrics ? metrics->first + ":" + std::to_string(metrics_endpoint->port())
-                        : health->first + ":" + std::to_string(manager.health_port()))
-            << " (lease " << lease_namespace << "/" << f.lease_name << ", identity " << identity
-            << ")\n"
-            << std::flush;
   serving::WaitForShutdownSignal();
   manager.Stop();
   k.Stop();

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <iostream>
 
+#include "cli/controller_process.h"
 #include "client/in_cluster.h"
 #include "client/kubeconfig.h"
 #include "compose/engine.h"
@@ -146,21 +147,17 @@ int RunManager(const ManagerFlags& f) {
                                                   .instance = identity});
     if (auto s = objects->Setup(); !s.ok()) return Fail(s.message());
   }
-  if (auto s = manager.Start(); !s.ok()) return Fail(s.message());
   std::unique_ptr<serving::Endpoints> metrics_endpoint;
-  if (metrics) {
-    auto e = serving::Endpoints::Start(metrics->first, metrics->second, manager.health(),
-                                       manager.metric_registry());
-    if (!e.ok()) return Fail("--metrics-bind-address: " + e.status().message());
-    metrics_endpoint = std::move(*e);
+  if (auto s = StartControllerProcess(manager,
+                                      {.component = "manager",
+                                       .health_host = health->first,
+                                       .metrics = metrics,
+                                       .lease = lease_namespace + "/" + f.lease_name,
+                                       .identity = identity},
+                                      metrics_endpoint);
+      !s.ok()) {
+    return Fail(s.message());
   }
-  std::cout << "manager: health on " << health->first << ":" << manager.health_port()
-            << ", metrics on "
-            << (metrics ? metrics->first + ":" + std::to_string(metrics_endpoint->port())
-                        : health->first + ":" + std::to_string(manager.health_port()))
-            << " (lease " << lease_namespace << "/" << f.lease_name << ", identity " << identity
-            << ")\n"
-            << std::flush;
   serving::WaitForShutdownSignal();
   manager.Stop();
   if (objects) objects->Stop();

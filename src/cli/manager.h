@@ -17,8 +17,10 @@ struct ManagerFlags {
   std::string health_address = ":8080";
   std::string metrics_address = ":8081";
   std::string namespace_ = "crossplane-system";  // where XR connection Secrets go
-  double qps = 500;
-  int burst = 1000;
+  // 1,000 claims created at once cost ~5,000 writes before they settle; a lower limit makes
+  // the limiter, not the API server, the bottleneck (docs/performance.md).
+  double qps = 1000;
+  int burst = 2000;
   int concurrent_syncs = 4;
   bool enable_composition = true;
   bool enable_provider_kubernetes = true;

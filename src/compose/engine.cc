@@ -500,12 +500,7 @@ core::Result<Result> Composer::Impl::ReconcileXrd(const Request& r) {
       }
     }
     Json modified = *xrd;
-    Json& fin = machinery::MutableMetadata(modified)["finalizers"];
-    Json kept = Json::array();
-    for (const auto& f : machinery::Finalizers(*xrd)) {
-      if (f != kXrdFinalizer) kept.push_back(f);
-    }
-    fin = kept;
+    machinery::RemoveFinalizer(modified, kXrdFinalizer);
     auto w = committer.Commit(*xrd, modified);
     if (!w.ok() && !core::IsNotFound(w.status())) return w.status();
     return Result::Done();
@@ -514,11 +509,7 @@ core::Result<Result> Composer::Impl::ReconcileXrd(const Request& r) {
   Json current = *xrd;
   if (!machinery::HasFinalizer(current, kXrdFinalizer)) {
     Json modified = current;
-    Json& meta = machinery::MutableMetadata(modified);
-    if (!meta.contains("finalizers") || !meta["finalizers"].is_array()) {
-      meta["finalizers"] = Json::array();
-    }
-    meta["finalizers"].push_back(std::string(kXrdFinalizer));
+    machinery::AddFinalizer(modified, kXrdFinalizer);
     auto w = committer.Commit(current, modified);
     if (!w.ok()) return w.status();
     current = *w;
@@ -638,35 +629,25 @@ core::Result<Result> Composer::Impl::ReconcileXrd(const Request& r) {
     if (replaced) replaced->Stop();
   }
 
-  if (*xr_ready) {
-    reconcile::SetCondition(
-        status, {.type = "Established", .status = "True", .reason = "WatchingCompositeResource"},
-        clock_);
-  } else {
-    reconcile::SetCondition(status,
-                            {.type = "Established",
-                             .status = "False",
-                             .reason = "WaitingForCustomResourceDefinition",
-                             .message = "waiting for the composite resource "
-                                        "CustomResourceDefinition to be established"},
-                            clock_);
-  }
+  // Established / Offered: True once the CRD serves, else waiting for it.
+  auto mark = [&](std::string type, bool ready, std::string reason, std::string what) {
+    if (ready) {
+      reconcile::SetCondition(status, {.type = type, .status = "True", .reason = reason}, clock_);
+    } else {
+      reconcile::SetCondition(
+          status,
+          {.type = type,
+           .status = "False",
+           .reason = "WaitingForCustomResourceDefinition",
+           .message = "waiting for the " + what + " CustomResourceDefinition to be established"},
+          clock_);
+    }
+  };
+  mark("Established", *xr_ready, "WatchingCompositeResource", "composite resource");
   Json controllers{{"compositeResourceType",
                     Json{{"apiVersion", types->ApiVersion()}, {"kind", types->xr_kind}}}};
   if (crds->claim) {
-    if (*claim_ready) {
-      reconcile::SetCondition(
-          status, {.type = "Offered", .status = "True", .reason = "WatchingCompositeResourceClaim"},
-          clock_);
-    } else {
-      reconcile::SetCondition(status,
-                              {.type = "Offered",
-                               .status = "False",
-                               .reason = "WaitingForCustomResourceDefinition",
-                               .message = "waiting for the claim CustomResourceDefinition "
-                                          "to be established"},
-                              clock_);
-    }
+    mark("Offered", *claim_ready, "WatchingCompositeResourceClaim", "claim");
     controllers["compositeResourceClaimType"] =
         Json{{"apiVersion", types->ApiVersion()}, {"kind", types->claim_kind}};
   }
@@ -1167,11 +1148,7 @@ core::Result<Result> XrdRuntime::ReconcileClaim(const Request& r) {
       if (policy == "Foreground") return Result::Done();
     }
     Json modified = claim;
-    Json kept = Json::array();
-    for (const auto& f : machinery::Finalizers(claim)) {
-      if (f != kClaimFinalizer) kept.push_back(f);
-    }
-    machinery::MutableMetadata(modified)["finalizers"] = kept;
+    machinery::RemoveFinalizer(modified, kClaimFinalizer);
     auto w = claim_committer.Commit(claim, modified);
     claim_writes_.Wrote(r.Key(), claim, w);
     if (!w.ok() && !core::IsNotFound(w.status())) return w.status();
@@ -1303,13 +1280,7 @@ core::Result<Result> XrdRuntime::ReconcileClaim(const Request& r) {
   Json current = claim;
   {
     Json modified = claim;
-    if (!machinery::HasFinalizer(modified, kClaimFinalizer)) {
-      Json& meta = machinery::MutableMetadata(modified);
-      if (!meta.contains("finalizers") || !meta["finalizers"].is_array()) {
-        meta["finalizers"] = Json::array();
-      }
-      meta["finalizers"].push_back(std::string(kClaimFinalizer));
-    }
+    machinery::AddFinalizer(modified, kClaimFinalizer);
     modified["spec"]["resourceRef"] =
         Json{{"apiVersion", types_.ApiVersion()}, {"kind", types_.xr_kind}, {"name", xr_name}};
     const Json* xr_spec = Find(xr_now, {"spec"});

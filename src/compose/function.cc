@@ -11,17 +11,12 @@
 namespace klutch::compose {
 namespace {
 
-std::string Str(const Json& t, std::string_view key) {
-  if (!t.is_object()) return "";
-  auto it = t.find(key);
-  if (it == t.end() || !it->is_string()) return "";
-  return *it->get_ptr<const std::string*>();
-}
+std::string Str(const Json& t, std::string_view key) { return machinery::GetString(t, {key}); }
 
+// The member `key`, nullptr when absent or null.
 const Json* Member(const Json& t, std::string_view key) {
-  if (!t.is_object()) return nullptr;
-  auto it = t.find(key);
-  return it == t.end() || it->is_null() ? nullptr : &*it;
+  const Json* v = machinery::Find(t, {key});
+  return v && !v->is_null() ? v : nullptr;
 }
 
 const Json kEmpty = Json::object();

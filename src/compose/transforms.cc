@@ -17,6 +17,7 @@
 #include "core/strings.h"
 #include "core/sync.h"
 #include "machinery/gofmt.h"
+#include "machinery/object.h"
 
 namespace klutch::compose {
 namespace {
@@ -25,17 +26,12 @@ using machinery::GoSprint;
 
 core::Status Fail(std::string message) { return core::BadRequest(std::move(message)); }
 
-std::string Str(const Json& t, std::string_view key) {
-  if (!t.is_object()) return "";
-  auto it = t.find(key);
-  if (it == t.end() || !it->is_string()) return "";
-  return *it->get_ptr<const std::string*>();
-}
+std::string Str(const Json& t, std::string_view key) { return machinery::GetString(t, {key}); }
 
+// The member `key`, nullptr when absent or null.
 const Json* Member(const Json& t, std::string_view key) {
-  if (!t.is_object()) return nullptr;
-  auto it = t.find(key);
-  return it == t.end() || it->is_null() ? nullptr : &*it;
+  const Json* v = machinery::Find(t, {key});
+  return v && !v->is_null() ? v : nullptr;
 }
 
 std::optional<int64_t> AsInt(const Json& v) {

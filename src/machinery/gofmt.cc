@@ -7,6 +7,8 @@
 #include <map>
 #include <string>
 
+#include "core/strings.h"
+
 namespace klutch::machinery {
 namespace {
 
@@ -267,24 +269,8 @@ std::string FormatInt(const Spec& s, int64_t v) {
       return FormatIntDigits(s, v, 2, false, s.sharp ? "0b" : "");
     case 'c': {
       std::string out;
-      // Go prints U+FFFD for what is not a Unicode code point.
-      uint32_t cp =
-          v < 0 || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF) ? 0xFFFD : static_cast<uint32_t>(v);
-      if (cp < 0x80) {
-        out += static_cast<char>(cp);
-      } else if (cp < 0x800) {
-        out += static_cast<char>(0xC0 | (cp >> 6));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-      } else if (cp < 0x10000) {
-        out += static_cast<char>(0xE0 | (cp >> 12));
-        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-      } else {
-        out += static_cast<char>(0xF0 | (cp >> 18));
-        out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-      }
+      // Go prints U+FFFD for what is not a Unicode code point (AppendUtf8 does the same).
+      core::AppendUtf8(out, v < 0 || v > 0x10FFFF ? 0xFFFD : static_cast<uint32_t>(v));
       return Pad(out, s);
     }
     default:

@@ -234,4 +234,23 @@ std::string Annotation(const Json& object, std::string_view key) {
   return GetString(*annotations, {key});
 }
 
+bool AddFinalizer(Json& obj, std::string_view finalizer) {
+  if (HasFinalizer(obj, finalizer)) return false;
+  Json& meta = MutableMetadata(obj);
+  auto it = meta.find("finalizers");
+  if (it == meta.end() || !it->is_array()) meta["finalizers"] = Json::array();
+  meta["finalizers"].push_back(std::string(finalizer));
+  return true;
+}
+
+bool RemoveFinalizer(Json& obj, std::string_view finalizer) {
+  if (!HasFinalizer(obj, finalizer)) return false;
+  Json kept = Json::array();
+  for (const auto& f : Finalizers(obj)) {
+    if (f != finalizer) kept.push_back(f);
+  }
+  MutableMetadata(obj)["finalizers"] = std::move(kept);
+  return true;
+}
+
 }  // namespace klutch::machinery

@@ -62,6 +62,9 @@ Json& MutableMetadata(Json& obj);
 // The finalizers of an object (empty when absent).
 std::vector<std::string> Finalizers(const Json& obj);
 bool HasFinalizer(const Json& obj, std::string_view finalizer);
+// Appends `finalizer` unless present / removes every occurrence; true when metadata changed.
+bool AddFinalizer(Json& obj, std::string_view finalizer);
+bool RemoveFinalizer(Json& obj, std::string_view finalizer);
 bool IsBeingDeleted(const Json& obj);
 // Sets one annotation (creating metadata.annotations as needed).
 void SetAnnotation(Json& object, std::string_view key, std::string_view value);

@@ -273,11 +273,7 @@ class ObjectProvider::Impl {
         if (!core::IsNotFound(live.status())) return live.status();
       }
       Json modified = object;
-      Json kept = Json::array();
-      for (const auto& f : machinery::Finalizers(object)) {
-        if (f != kFinalizer) kept.push_back(f);
-      }
-      machinery::MutableMetadata(modified)["finalizers"] = kept;
+      machinery::RemoveFinalizer(modified, kFinalizer);
       auto w = committer.Commit(object, modified);
       if (!w.ok() && !core::IsNotFound(w.status())) return w.status();
       return Result::Done();
@@ -286,11 +282,7 @@ class ObjectProvider::Impl {
     Json current = object;
     if (!machinery::HasFinalizer(object, kFinalizer) && policies.del) {
       Json modified = object;
-      Json& meta = machinery::MutableMetadata(modified);
-      if (!meta.contains("finalizers") || !meta["finalizers"].is_array()) {
-        meta["finalizers"] = Json::array();
-      }
-      meta["finalizers"].push_back(std::string(kFinalizer));
+      machinery::AddFinalizer(modified, kFinalizer);
       auto w = committer.Commit(object, modified);
       if (!w.ok()) return w.status();
       current = *w;

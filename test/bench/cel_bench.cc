@@ -18,10 +18,10 @@
 #include <vector>
 
 #include "apiserver/crd.h"
-#include "compose/xrd.h"
 #include "machinery/json.h"
 #include "schema/structural.h"
 #include "schema/validation_rules.h"
+#include "test/support/claim_crd.h"
 #include "test/support/kube_client.h"
 #include "test/support/process.h"
 
@@ -31,17 +31,6 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 using machinery::Json;
-
-// The claim CRD `klutch manager` generates for an XRD (compose::CrdsForXrd).
-Json ClaimCrd(const Json& xrd) {
-  auto crds = compose::CrdsForXrd(xrd);
-  if (!crds.ok() || !crds->claim) {
-    std::fprintf(stderr, "cannot generate the claim CRD: %s\n",
-                 crds.ok() ? "the XRD offers no claim" : crds.status().message().c_str());
-    std::abort();
-  }
-  return *crds->claim;
-}
 
 const fs::path kApi = fs::path(KLUTCH_SHARED_DIR) / "conformance/klutch/crossplane-api";
 

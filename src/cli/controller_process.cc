@@ -1,0 +1,27 @@
+#include "cli/controller_process.h"
+
+#include <iostream>
+
+namespace klutch::cli {
+
+core::Status StartControllerProcess(reconcile::Manager& manager, const ServingInfo& info,
+                                    std::unique_ptr<serving::Endpoints>& metrics_endpoint) {
+  if (auto s = manager.Start(); !s.ok()) return s;
+  if (info.metrics) {
+    auto e = serving::Endpoints::Start(info.metrics->first, info.metrics->second, manager.health(),
+                                       manager.metric_registry());
+    if (!e.ok()) {
+      return core::Status(e.status().reason(), "--metrics-bind-address: " + e.status().message());
+    }
+    metrics_endpoint = std::move(*e);
+  }
+  std::cout << info.component << ": health on " << info.health_host << ":" << manager.health_port()
+            << ", metrics on "
+            << (info.metrics ? info.metrics->first + ":" + std::to_string(metrics_endpoint->port())
+                             : info.health_host + ":" + std::to_string(manager.health_port()))
+            << " (lease " << info.lease << ", identity " << info.identity << ")\n"
+            << std::flush;
+  return core::Status::Ok();
+}
+
+}  // namespace klutch::cli
