@@ -278,8 +278,10 @@ class XrdRuntime {
  private:
   core::Result<Result> ReconcileComposite(const Request& r);
   core::Result<Result> ReconcileClaim(const Request& r);
+  // Synced=False (condition reason `condition_reason`), a Warning Event with `reason`.
   core::Result<Result> CompositeFailed(const Json& xr, std::string_view reason,
-                                       const std::string& message, bool retry);
+                                       const std::string& message, bool retry,
+                                       std::string_view condition_reason = "ReconcileError");
   core::Result<Result> ClaimFailed(const Json& claim, std::string_view reason,
                                    const std::string& message);
   core::Status PublishConnection(const Json& owner, const std::string& ns, const std::string& name,
@@ -765,12 +767,15 @@ void XrdRuntime::StartClaim() {
 }
 
 core::Result<Result> XrdRuntime::CompositeFailed(const Json& xr, std::string_view reason,
-                                                 const std::string& message, bool retry) {
+                                                 const std::string& message, bool retry,
+                                                 std::string_view condition_reason) {
   Json modified = xr;
-  bool changed = reconcile::SetCondition(
-      modified,
-      {.type = "Synced", .status = "False", .reason = "ReconcileError", .message = message},
-      impl_.clock_);
+  bool changed = reconcile::SetCondition(modified,
+                                         {.type = "Synced",
+                                          .status = "False",
+                                          .reason = std::string(condition_reason),
+                                          .message = message},
+                                         impl_.clock_);
   if (changed) {
     auto w = reconcile::Committer(client::ResourceClient(impl_.manager_.rest(), types_.xr),
                                   std::string(kFieldManager))
@@ -983,7 +988,7 @@ core::Result<Result> XrdRuntime::ReconcileComposite(const Request& r) {
           std::to_string(impl_.options_.breaker_writes) + " times in " +
           std::to_string(impl_.options_.breaker_window.count() / 1000) +
           "s, so another controller may be changing a field this composition sets";
-      auto f = CompositeFailed(xr, "CircuitBreakerOpen", message, false);
+      auto f = CompositeFailed(xr, "CircuitBreakerOpen", message, false, "CircuitBreakerOpen");
       if (!f.ok()) return f.status();
       return Result::RequeueAfter(wait);
     }

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -530,7 +531,7 @@ spec: {credentials: {source: InjectedIdentity}}
 
     manager_ = std::make_unique<reconcile::Manager>(
         admin(), reconcile::ManagerOptions{.name = "klutch-manager"});
-    composer_ = std::make_unique<Composer>(*manager_, ComposerOptions{});
+    composer_ = std::make_unique<Composer>(*manager_, composer_options_);
     provider_ =
         std::make_unique<providers::ObjectProvider>(*manager_, providers::ObjectProviderOptions{});
     core::Status s = composer_->Setup();
@@ -552,6 +553,9 @@ spec: {credentials: {source: InjectedIdentity}}
       return true;
     })) << "the package's definitions did not become Established and Offered";
   }
+
+  // Tests may change these in their fixture's constructor (before SetUp).
+  ComposerOptions composer_options_;
 
   void TearDown() override {
     if (manager_) manager_->Stop();
@@ -1436,6 +1440,71 @@ TEST_F(ComposeEngineTest, NothingIsWrittenWhileNothingChanges) {
   const auto after = versions();
   EXPECT_EQ(after, before) << "claim, XR, managed resource (a9s); claim, XR, Object, Postgresql "
                               "(a8s)";
+}
+
+// ---------------------------------------------------------------------------------------------
+// Two controllers fighting over a field: the breaker holds the XR back without losing events.
+
+class ComposeEngineBreakerTest : public ComposeEngineTest {
+ protected:
+  ComposeEngineBreakerTest() {
+    composer_options_.breaker_writes = 5;
+    composer_options_.breaker_window = std::chrono::seconds(10);
+    composer_options_.breaker_cooldown = std::chrono::seconds(3);
+  }
+};
+
+TEST_F(ComposeEngineBreakerTest, FightOverAFieldTripsTheBreakerAndNoEventIsLost) {
+  const Definition& d = Def("PostgresqlInstance");
+  Claim("PostgresqlInstance", "fight", "pg",
+        Yaml("{service: a9s-postgresql15, plan: postgresql-single-nano, compositionRef: {name: "
+             "a9s-postgresql}}"));
+  std::string mr = WaitComposed(d, "fight", "pg", kServiceInstances);
+  ASSERT_FALSE(mr.empty());
+
+  // Another "controller" sets planName to big whenever it is not; count how often the
+  // manager puts nano back.
+  std::atomic<bool> stop{false};
+  std::atomic<int> reverts{0};
+  std::thread fighter([&] {
+    while (!stop) {
+      std::string plan =
+          GetString(Get(kServiceInstances, "", mr), {"spec", "forProvider", "planName"});
+      if (plan != "postgresql-single-big") {
+        if (plan == "postgresql-single-nano") ++reverts;
+        MergePatch(kServiceInstances, "", mr,
+                   {{"spec", {{"forProvider", {{"planName", "postgresql-single-big"}}}}}});
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  });
+  bool tripped = Eventually(
+      [&] {
+        Json xr = XrOf(d, "fight", "pg");
+        auto synced = reconcile::FindCondition(xr, "Synced");
+        return synced && synced->status == "False" && synced->reason == "CircuitBreakerOpen" &&
+               synced->message.find("holding back writes") != std::string::npos;
+      },
+      std::chrono::seconds(30));
+  const int at_trip = reverts.load();
+  // While the breaker is open (3 s), the manager does not write.
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  const int during = reverts.load() - at_trip;
+  stop = true;
+  fighter.join();
+  ASSERT_TRUE(tripped) << Dump(XrOf(d, "fight", "pg"));
+  EXPECT_LE(at_trip, composer_options_.breaker_writes + 1);
+  EXPECT_EQ(during, 0);
+  // The fight is over: after the cooldown the XR's queued key runs and the field is repaired;
+  // the XR is Synced again.
+  EXPECT_TRUE(Eventually(
+      [&] {
+        return GetString(Get(kServiceInstances, "", mr), {"spec", "forProvider", "planName"}) ==
+                   "postgresql-single-nano" &&
+               reconcile::IsConditionTrue(XrOf(d, "fight", "pg"), "Synced");
+      },
+      std::chrono::seconds(30)))
+      << Dump(XrOf(d, "fight", "pg"));
 }
 
 }  // namespace
