@@ -114,6 +114,8 @@ int RunManager(const ManagerFlags& f) {
     }
   }
   std::atomic<bool> lost{false};
+  // The composer's per-XRD controllers run outside the manager's: they stop with the lease.
+  std::atomic<compose::Composer*> leading_composer{nullptr};
   reconcile::Manager manager(
       **rest,
       {.name = "klutch-manager",
@@ -122,9 +124,10 @@ int RunManager(const ManagerFlags& f) {
        .leader_election = reconcile::LeaderElectionOptions{.lease_namespace = lease_namespace,
                                                            .lease_name = f.lease_name,
                                                            .identity = identity},
-       .on_lost_leadership = [&lost] {
+       .on_lost_leadership = [&lost, &leading_composer] {
          std::cerr << "klutch manager: lost the lease; stopping\n";
          lost = true;
+         if (compose::Composer* c = leading_composer.load()) c->Stop();
          ::kill(::getpid(), SIGTERM);
        }});
   (*rest)->SetRequestObserver([&manager](std::string_view verb, int code, double s) {
@@ -137,6 +140,7 @@ int RunManager(const ManagerFlags& f) {
                                           .workers = f.concurrent_syncs,
                                           .instance = identity});
     if (auto s = composer->Setup(); !s.ok()) return Fail(s.message());
+    leading_composer = composer.get();
   }
   std::unique_ptr<providers::ObjectProvider> objects;
   if (f.enable_provider_kubernetes) {
@@ -147,6 +151,12 @@ int RunManager(const ManagerFlags& f) {
                                                   .instance = identity});
     if (auto s = objects->Setup(); !s.ok()) return Fail(s.message());
   }
+  // Controllers stop before the lease is released (manager.Stop()), on every way out.
+  auto stop_all = [&] {
+    if (composer) composer->Stop();
+    manager.Stop();
+    if (objects) objects->Stop();
+  };
   std::unique_ptr<serving::Endpoints> metrics_endpoint;
   if (auto s = StartControllerProcess(manager,
                                       {.component = "manager",
@@ -156,12 +166,11 @@ int RunManager(const ManagerFlags& f) {
                                        .identity = identity},
                                       metrics_endpoint);
       !s.ok()) {
+    stop_all();
     return Fail(s.message());
   }
   serving::WaitForShutdownSignal();
-  manager.Stop();
-  if (objects) objects->Stop();
-  if (composer) composer->Stop();
+  stop_all();
   return lost ? 1 : 0;
 }
 

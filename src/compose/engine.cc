@@ -207,11 +207,12 @@ class Composer::Impl {
   client::Informer* crds_ = nullptr;
   reconcile::Controller* xrd_controller_ = nullptr;
 
-  // The informer of a composed resource kind, created and started on first use.
-  client::Informer& Composed(const GroupVersionResource& gvr);
-  // Whether one more changing write to `xr`'s composed resources is allowed; false while
-  // the XR's breaker is open (`wait` then says for how long).
-  bool AllowWrite(const std::string& xr, std::chrono::milliseconds& wait);
+  // The informer of a composed resource kind, created and started on first use; `age` says
+  // how long ago.
+  client::Informer& Composed(const GroupVersionResource& gvr, std::chrono::milliseconds& age);
+  // Whether one more changing write to composed resource `key` ("xr/resource") is allowed;
+  // false while its breaker is open (`wait` then says for how long).
+  bool AllowWrite(const std::string& key, std::chrono::milliseconds& wait);
 
  private:
   core::Result<Result> ReconcileXrd(const Request& r);
@@ -225,6 +226,7 @@ class Composer::Impl {
   mutable core::Mutex mu_;
   std::map<std::string, std::unique_ptr<XrdRuntime>> runtimes_ GUARDED_BY(mu_);  // by XRD
   std::map<std::string, std::unique_ptr<client::Informer>> composed_ GUARDED_BY(mu_);
+  std::map<std::string, core::MonoTime> composed_started_ GUARDED_BY(mu_);
   struct Breaker {
     std::deque<core::MonoTime> writes;
     core::MonoTime open_until{};
@@ -271,9 +273,6 @@ class XrdRuntime {
       claim_controller_->queue().Add(machinery::Namespace(*c) + "/" + machinery::Name(*c));
     }
   }
-  size_t Objects() const {
-    return (xrs_ ? xrs_->indexer().Size() : 0) + (claims_ ? claims_->indexer().Size() : 0);
-  }
 
  private:
   core::Result<Result> ReconcileComposite(const Request& r);
@@ -290,9 +289,11 @@ class XrdRuntime {
     ObjectPtr x = impl_.xrds_->indexer().Get(xrd_);
     return x ? *x : Json::object();
   }
-  bool Synced() const {
-    return impl_.compositions_->HasSynced() && impl_.revisions_->HasSynced() &&
-           (!xrs_ || xrs_->HasSynced()) && (!claims_ || claims_->HasSynced());
+  // The caches a reconcile reads. claims_ is only read by the claim controller, which starts
+  // after it is set (the XR controller's workers may run before it exists).
+  bool Synced(bool with_claims) const {
+    return impl_.compositions_->HasSynced() && impl_.revisions_->HasSynced() && xrs_->HasSynced() &&
+           (!with_claims || claims_->HasSynced());
   }
 
   Composer::Impl& impl_;
@@ -354,6 +355,8 @@ void Composer::Impl::Stop() {
     runtimes.swap(runtimes_);
     composed.swap(composed_);
   }
+  if (composition_handler_) compositions_->RemoveEventHandler(composition_handler_);
+  if (revision_handler_) revisions_->RemoveEventHandler(revision_handler_);
   for (auto& [name, rt] : runtimes) rt->Stop();
   for (auto& [key, informer] : composed) informer->Stop();
   events_.Stop();
@@ -391,10 +394,18 @@ void Composer::Impl::RouteComposed(const Json& composed) {
   }
 }
 
-client::Informer& Composer::Impl::Composed(const GroupVersionResource& gvr) {
+client::Informer& Composer::Impl::Composed(const GroupVersionResource& gvr,
+                                           std::chrono::milliseconds& age) {
+  const auto now = clock_.MonotonicNow();
   core::MutexLock lock(mu_);
   auto it = composed_.find(GvrKey(gvr));
-  if (it != composed_.end()) return *it->second;
+  if (it != composed_.end()) {
+    age =
+        std::chrono::duration_cast<std::chrono::milliseconds>(now - composed_started_[GvrKey(gvr)]);
+    return *it->second;
+  }
+  age = std::chrono::milliseconds(0);
+  composed_started_[GvrKey(gvr)] = now;
   client::InformerOptions o{
       .label_selector = std::string(kLabelComposite), .compact = true, .clock = &clock_};
   auto informer = std::make_unique<client::Informer>(manager_.rest(), gvr, o);
@@ -457,16 +468,27 @@ core::Result<Result> Composer::Impl::ReconcileXrd(const Request& r) {
 
   if (machinery::IsBeingDeleted(*xrd)) {
     if (!machinery::HasFinalizer(*xrd, kXrdFinalizer)) return Result::Done();
-    size_t left = 0;
-    {
-      core::MutexLock lock(mu_);
-      auto it = runtimes_.find(r.name);
-      if (it != runtimes_.end()) left = it->second->Objects();
+    // Asked of the server, not a cache: after a restart there is no runtime, and a cache
+    // that has not synced would say "none" while every XR (and its database) still exists.
+    std::vector<std::string> left;
+    if (types.ok()) {
+      std::vector<std::pair<GroupVersionResource, std::string>> kinds = {
+          {types->claim, types->claim_kind}, {types->xr, types->xr_kind}};
+      for (const auto& [gvr, kind] : kinds) {
+        if (gvr.resource.empty()) continue;
+        auto some = client::ResourceClient(manager_.rest(), gvr).List({.limit = 1});
+        if (!some.ok()) {
+          if (core::IsNotFound(some.status())) continue;  // the CRD is gone already
+          return some.status();
+        }
+        const Json* items = Find(*some, {"items"});
+        if (items && items->is_array() && !items->empty()) left.push_back(kind);
+      }
     }
-    if (left > 0) {
-      std::string message = "cannot delete: " + std::to_string(left) +
-                            " claims and composite resources of this definition still exist; "
-                            "delete them first (kubectl get claim,composite)";
+    if (!left.empty()) {
+      std::string message = "cannot delete: " + core::Join(left, " and ") +
+                            " resources of this definition still exist; delete them first "
+                            "(kubectl get claim,composite)";
       Json modified = *xrd;
       bool changed = reconcile::SetCondition(modified,
                                              {.type = "Established",
@@ -479,7 +501,9 @@ core::Result<Result> Composer::Impl::ReconcileXrd(const Request& r) {
         if (!w.ok()) return w.status();
         events_.Event(*xrd, reconcile::kEventTypeWarning, "DeletionBlocked", message);
       }
-      return Result::Done();  // the last claim's or XR's deletion queues the XRD again
+      // The last claim's or XR's deletion queues the XRD again while its runtime runs; the
+      // recheck covers a manager that restarted in between.
+      return Result::RequeueAfter(std::chrono::seconds(10));
     }
     {
       core::MutexLock lock(mu_);
@@ -542,6 +566,9 @@ core::Result<Result> Composer::Impl::ReconcileXrd(const Request& r) {
   // Create or update the CRDs, refusing to take over one this XRD does not own.
   auto ensure = [&](Json crd) -> core::Result<bool> {  // established?
     const std::string name = machinery::Name(crd);
+    // What we last wrote, so an unchanged CRD is left alone even after the server filled in
+    // its defaults (kube-apiserver adds spec.conversion and names.singular).
+    machinery::SetAnnotation(crd, kDesiredHashAnnotation, machinery::JsonHash(crd["spec"]));
     ObjectPtr existing = crds_->indexer().Get(name);
     if (!existing) {
       // Not in the cache: a CRD without our label, or one we created a moment ago.
@@ -567,12 +594,19 @@ core::Result<Result> Composer::Impl::ReconcileXrd(const Request& r) {
                               " is owned by another CompositeResourceDefinition: delete that "
                               "XRD or rename this one");
     }
-    Json updated = *existing;
-    updated["spec"] = crd["spec"];
-    Json& meta = machinery::MutableMetadata(updated);
-    meta["labels"] = crd["metadata"]["labels"];
-    meta["ownerReferences"] = crd["metadata"]["ownerReferences"];
-    if (updated != *existing) {
+    const Json* existing_spec = Find(*existing, {"spec"});
+    bool same = machinery::Annotation(*existing, kDesiredHashAnnotation) ==
+                    machinery::Annotation(crd, kDesiredHashAnnotation) &&
+                existing_spec && machinery::Covers(*existing_spec, crd["spec"]) &&
+                machinery::Covers(*existing, Json{{"metadata", crd["metadata"]}});
+    if (!same) {
+      Json updated = *existing;
+      updated["spec"] = crd["spec"];
+      Json& meta = machinery::MutableMetadata(updated);
+      meta["labels"] = crd["metadata"]["labels"];
+      meta["ownerReferences"] = crd["metadata"]["ownerReferences"];
+      machinery::SetAnnotation(updated, kDesiredHashAnnotation,
+                               machinery::Annotation(crd, kDesiredHashAnnotation));
       auto u = crd_client.Update(updated);
       if (!u.ok()) return u.status();
       return false;
@@ -681,7 +715,22 @@ core::Result<Result> Composer::Impl::ReconcileComposition(const Request& r) {
     max = std::max(max, number(*rev));
     if (GetString(*rev, {"metadata", "labels", kLabelCompositionHash}) == hash) same = rev.get();
   }
+  if (same && number(*same) == max) return Result::Done();  // the usual case
+  // A revision is about to be numbered: ask the server, not a cache that may not have seen
+  // the one created a moment ago (two revisions with the same number would tie "newest").
   client::ResourceClient revs(manager_.rest(), kCompositionRevisions);
+  auto live = revs.List({.label_selector = std::string(kLabelCompositionName) + "=" + r.name});
+  if (!live.ok()) return live.status();
+  revisions.clear();
+  if (const Json* items = Find(*live, {"items"}); items && items->is_array()) {
+    for (const Json& item : *items) revisions.push_back(std::make_shared<const Json>(item));
+  }
+  max = 0;
+  same = nullptr;
+  for (const auto& rev : revisions) {
+    max = std::max(max, number(*rev));
+    if (GetString(*rev, {"metadata", "labels", kLabelCompositionHash}) == hash) same = rev.get();
+  }
   if (same) {
     if (number(*same) < max) {  // reverted to an older spec: it becomes the newest again
       Json modified = *same;
@@ -822,7 +871,7 @@ core::Status XrdRuntime::PublishConnection(const Json& owner, const std::string&
 }
 
 core::Result<Result> XrdRuntime::ReconcileComposite(const Request& r) {
-  if (!Synced()) return Result::RequeueAfter(std::chrono::milliseconds(200));
+  if (!Synced(false)) return Result::RequeueAfter(std::chrono::milliseconds(200));
   ObjectPtr xr_ptr = xrs_->indexer().Get(r.Key());
   if (!xr_ptr || machinery::IsBeingDeleted(*xr_ptr)) return Result::Done();
   if (xr_writes_.Stale(r.Key(), *xr_ptr)) return Result::Done();
@@ -902,16 +951,41 @@ core::Result<Result> XrdRuntime::ReconcileComposite(const Request& r) {
                                    " but its base sets no metadata.namespace",
                                false);
       }
-      t.informer = &impl_.Composed(t.gvr);
-      if (!t.informer->HasSynced()) return Result::RequeueAfter(std::chrono::milliseconds(50));
+      std::chrono::milliseconds age{0};
+      t.informer = &impl_.Composed(t.gvr, age);
+      if (!t.informer->HasSynced()) {
+        if (age < std::chrono::seconds(10)) {
+          return Result::RequeueAfter(std::chrono::milliseconds(50));
+        }
+        // Never listed: most likely RBAC. Say so and back off instead of spinning.
+        auto f = CompositeFailed(xr, "ComposeResources",
+                                 "cannot list and watch " + t.gvr.GroupResource() +
+                                     " (composed resource \"" + rname +
+                                     "\"): check that klutch manager may list and watch it "
+                                     "(RBAC) and that its CustomResourceDefinition is served",
+                                 false);
+        if (!f.ok()) return f.status();
+        return Result::RequeueAfter(std::chrono::seconds(10));
+      }
       ObjectPtr existing = t.informer->indexer().Get(t.ns.empty() ? t.name : t.ns + "/" + t.name);
+      if (!existing && !GetString(*base, {"metadata", "name"}).empty()) {
+        // A name the composition fixes may belong to an object the informer's label selector
+        // does not show: never take over (and later garbage-collect) someone else's object.
+        auto live = client::ResourceClient(impl_.manager_.rest(), t.gvr, t.ns).Get(t.name);
+        if (live.ok()) {
+          existing = std::make_shared<const Json>(*std::move(live));
+        } else if (!core::IsNotFound(live.status())) {
+          return live.status();
+        }
+      }
       if (existing) {
         if (ControllerUid(*existing) != xr_uid) {
+          // Retried with backoff: the object the message asks to delete is not watched.
           return CompositeFailed(xr, "ComposeResources",
                                  kind + " " + t.name + " (composed resource \"" + rname +
                                      "\") exists and is controlled by another resource: delete "
                                      "it so this composite can create its own",
-                                 false);
+                                 true);
         }
         ObservedResource obs{.object = *existing};
         // Connection details from the resource's connection Secret, when it writes one.
@@ -979,14 +1053,18 @@ core::Result<Result> XrdRuntime::ReconcileComposite(const Request& r) {
     wanted.insert(GvrKey(t.gvr) + "|" + t.ns + "/" + t.name);
     auto obs = observed.find(d.name);
     if (!d.ready) unready.push_back(d.name);
-    if (obs != observed.end() && machinery::Covers(obs->second.object, object)) continue;
+    if (obs != observed.end() &&
+        machinery::Covers(obs->second.object, object, machinery::ListCover::kInOrder)) {
+      continue;
+    }
     std::chrono::milliseconds wait{0};
-    if (!impl_.AllowWrite(xr_name, wait)) {
+    if (!impl_.AllowWrite(xr_name + "/" + d.name, wait)) {
+      // No countdown in the text: the condition changes once per trip, not every second.
       std::string message =
           "holding back writes to composed resources for " +
-          std::to_string(wait.count() / 1000 + 1) + "s: they were rewritten more than " +
-          std::to_string(impl_.options_.breaker_writes) + " times in " +
-          std::to_string(impl_.options_.breaker_window.count() / 1000) +
+          std::to_string(impl_.options_.breaker_cooldown.count() / 1000) + "s: \"" + d.name +
+          "\" was rewritten more than " + std::to_string(impl_.options_.breaker_writes) +
+          " times in " + std::to_string(impl_.options_.breaker_window.count() / 1000) +
           "s, so another controller may be changing a field this composition sets";
       auto f = CompositeFailed(xr, "CircuitBreakerOpen", message, false, "CircuitBreakerOpen");
       if (!f.ok()) return f.status();
@@ -1062,8 +1140,7 @@ core::Result<Result> XrdRuntime::ReconcileComposite(const Request& r) {
     core::Status s = PublishConnection(current, secret_ns, secret_name, published, changed);
     if (!s.ok()) {
       return CompositeFailed(current, "PublishConnectionDetails",
-                             "cannot publish connection details: " + s.message(),
-                             s.reason() != core::Reason::kConflict);
+                             "cannot publish connection details: " + s.message(), true);
     }
     if (changed || !Find(current, {"status", "connectionDetails", "lastPublishedTime"})) {
       modified["status"]["connectionDetails"]["lastPublishedTime"] =
@@ -1117,7 +1194,7 @@ core::Result<Result> XrdRuntime::ClaimFailed(const Json& claim, std::string_view
 }
 
 core::Result<Result> XrdRuntime::ReconcileClaim(const Request& r) {
-  if (!Synced()) return Result::RequeueAfter(std::chrono::milliseconds(200));
+  if (!Synced(true)) return Result::RequeueAfter(std::chrono::milliseconds(200));
   ObjectPtr claim_ptr = claims_->indexer().Get(r.Key());
   if (!claim_ptr) return Result::Done();
   if (claim_writes_.Stale(r.Key(), *claim_ptr)) return Result::Done();
@@ -1142,6 +1219,16 @@ core::Result<Result> XrdRuntime::ReconcileClaim(const Request& r) {
     std::string policy = GetString(claim, {"spec", "compositeDeletePolicy"});
     if (policy.empty()) policy = GetString(Xrd(), {"spec", "defaultCompositeDeletePolicy"});
     if (policy.empty()) policy = "Background";
+    if (!xr) {
+      // The cache may not have seen an XR created moments ago: never release the claim on
+      // its word alone, or the XR (and its data service) would be left without an owner.
+      auto live = xr_client.Get(xr_name);
+      if (live.ok()) {
+        xr = std::make_shared<const Json>(*std::move(live));
+      } else if (!core::IsNotFound(live.status())) {
+        return live.status();
+      }
+    }
     if (xr && bound_here(*xr)) {
       if (!machinery::IsBeingDeleted(*xr)) {
         auto d = xr_client.Delete(xr_name, {.propagation_policy = policy});
@@ -1199,6 +1286,11 @@ core::Result<Result> XrdRuntime::ReconcileClaim(const Request& r) {
         }
       }
     }
+    // An XRD's enforced composition wins over whatever the claim names (one writer).
+    if (std::string enforced = GetString(Xrd(), {"spec", "enforcedCompositionRef", "name"});
+        !enforced.empty()) {
+      spec["compositionRef"] = Json{{"name", enforced}};
+    }
     spec["claimRef"] = Json{{"apiVersion", types_.ApiVersion()},
                             {"kind", types_.claim_kind},
                             {"name", name},
@@ -1211,6 +1303,34 @@ core::Result<Result> XrdRuntime::ReconcileClaim(const Request& r) {
       spec.erase("writeConnectionSecretToRef");
     }
     return spec;
+  };
+
+  // The claim: finalizer, resourceRef, and the selection the XR made (or will make). Written
+  // before the XR is created, so a claim deleted right then still finds its XR.
+  Json current = claim;
+  auto bind_claim = [&](const Json& xr_spec) -> core::Status {
+    Json modified = current;
+    machinery::AddFinalizer(modified, kClaimFinalizer);
+    modified["spec"]["resourceRef"] =
+        Json{{"apiVersion", types_.ApiVersion()}, {"kind", types_.xr_kind}, {"name", xr_name}};
+    if (xr_spec.is_object()) {
+      bool automatic = GetString(xr_spec, {"compositionUpdatePolicy"}) != "Manual";
+      bool enforced = !GetString(Xrd(), {"spec", "enforcedCompositionRef", "name"}).empty();
+      for (auto it = xr_spec.begin(); it != xr_spec.end(); ++it) {
+        const std::string& k = it.key();
+        if (!SelectionField(k)) continue;
+        if (!claim_spec.contains(k) || (k == "compositionRevisionRef" && automatic) ||
+            (k == "compositionRef" && enforced)) {
+          modified["spec"][k] = *it;
+        }
+      }
+    }
+    if (modified == current) return core::Status::Ok();
+    auto w = claim_committer.Commit(current, modified);
+    claim_writes_.Wrote(r.Key(), current, w);
+    if (!w.ok()) return w.status();
+    current = *w;
+    return core::Status::Ok();
   };
 
   Json xr_now;
@@ -1244,6 +1364,7 @@ core::Result<Result> XrdRuntime::ReconcileClaim(const Request& r) {
                 {"kind", types_.xr_kind},
                 {"metadata", Json{{"name", xr_name}, {"labels", labels}}},
                 {"spec", spec}};
+    if (auto bound = bind_claim(spec); !bound.ok()) return bound;
     auto created = xr_client.Create(object);
     if (!created.ok()) {
       if (core::IsAlreadyExists(created.status())) return Result::Requeue();  // cache lag
@@ -1265,6 +1386,9 @@ core::Result<Result> XrdRuntime::ReconcileClaim(const Request& r) {
       Json& labels = machinery::MutableMetadata(want)["labels"];
       if (!labels.is_object()) labels = Json::object();
       for (auto it = claim_labels->begin(); it != claim_labels->end(); ++it) labels[it.key()] = *it;
+      labels[std::string(kLabelClaimName)] = name;  // reserved: never taken from the claim
+      labels[std::string(kLabelClaimNamespace)] = ns;
+      labels[std::string(kLabelComposite)] = xr_name;
     }
     if (want != xr_now) {
       auto w = xr_committer.Commit(xr_now, want);
@@ -1281,30 +1405,9 @@ core::Result<Result> XrdRuntime::ReconcileClaim(const Request& r) {
     }
   }
 
-  // The claim: finalizer, resourceRef, and the selection the XR made.
-  Json current = claim;
-  {
-    Json modified = claim;
-    machinery::AddFinalizer(modified, kClaimFinalizer);
-    modified["spec"]["resourceRef"] =
-        Json{{"apiVersion", types_.ApiVersion()}, {"kind", types_.xr_kind}, {"name", xr_name}};
-    const Json* xr_spec = Find(xr_now, {"spec"});
-    if (xr_spec && xr_spec->is_object()) {
-      bool automatic = GetString(*xr_spec, {"compositionUpdatePolicy"}) != "Manual";
-      for (auto it = xr_spec->begin(); it != xr_spec->end(); ++it) {
-        const std::string& k = it.key();
-        if (!SelectionField(k)) continue;
-        if (!claim_spec.contains(k) || (k == "compositionRevisionRef" && automatic)) {
-          modified["spec"][k] = *it;
-        }
-      }
-    }
-    if (modified != current) {
-      auto w = claim_committer.Commit(current, modified);
-      claim_writes_.Wrote(r.Key(), current, w);
-      if (!w.ok()) return w.status();
-      current = *w;
-    }
+  const Json* xr_spec_now = Find(xr_now, {"spec"});
+  if (auto bound = bind_claim(xr_spec_now ? *xr_spec_now : Json::object()); !bound.ok()) {
+    return bound;
   }
 
   // Status: the XR's, with the claim's own Synced.
@@ -1354,8 +1457,10 @@ core::Result<Result> XrdRuntime::ReconcileClaim(const Request& r) {
       bool changed = false;
       core::Status s = PublishConnection(current, ns, secret, SecretData(*from), changed);
       if (!s.ok()) {
-        return ClaimFailed(current, "PropagateConnectionSecret",
-                           "cannot write connection Secret " + secret + ": " + s.message());
+        auto f = ClaimFailed(current, "PropagateConnectionSecret",
+                             "cannot write connection Secret " + secret + ": " + s.message());
+        if (!f.ok()) return f.status();
+        return Result::Requeue();  // backoff: the Secret in the way is not watched
       }
       if (changed || !Find(current, {"status", "connectionDetails", "lastPublishedTime"})) {
         modified["status"]["connectionDetails"]["lastPublishedTime"] =

@@ -37,8 +37,8 @@ struct ComposerOptions {
   // Where XRs' connection Secrets are written (Crossplane: its own namespace).
   std::string connection_secret_namespace = "crossplane-system";
   int workers = 4;  // per claim and composite controller
-  // Circuit breaker: more than `breaker_writes` changing writes to one XR's composed
-  // resources within `breaker_window` holds that XR for `breaker_cooldown`.
+  // Circuit breaker: more than `breaker_writes` changing writes to one composed resource
+  // within `breaker_window` hold its XR for `breaker_cooldown`.
   int breaker_writes = 30;
   std::chrono::milliseconds breaker_window{10000};
   std::chrono::milliseconds breaker_cooldown{30000};

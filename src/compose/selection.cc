@@ -153,6 +153,14 @@ core::Result<Selection> SelectComposition(const Json& spec, std::string_view api
     if (!newest || RevisionNumber(*r) > RevisionNumber(*newest)) newest = r.get();
     if (machinery::Name(*r) == pinned_name) pinned = r.get();
   }
+  if (out.update_policy == "Manual" && !pinned_name.empty() && !pinned) {
+    // Crossplane does not fall back either: a pinned revision that is gone is an error.
+    return core::NotFound("compositionRevisionRef \"" + pinned_name +
+                          "\" is not a revision of composition \"" + out.composition +
+                          "\": name an existing CompositionRevision (kubectl get "
+                          "compositionrevisions -l crossplane.io/composition-name=" +
+                          out.composition + ") or set compositionUpdatePolicy: Automatic");
+  }
   const Json* use = out.update_policy == "Manual" && pinned ? pinned : newest;
   if (use) {
     out.revision = machinery::Name(*use);

@@ -199,13 +199,25 @@ core::Cause FieldDuplicate(std::string field, const Json& value) {
   return {"FieldValueDuplicate", "Duplicate value: " + RenderValue(value), std::move(field)};
 }
 
-bool Covers(const Json& have, const Json& want) {
+bool Covers(const Json& have, const Json& want, ListCover lists) {
   if (want.is_null()) return true;
+  if (lists == ListCover::kInOrder && want.is_array() && have.is_array()) {
+    // Each wanted element, in order, covered by a distinct element of `have`: a list the
+    // server or another writer extended (defaults inside elements, an extra ownerReference)
+    // still covers what was asked; a reordered or shortened one does not.
+    size_t next = 0;
+    for (const Json& w : want) {
+      while (next < have.size() && !Covers(have[next], w, lists)) ++next;
+      if (next == have.size()) return false;
+      ++next;
+    }
+    return true;
+  }
   if (!want.is_object()) return have == want;
   if (!have.is_object()) return false;
   for (const auto& [key, value] : want.items()) {
     auto it = have.find(key);
-    if (it == have.end() || !Covers(*it, value)) return false;
+    if (it == have.end() || !Covers(*it, value, lists)) return false;
   }
   return true;
 }

@@ -73,8 +73,12 @@ std::string Annotation(const Json& object, std::string_view key);
 
 // True when every value `want` sets is in `have` (objects compared key by key, anything else
 // by equality): a written object "covers" what a controller wants even when the server or
-// another controller added fields of its own.
-bool Covers(const Json& have, const Json& want);
+// another controller added fields of its own. With ListCover::kInOrder arrays are compared
+// element by element in order and `have` may hold extra elements between them (an extra
+// ownerReference, defaults inside list items); a reordered or shortened list never covers.
+// Removals are not seen: pair it with a hash of what was last written.
+enum class ListCover { kExact, kInOrder };
+bool Covers(const Json& have, const Json& want, ListCover lists = ListCover::kExact);
 // A stable 64-bit FNV-1a hash of a JSON value's serialization, as 16 hex digits.
 std::string JsonHash(const Json& value);
 

@@ -30,6 +30,9 @@ const GroupVersionResource kProviderConfigs{"kubernetes.crossplane.io", "v1alpha
                                             "providerconfigs"};
 constexpr std::string_view kFinalizer = "finalizer.managedresource.crossplane.io";
 constexpr std::string_view kFieldManager = "klutch-provider-kubernetes";
+// Hash of the manifest last applied, on the live object: a field dropped from the manifest is
+// then noticed (the live object still "covers" the smaller manifest) and removed by the apply.
+constexpr std::string_view kManifestHashAnnotation = "kubernetes.klutch.anynines.com/manifest-hash";
 
 struct Policies {
   bool create = true, update = true, del = true;
@@ -106,24 +109,31 @@ class ObjectProvider::Impl {
   }
 
  private:
-  // The client for a ProviderConfig; nullptr with `error` set when unusable.
-  client::RestClient* ClientFor(const std::string& name, bool& local, std::string& error) {
+  // The client (and its discovery) for a ProviderConfig; empty with `error` set when
+  // unusable. Shared, so that a rotated kubeconfig's old client lives on while in use.
+  struct Target {
+    std::shared_ptr<client::RestClient> client;
+    std::shared_ptr<client::RestMapper> mapper;
+  };
+  Target ClientFor(const std::string& name, bool& local, std::string& error) {
     ObjectPtr pc = configs_->indexer().Get(name);
     if (!pc) {
       error = "ProviderConfig " + name +
               " not found: create it (credentials.source InjectedIdentity uses the manager's "
               "own cluster)";
-      return nullptr;
+      return {};
     }
     std::string source = GetString(*pc, {"spec", "credentials", "source"});
     if (source == "InjectedIdentity" || source.empty()) {
       local = true;
-      return &manager_.rest();
+      // Non-owning: the manager's client and mapper outlive every reconcile.
+      return {std::shared_ptr<client::RestClient>(std::shared_ptr<void>(), &manager_.rest()),
+              std::shared_ptr<client::RestMapper>(std::shared_ptr<void>(), &mapper_)};
     }
     if (source != "Secret") {
       error = "ProviderConfig " + name + ": credentials.source " + source +
               " is not supported here (InjectedIdentity or Secret)";
-      return nullptr;
+      return {};
     }
     std::string ns = GetString(*pc, {"spec", "credentials", "secretRef", "namespace"});
     std::string sname = GetString(*pc, {"spec", "credentials", "secretRef", "name"});
@@ -133,31 +143,37 @@ class ObjectProvider::Impl {
     if (!secret.ok()) {
       error = "ProviderConfig " + name + ": cannot read Secret " + ns + "/" + sname + ": " +
               secret.status().message();
-      return nullptr;
+      return {};
     }
     std::string encoded = GetString(*secret, {"data", key});
     auto text = core::Base64Decode(encoded);
     if (!text || text->empty()) {
       error = "ProviderConfig " + name + ": Secret " + ns + "/" + sname + " has no key " + key;
-      return nullptr;
+      return {};
     }
     core::MutexLock lock(mu_);
     auto it = remote_.find(*text);
-    if (it != remote_.end()) return it->second.get();
+    if (it != remote_.end()) return {it->second.client, it->second.mapper};
     auto parsed = client::ParseKubeconfig(*text, "Secret " + ns + "/" + sname, ".");
     core::Result<client::RestConfig> config =
         parsed.ok() ? client::ResolveKubeconfig(*parsed)
                     : core::Result<client::RestConfig>(parsed.status());
     if (!config.ok()) {
       error = "ProviderConfig " + name + ": " + config.status().message();
-      return nullptr;
+      return {};
     }
     auto rest = client::RestClient::New(*config);
     if (!rest.ok()) {
       error = "ProviderConfig " + name + ": " + rest.status().message();
-      return nullptr;
+      return {};
     }
-    return remote_.emplace(*text, std::move(*rest)).first->second.get();
+    // One client (and discovery cache) per distinct kubeconfig; a rotated one replaces the
+    // clients of its ProviderConfig's earlier kubeconfigs.
+    std::erase_if(remote_, [&](const auto& kv) { return kv.second.provider_config == name; });
+    Remote remote{.provider_config = name, .client = std::move(*rest)};
+    remote.mapper = std::make_shared<client::RestMapper>(*remote.client);
+    Remote& stored = remote_.emplace(*text, std::move(remote)).first->second;
+    return {stored.client, stored.mapper};
   }
 
   void Watch(const GroupVersionResource& gvr, const std::string& key, const std::string& object) {
@@ -222,17 +238,23 @@ class ObjectProvider::Impl {
     if (pc.empty()) pc = "default";
     bool local = false;
     std::string error;
-    client::RestClient* target = ClientFor(pc, local, error);
-    if (!target) return Fail(object, "ProviderConfig", error);
+    Target target = ClientFor(pc, local, error);
+    if (!target.client) return Fail(object, "ProviderConfig", error);
     auto slash = api_version.find('/');
     std::string group = slash == std::string::npos ? "" : api_version.substr(0, slash);
     std::string version = slash == std::string::npos ? api_version : api_version.substr(slash + 1);
-    core::Result<client::ResourceMapping> mapping = core::Internal("unset");
-    if (local) {
-      mapping = mapper_.ForKind(group, kind, version);
-    } else {
-      client::RestMapper remote(*target);
-      mapping = remote.ForKind(group, kind, version);
+    core::Result<client::ResourceMapping> mapping = target.mapper->ForKind(group, kind, version);
+    if (!mapping.ok() && core::IsNotFound(mapping.status()) && machinery::IsBeingDeleted(object) &&
+        machinery::HasFinalizer(object, kFinalizer)) {
+      // The kind is no longer served there, so no such object can exist: let the Object go
+      // instead of holding its XR's (and claim's) deletion forever.
+      Json modified = object;
+      machinery::RemoveFinalizer(modified, kFinalizer);
+      auto w = committer.Commit(object, modified);
+      if (!w.ok() && !core::IsNotFound(w.status())) return w.status();
+      events_.Event(object, reconcile::kEventTypeNormal, "ManifestKindGone",
+                    kind + "." + api_version + " is no longer served: nothing to delete");
+      return Result::Done();
     }
     if (!mapping.ok()) {
       return Fail(object, "UnknownKind",
@@ -248,7 +270,7 @@ class ObjectProvider::Impl {
       ns.clear();
       if (manifest["metadata"].is_object()) manifest["metadata"].erase("namespace");
     }
-    client::ResourceClient live_client(*target, mapping->gvr, ns);
+    client::ResourceClient live_client(*target.client, mapping->gvr, ns);
     if (local) Watch(mapping->gvr, ManifestKey(mapping->gvr, ns, name), r.name);
     Policies policies = PoliciesOf(object);
 
@@ -292,8 +314,10 @@ class ObjectProvider::Impl {
     if (!live.ok() && !core::IsNotFound(live.status())) return live.status();
     bool exists = live.ok();
     Json observed = exists ? *live : Json();
-    bool want_write =
-        exists ? policies.update && !machinery::Covers(observed, manifest) : policies.create;
+    machinery::SetAnnotation(manifest, kManifestHashAnnotation, machinery::JsonHash(manifest));
+    bool want_write = exists ? policies.update && !machinery::Covers(observed, manifest,
+                                                                     machinery::ListCover::kInOrder)
+                             : policies.create;
     if (want_write) {
       auto applied =
           live_client.Patch(name, client::PatchType::kApply, machinery::Dump(manifest),
@@ -359,7 +383,12 @@ class ObjectProvider::Impl {
   std::unique_ptr<reconcile::FuncReconciler> reconciler_;
   reconcile::Controller* controller_ = nullptr;
   core::Mutex mu_;
-  std::map<std::string, std::unique_ptr<client::RestClient>> remote_ GUARDED_BY(mu_);
+  struct Remote {
+    std::string provider_config;
+    std::shared_ptr<client::RestClient> client;
+    std::shared_ptr<client::RestMapper> mapper;
+  };
+  std::map<std::string, Remote> remote_ GUARDED_BY(mu_);  // by kubeconfig text
   std::map<std::string, std::unique_ptr<client::Informer>> watched_ GUARDED_BY(mu_);
   std::map<std::string, std::string> owners_ GUARDED_BY(mu_);  // manifest key -> Object
   bool stopped_ GUARDED_BY(mu_) = false;
