@@ -1507,5 +1507,31 @@ TEST_F(ComposeEngineBreakerTest, FightOverAFieldTripsTheBreakerAndNoEventIsLost)
       << Dump(XrOf(d, "fight", "pg"));
 }
 
+// Removing a parameter from the claim removes it all the way down: from the XR, from the
+// composed Object's manifest (desired state recomputed from the base) and from the wrapped
+// Postgresql (the Object provider notices the manifest changed although the live object still
+// "covers" the smaller one).
+TEST_F(ComposeEngineTest, RemovingAParameterRemovesItDownToTheWrappedObject) {
+  const Definition& d = Def("PostgresqlInstance");
+  Claim("PostgresqlInstance", "params", "pg",
+        Yaml("{service: a9s-postgresql13, plan: postgresql-single-small, compositionRef: {name: "
+             "a8s-postgresql}, parameters: {maxConnections: 120, logStatement: ddl}}"));
+  ASSERT_FALSE(WaitComposed(d, "params", "pg", kObjects).empty());
+  ASSERT_TRUE(Eventually([&] {
+    return At(Get(kPostgresqls, "params", "pg"), {"spec", "parameters", "maxConnections"}) == 120;
+  })) << Dump(Get(kPostgresqls, "params", "pg"));
+
+  auto removed = Rc(d.claim, "params")
+                     .Patch("pg", client::PatchType::kJsonPatch,
+                            R"([{"op":"remove","path":"/spec/parameters/maxConnections"}])");
+  ASSERT_TRUE(removed.ok()) << removed.status().ToString();
+  EXPECT_TRUE(Eventually([&] {
+    Json pg = Get(kPostgresqls, "params", "pg");
+    return At(pg, {"spec", "parameters", "logStatement"}) == "ddl" &&
+           At(pg, {"spec", "parameters", "maxConnections"}).is_null();
+  })) << Dump(Get(kPostgresqls, "params", "pg"));
+  EXPECT_TRUE(At(XrOf(d, "params", "pg"), {"spec", "parameters", "maxConnections"}).is_null());
+}
+
 }  // namespace
 }  // namespace klutch::compose
