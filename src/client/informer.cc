@@ -170,8 +170,7 @@ constexpr const char* kMetadataAccept =
 }  // namespace
 
 Informer::Informer(RestClient& rest, GroupVersionResource gvr, InformerOptions options)
-    : rest_(rest),
-      resource_(rest, gvr, options.ns),
+    : resource_(rest, gvr, options.ns),
       gvr_(std::move(gvr)),
       options_(std::move(options)),
       clock_(options_.clock ? *options_.clock : core::RealClock::Get()) {

@@ -165,7 +165,6 @@ class Informer {
   bool SleepFor(std::chrono::milliseconds d) EXCLUDES(mu_);
   bool ResyncDue() const REQUIRES(mu_);
 
-  RestClient& rest_;
   ResourceClient resource_;
   GroupVersionResource gvr_;
   InformerOptions options_;
