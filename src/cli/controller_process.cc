@@ -2,7 +2,16 @@
 
 #include <iostream>
 
+#include "client/in_cluster.h"
+
 namespace klutch::cli {
+
+core::Result<client::RestConfig> ControllerClusterConfig(const std::string& kubeconfig) {
+  if (!kubeconfig.empty()) return client::LoadKubeconfig({.paths = {kubeconfig}});
+  auto in_cluster = client::InClusterConfig();
+  if (in_cluster.ok() || !core::IsNotFound(in_cluster.status())) return in_cluster;
+  return client::LoadKubeconfig();
+}
 
 core::Status StartControllerProcess(reconcile::Manager& manager, const ServingInfo& info,
                                     std::unique_ptr<serving::Endpoints>& metrics_endpoint) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "client/kubeconfig.h"
 #include "core/status.h"
 #include "reconcile/manager.h"
 #include "serving/endpoints.h"
@@ -21,6 +22,10 @@ struct ServingInfo {
   std::string lease;                                        // "namespace/name"
   std::string identity;
 };
+
+// The cluster a controller process talks to: `kubeconfig` when given, else in-cluster config,
+// else $KUBECONFIG or ~/.kube/config (controller-runtime's order).
+core::Result<client::RestConfig> ControllerClusterConfig(const std::string& kubeconfig);
 
 // Starts `manager` (caches, then controllers or the election) and, when asked, the separate
 // metrics endpoint (kept in `metrics_endpoint`), then prints

@@ -12,7 +12,6 @@
 
 #include "cli/controller_process.h"
 #include "client/dynamic.h"
-#include "client/in_cluster.h"
 #include "client/kubeconfig.h"
 #include "core/duration.h"
 #include "core/random.h"
@@ -30,13 +29,6 @@ constexpr const char* kKonnectorVersion = "v0.1.0";
 int Fail(const std::string& message) {
   std::cerr << "klutch konnector: " << message << "\n";
   return 1;
-}
-
-core::Result<client::RestConfig> BindingClusterConfig(const KonnectorFlags& f) {
-  if (!f.kubeconfig.empty()) return client::LoadKubeconfig({.paths = {f.kubeconfig}});
-  auto in_cluster = client::InClusterConfig();
-  if (in_cluster.ok() || !core::IsNotFound(in_cluster.status())) return in_cluster;
-  return client::LoadKubeconfig();
 }
 
 std::chrono::milliseconds ToMillis(const core::GoDuration& d) {
@@ -107,7 +99,7 @@ int RunKonnector(const KonnectorFlags& f) {
     metrics = *m;
   }
 
-  auto config = BindingClusterConfig(f);
+  auto config = ControllerClusterConfig(f.kubeconfig);
   if (!config.ok()) return Fail(config.status().message());
   config->qps = f.qps;
   config->burst = f.burst;

@@ -10,7 +10,6 @@
 #include <iostream>
 
 #include "cli/controller_process.h"
-#include "client/in_cluster.h"
 #include "client/kubeconfig.h"
 #include "compose/engine.h"
 #include "core/duration.h"
@@ -28,13 +27,6 @@ constexpr const char* kManagerVersion = "v0.1.0";
 int Fail(const std::string& message) {
   std::cerr << "klutch manager: " << message << "\n";
   return 1;
-}
-
-core::Result<client::RestConfig> ClusterConfig(const ManagerFlags& f) {
-  if (!f.kubeconfig.empty()) return client::LoadKubeconfig({.paths = {f.kubeconfig}});
-  auto in_cluster = client::InClusterConfig();
-  if (in_cluster.ok() || !core::IsNotFound(in_cluster.status())) return in_cluster;
-  return client::LoadKubeconfig();
 }
 
 }  // namespace
@@ -87,7 +79,7 @@ int RunManager(const ManagerFlags& f) {
   if (!poll.ok() || poll->seconds < 1) {
     return Fail("--poll-interval: must be a Go duration of at least 1s, such as 1m");
   }
-  auto config = ClusterConfig(f);
+  auto config = ControllerClusterConfig(f.kubeconfig);
   if (!config.ok()) return Fail(config.status().message());
   config->qps = f.qps;
   config->burst = f.burst;

@@ -281,6 +281,21 @@ class XrdRuntime {
   core::Result<Result> CompositeFailed(const Json& xr, std::string_view reason,
                                        const std::string& message, bool retry,
                                        std::string_view condition_reason = "ReconcileError");
+  // Synced=False, reason ReconcilePaused (the crossplane.io/paused annotation).
+  core::Result<Result> MarkPaused(const Json& object, const reconcile::Committer& committer,
+                                  WriteTracker& writes, const std::string& key) {
+    Json modified = object;
+    reconcile::SetCondition(modified,
+                            {.type = "Synced",
+                             .status = "False",
+                             .reason = "ReconcilePaused",
+                             .message = "Reconciliation is paused via the pause annotation"},
+                            impl_.clock_);
+    auto w = committer.CommitStatus(object, modified);
+    writes.Wrote(key, object, w);
+    if (!w.ok()) return w.status();
+    return Result::Done();
+  }
   core::Result<Result> ClaimFailed(const Json& claim, std::string_view reason,
                                    const std::string& message);
   core::Status PublishConnection(const Json& owner, const std::string& ns, const std::string& name,
@@ -879,17 +894,7 @@ core::Result<Result> XrdRuntime::ReconcileComposite(const Request& r) {
   client::ResourceClient xr_client(impl_.manager_.rest(), types_.xr);
   reconcile::Committer committer(xr_client, std::string(kFieldManager));
   if (IsPaused(xr)) {
-    Json modified = xr;
-    reconcile::SetCondition(modified,
-                            {.type = "Synced",
-                             .status = "False",
-                             .reason = "ReconcilePaused",
-                             .message = "Reconciliation is paused via the pause annotation"},
-                            impl_.clock_);
-    auto w = committer.CommitStatus(xr, modified);
-    xr_writes_.Wrote(r.Key(), xr, w);
-    if (!w.ok()) return w.status();
-    return Result::Done();
+    return MarkPaused(xr, committer, xr_writes_, r.Key());
   }
   const Json* spec_ptr = Find(xr, {"spec"});
   const Json spec = spec_ptr ? *spec_ptr : Json::object();
@@ -1247,17 +1252,7 @@ core::Result<Result> XrdRuntime::ReconcileClaim(const Request& r) {
     return Result::Done();
   }
   if (IsPaused(claim)) {
-    Json modified = claim;
-    reconcile::SetCondition(modified,
-                            {.type = "Synced",
-                             .status = "False",
-                             .reason = "ReconcilePaused",
-                             .message = "Reconciliation is paused via the pause annotation"},
-                            impl_.clock_);
-    auto w = claim_committer.CommitStatus(claim, modified);
-    claim_writes_.Wrote(r.Key(), claim, w);
-    if (!w.ok()) return w.status();
-    return Result::Done();
+    return MarkPaused(claim, claim_committer, claim_writes_, r.Key());
   }
   if (xr && !bound_here(*xr)) {
     return ClaimFailed(claim, "BindCompositeResource",
