@@ -16,6 +16,9 @@ packages=(
   openssl sqlite3 curl procps tzdata
   # the OIDC provider the authentication tests log in with (issue #5)
   glewlwyd rnbyc
+  # the data services `klutch broker` runs and administers (issue #13): PostgreSQL 15 with its
+  # client library and tools (pg_dump, pg_restore, pg_basebackup, psql), Redis 7
+  postgresql-15 postgresql-client-15 libpq-dev redis-server redis-tools
 )
 
 missing=()

@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "apiserver/server.h"
+#include "cli/broker.h"
 #include "cli/commands.h"
 #include "cli/konnector.h"
 #include "cli/manager.h"
@@ -200,6 +201,13 @@ int Main(int argc, char** argv) {
       "providers");
   AddManagerFlags(manager_cmd, manager_flags);
 
+  BrokerFlags broker_flags;
+  auto* broker_cmd = app.add_subcommand(
+      "broker",
+      "Run the Open Service Broker and backup manager that serve PostgreSQL and Redis instances "
+      "on this machine");
+  AddBrokerFlags(broker_cmd, broker_flags);
+
   apiserver::ApiServerOptions up;
   up.data_dir = ".data";
   auto* up_cmd = app.add_subcommand("up", "Run the local sandbox (for now: the API server)");
@@ -214,6 +222,7 @@ int Main(int argc, char** argv) {
   }
   if (konnector_cmd->parsed()) return RunKonnector(konnector_flags);
   if (manager_cmd->parsed()) return RunManager(manager_flags);
+  if (broker_cmd->parsed()) return RunBroker(broker_flags);
   if (up_cmd->parsed()) {
     up.data_dir = (std::filesystem::absolute(up.data_dir) / "apiserver").string();
     return RunApiServer(up, true);

@@ -1,0 +1,516 @@
+// The broker over HTTP with real instances: PostgreSQL 15 and Redis 7 from Debian, psql and
+// redis-cli as the clients. Runs as root on CI, so instances run as the `postgres` account.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "broker/broker.h"
+#include "core/file.h"
+#include "core/process.h"
+#include "core/random.h"
+#include "core/strings.h"
+#include "http/client.h"
+#include "http/server.h"
+#include "machinery/json.h"
+#include "machinery/object.h"
+#include "test/support/wait.h"
+
+namespace klutch::broker {
+namespace {
+
+namespace fs = std::filesystem;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+constexpr char kPgService[] = "klutch-a9s-postgresql15";
+constexpr char kKvService[] = "klutch-a9s-keyvalue8";
+
+class BrokerHarness {
+ public:
+  explicit BrokerHarness(fs::path dir, bool stop_on_shutdown = true) : dir_(std::move(dir)) {
+    BrokerOptions options;
+    options.state_dir = dir_;
+    options.quota_interval = milliseconds(500);
+    options.stop_instances_on_shutdown = stop_on_shutdown;
+    if (::getuid() == 0) {
+      auto user = core::LookupUser("postgres");
+      EXPECT_TRUE(user.ok()) << "the postgres account (Debian's postgresql-15) is needed as root";
+      if (user.ok()) options.engine.user = *user;
+    }
+    auto b = Broker::Open(options);
+    EXPECT_TRUE(b.ok()) << b.status().message();
+    broker_ = std::move(*b);
+    auto s = http::Server::Start(http::ServerOptions{.threads = 8},
+                                 [this](http::Request& r) { return broker_->Serve(r); });
+    EXPECT_TRUE(s.ok());
+    server_ = std::move(*s);
+  }
+  ~BrokerHarness() {
+    server_->Stop();
+    broker_->Shutdown();
+  }
+
+  http::ClientResponse Call(std::string_view base, std::string_view method, std::string_view target,
+                            std::string body = {}, bool auth = true, bool version = true) {
+    http::Client client({.port = server_->port()});
+    http::Headers h;
+    if (auth) {
+      auto c = broker_->Credentials(base);
+      h.Add("Authorization", "Basic " + core::Base64Encode(c.username + ":" + c.password));
+    }
+    if (version) h.Add("X-Broker-API-Version", "2.14");
+    if (!body.empty()) h.Add("Content-Type", "application/json");
+    auto r = client.Do(method, fmt::format("/{}{}", base, target), h, std::move(body));
+    EXPECT_TRUE(r.ok()) << r.status().message();
+    return r.ok() ? *r : http::ClientResponse{};
+  }
+
+  static Json Body(const http::ClientResponse& r) {
+    auto j = machinery::ParseJson(r.body);
+    return j.ok() ? *j : Json();
+  }
+
+  // Provisions and waits for the operation; returns the final last_operation state.
+  std::string Provision(std::string_view base, const std::string& id, const std::string& service,
+                        const std::string& plan, Json parameters = Json::object()) {
+    Json body = {{"service_id", service},
+                 {"plan_id", plan},
+                 {"organization_guid", "org"},
+                 {"space_guid", "space"},
+                 {"parameters", parameters}};
+    auto r = Call(base, "PUT", "/v2/service_instances/" + id + "?accepts_incomplete=true",
+                  machinery::Dump(body));
+    EXPECT_EQ(r.status, 202) << r.body;
+    return WaitOperation(base, id, machinery::GetString(Body(r), {"operation"}));
+  }
+
+  std::string WaitOperation(std::string_view base, const std::string& id, const std::string& op) {
+    std::string state;
+    testing::Eventually(
+        [&] {
+          auto r =
+              Call(base, "GET", "/v2/service_instances/" + id + "/last_operation?operation=" + op);
+          if (r.status == 410) {
+            state = "gone";
+            return true;
+          }
+          state = machinery::GetString(Body(r), {"state"});
+          if (state == "failed") ADD_FAILURE() << r.body;
+          return state != "in progress";
+        },
+        seconds(180));
+    if (state == "in progress") {
+      // Tell why: the server logs of every node.
+      for (auto it = fs::recursive_directory_iterator(dir_); it != fs::end(it); ++it) {
+        if (it->path().extension() == ".log") {
+          auto text = core::ReadFile(it->path());
+          ADD_FAILURE() << it->path() << ":\n"
+                        << (text.ok() ? text->substr(text->size() > 3000 ? text->size() - 3000 : 0)
+                                      : "");
+        }
+      }
+    }
+    return state;
+  }
+
+  Json Bind(std::string_view base, const std::string& id, const std::string& binding,
+            const std::string& service, const std::string& plan) {
+    auto r = Call(
+        base, "PUT",
+        "/v2/service_instances/" + id + "/service_bindings/" + binding + "?accepts_incomplete=true",
+        machinery::Dump(Json{{"service_id", service}, {"plan_id", plan}}));
+    EXPECT_EQ(r.status, 201) << r.body;
+    return Body(r)["credentials"];
+  }
+
+  std::string BackupStatus(std::string_view type, const std::string& id, int64_t backup) {
+    auto r = Call(std::string(type) + "-backup-manager", "GET",
+                  fmt::format("/instances/{}/backups/{}", id, backup), {}, true, false);
+    return machinery::GetString(Body(r), {"status"});
+  }
+  std::string RestoreStatus(std::string_view type, const std::string& id, int64_t restore) {
+    auto r = Call(std::string(type) + "-backup-manager", "GET",
+                  fmt::format("/instances/{}/restores/{}", id, restore), {}, true, false);
+    return machinery::GetString(Body(r), {"status"});
+  }
+
+  Broker& broker() { return *broker_; }
+
+ private:
+  fs::path dir_;
+  std::unique_ptr<Broker> broker_;
+  std::unique_ptr<http::Server> server_;
+};
+
+// A state directory the `postgres` account can traverse.
+fs::path NewStateDir() {
+  fs::path dir = fs::path("/tmp") / ("kb-" + core::RandomSuffix(6));
+  fs::create_directories(dir);
+  fs::permissions(dir, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec);
+  return dir;
+}
+
+core::ProcessResult Psql(const std::string& uri, const std::string& sql) {
+  auto r =
+      core::RunProcess({.argv = {"psql", uri, "-v", "ON_ERROR_STOP=1", "-tAc", sql}}, seconds(30));
+  EXPECT_TRUE(r.ok());
+  return r.ok() ? *r : core::ProcessResult{};
+}
+
+std::string PsqlOk(const std::string& uri, const std::string& sql) {
+  auto r = Psql(uri, sql);
+  EXPECT_EQ(r.exit_code, 0) << sql << ": " << r.output;
+  return std::string(core::Trim(r.output));
+}
+
+std::vector<pid_t> ProcessesMentioning(const std::string& needle) {
+  std::vector<pid_t> out;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    auto pid = core::ParseInt64(e.path().filename().string());
+    if (!pid) continue;
+    std::string cmd = core::Join(core::ProcessCommandLine(static_cast<pid_t>(*pid)), " ");
+    if (cmd.find(needle) != std::string::npos) out.push_back(static_cast<pid_t>(*pid));
+  }
+  return out;
+}
+
+TEST(BrokerInstancesTest, PostgresqlLifecycle) {
+  fs::path dir = NewStateDir();
+  {
+    BrokerHarness h(dir);
+    const std::string id = core::NewUuid() + "-1764000000";
+    ASSERT_EQ(h.Provision("postgresql", id, kPgService, "klutch-postgresql-single-nano",
+                          {{"statement_timeout", 3000},
+                           {"max_connections", 60},
+                           {"log_error_verbosity", "VERBOSE"}}),
+              "succeeded");
+    auto doc =
+        BrokerHarness::Body(h.Call("postgresql", "GET", "/instances/" + id, {}, true, false));
+    EXPECT_EQ(doc["state"], "provisioned");
+    EXPECT_EQ(doc["guid_at_tenant"], id);
+    EXPECT_EQ(doc["plan_guid"], "klutch-postgresql-single-nano");
+    auto osb = BrokerHarness::Body(h.Call("postgresql", "GET", "/v2/service_instances/" + id));
+    EXPECT_EQ(osb["parameters"]["statement_timeout"], 3000);
+
+    Json c1 = h.Bind("postgresql", id, "binding-1", kPgService, "klutch-postgresql-single-nano");
+    std::set<std::string> keys;
+    for (const auto& [k, v] : c1.items()) keys.insert(k);
+    EXPECT_EQ(keys, (std::set<std::string>{"host", "hosts", "name", "password", "port", "uri",
+                                           "username"}));
+    std::string uri1 = c1["uri"].get<std::string>();
+    EXPECT_EQ(PsqlOk(uri1, "SHOW statement_timeout"), "3s");
+    EXPECT_EQ(PsqlOk(uri1, "SHOW max_connections"), "60");
+    EXPECT_EQ(PsqlOk(uri1, "SHOW shared_buffers"), "32MB");
+    PsqlOk(uri1,
+           "CREATE TABLE items (id int primary key, name text); "
+           "INSERT INTO items VALUES (1,'a'),(2,'b'),(3,'c')");
+    // The admin password never leaves the broker: no credentials are a superuser.
+    EXPECT_EQ(PsqlOk(uri1, "SELECT rolsuper FROM pg_roles WHERE rolname = current_user"), "f");
+
+    Json c2 = h.Bind("postgresql", id, "binding-2", kPgService, "klutch-postgresql-single-nano");
+    std::string uri2 = c2["uri"].get<std::string>();
+    EXPECT_EQ(PsqlOk(uri2, "SELECT count(*) FROM items"), "3");
+    // The same bind again answers 200 with the same credentials.
+    auto again = h.Call(
+        "postgresql", "PUT",
+        "/v2/service_instances/" + id + "/service_bindings/binding-2?accepts_incomplete=true",
+        machinery::Dump(
+            Json{{"service_id", kPgService}, {"plan_id", "klutch-postgresql-single-nano"}}));
+    EXPECT_EQ(again.status, 200);
+    EXPECT_EQ(BrokerHarness::Body(again)["credentials"], c2);
+
+    // Unbind binding-1: its password stops working, its table stays for binding-2.
+    auto unbind = h.Call("postgresql", "DELETE",
+                         "/v2/service_instances/" + id +
+                             "/service_bindings/binding-1?service_id=" + kPgService +
+                             "&plan_id=klutch-postgresql-single-nano&accepts_incomplete=true");
+    EXPECT_EQ(unbind.status, 200) << unbind.body;
+    EXPECT_NE(Psql(uri1, "SELECT 1").exit_code, 0);
+    EXPECT_EQ(PsqlOk(uri2, "SELECT string_agg(name, ',' ORDER BY id) FROM items"), "a,b,c");
+    EXPECT_EQ(PsqlOk(uri2, "SELECT tableowner FROM pg_tables WHERE tablename = 'items'"),
+              c2["name"].get<std::string>() + "_owner");
+    PsqlOk(uri2, "INSERT INTO items VALUES (4,'d')");
+
+    // Backup, delete rows, restore: the rows are back.
+    auto backup = h.Call("postgresql-backup-manager", "POST", "/instances/" + id + "/backups", {},
+                         true, false);
+    ASSERT_EQ(backup.status, 201) << backup.body;
+    int64_t backup_id = BrokerHarness::Body(backup)["id"].template get<int64_t>();
+    ASSERT_TRUE(
+        testing::Eventually([&] { return h.BackupStatus("postgresql", id, backup_id) == "done"; }));
+    auto backups = BrokerHarness::Body(h.Call("postgresql-backup-manager", "GET",
+                                              "/instances/" + id + "/backups", {}, true, false));
+    ASSERT_EQ(backups.size(), 1u);
+    EXPECT_GT(backups[0]["size"].template get<int64_t>(), 0);
+    PsqlOk(uri2, "DELETE FROM items WHERE id > 1");
+    EXPECT_EQ(PsqlOk(uri2, "SELECT count(*) FROM items"), "1");
+    auto restore =
+        h.Call("postgresql-backup-manager", "POST",
+               fmt::format("/instances/{}/backups/{}/restore", id, backup_id), {}, true, false);
+    ASSERT_EQ(restore.status, 202) << restore.body;
+    int64_t restore_id = BrokerHarness::Body(restore)["id"].template get<int64_t>();
+    ASSERT_TRUE(testing::Eventually([&] {
+      std::string s = h.RestoreStatus("postgresql", id, restore_id);
+      EXPECT_NE(s, "failed");
+      return s == "done";
+    }));
+    EXPECT_EQ(PsqlOk(uri2, "SELECT count(*) FROM items"), "4");
+
+    // Plan upgrade to a replica plan: two streaming standbys, data kept.
+    auto update =
+        h.Call("postgresql", "PATCH", "/v2/service_instances/" + id + "?accepts_incomplete=true",
+               machinery::Dump(Json{{"service_id", kPgService},
+                                    {"plan_id", "klutch-postgresql-replica-small"},
+                                    {"parameters", {{"statement_timeout", nullptr}}}}));
+    ASSERT_EQ(update.status, 202) << update.body;
+    EXPECT_EQ(h.WaitOperation("postgresql", id,
+                              machinery::GetString(BrokerHarness::Body(update), {"operation"})),
+              "succeeded");
+    EXPECT_EQ(PsqlOk(uri2, "SELECT count(*) FROM items"), "4");
+    EXPECT_EQ(PsqlOk(uri2, "SHOW shared_buffers"), "128MB");
+    EXPECT_EQ(PsqlOk(uri2, "SHOW statement_timeout"), "0");
+    ASSERT_TRUE(testing::Eventually([&] {
+      return PsqlOk(uri2, "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'") ==
+             "2";
+    }));
+    // A smaller plan is refused and changes nothing.
+    auto down =
+        h.Call("postgresql", "PATCH", "/v2/service_instances/" + id + "?accepts_incomplete=true",
+               machinery::Dump(Json{{"service_id", kPgService},
+                                    {"plan_id", "klutch-postgresql-single-small"}}));
+    EXPECT_EQ(down.status, 400);
+    EXPECT_NE(down.body.find("going from a replicated to a single"), std::string::npos)
+        << down.body;
+
+    // Deprovision: processes and data gone.
+    auto number =
+        BrokerHarness::Body(h.Call("postgresql", "GET", "/instances/" + id, {}, true, false))["id"]
+            .template get<int64_t>();
+    fs::path instance_dir = dir / "i" / std::to_string(number);
+    ASSERT_TRUE(fs::exists(instance_dir));
+    EXPECT_EQ(ProcessesMentioning(instance_dir.string()).size(), 3u);
+    auto del = h.Call("postgresql", "DELETE",
+                      "/v2/service_instances/" + id + "?service_id=" + kPgService +
+                          "&plan_id=x&accepts_incomplete=true");
+    ASSERT_EQ(del.status, 202) << del.body;
+    EXPECT_EQ(h.WaitOperation("postgresql", id,
+                              machinery::GetString(BrokerHarness::Body(del), {"operation"})),
+              "gone");
+    EXPECT_FALSE(fs::exists(instance_dir));
+    EXPECT_FALSE(fs::exists(dir / "backups" / std::to_string(number)));
+    EXPECT_TRUE(ProcessesMentioning(instance_dir.string()).empty());
+    EXPECT_EQ(h.Call("postgresql", "GET", "/instances/" + id, {}, true, false).status, 404);
+    EXPECT_NE(Psql(uri2, "SELECT 1").exit_code, 0);
+  }
+  fs::remove_all(dir);
+}
+
+TEST(BrokerInstancesTest, BadInputIsRefusedAndChangesNothing) {
+  fs::path dir = NewStateDir();
+  {
+    BrokerHarness h(dir);
+    std::string body = machinery::Dump(
+        Json{{"service_id", kPgService}, {"plan_id", "klutch-postgresql-single-nano"}});
+    auto path = "/v2/service_instances/i-1?accepts_incomplete=true";
+    EXPECT_EQ(h.Call("postgresql", "PUT", path, body, false).status, 401);
+    auto wrong = h.Call("postgresql", "GET", "/v2/catalog", {}, false);
+    EXPECT_EQ(wrong.status, 401);
+    auto nover = h.Call("postgresql", "PUT", path, body, true, false);
+    EXPECT_EQ(nover.status, 412);
+    EXPECT_EQ(BrokerHarness::Body(nover)["error"], "PreconditionFailed");
+    auto malformed = h.Call("postgresql", "PUT", path, "{\"service_id\":");
+    EXPECT_EQ(malformed.status, 400);
+    EXPECT_EQ(BrokerHarness::Body(malformed)["error"], "BadRequest");
+    auto unknown =
+        h.Call("postgresql", "PUT", path,
+               machinery::Dump(Json{{"service_id", "a9s-postgresql13"}, {"plan_id", "x"}}));
+    EXPECT_EQ(unknown.status, 400);
+    EXPECT_NE(
+        BrokerHarness::Body(unknown)["description"].get<std::string>().find("a9s-postgresql15"),
+        std::string::npos);
+    auto wrong_type = h.Call("keyvalue", "PUT", path, body);
+    EXPECT_EQ(wrong_type.status, 400);
+    auto badplan = h.Call("postgresql", "PUT", path,
+                          machinery::Dump(Json{{"service_id", kPgService}, {"plan_id", "nope"}}));
+    EXPECT_EQ(badplan.status, 400);
+    EXPECT_NE(badplan.body.find("postgresql-single-nano"), std::string::npos);
+    auto badparam = h.Call("postgresql", "PUT", path,
+                           machinery::Dump(Json{{"service_id", kPgService},
+                                                {"plan_id", "klutch-postgresql-single-nano"},
+                                                {"parameters", {{"archive_timeout", 5}}}}));
+    EXPECT_EQ(badparam.status, 400);
+    EXPECT_NE(badparam.body.find("archive_timeout"), std::string::npos);
+    auto sync = h.Call("postgresql", "PUT", "/v2/service_instances/i-1", body);
+    EXPECT_EQ(sync.status, 422);
+    EXPECT_EQ(BrokerHarness::Body(sync)["error"], "AsyncRequired");
+    auto bind_missing =
+        h.Call("postgresql", "PUT", "/v2/service_instances/nope/service_bindings/b", body);
+    EXPECT_EQ(bind_missing.status, 404);
+    auto gone = h.Call("postgresql", "DELETE",
+                       "/v2/service_instances/nope?service_id=s&plan_id=p&accepts_incomplete=true");
+    EXPECT_EQ(gone.status, 410);
+    // None of that created anything.
+    auto list = BrokerHarness::Body(h.Call("postgresql", "GET", "/instances", {}, true, false));
+    EXPECT_EQ(list["total_results"], 0);
+    EXPECT_TRUE(fs::is_empty(dir / "i"));
+
+    // The same ID with other attributes: 409, and the first instance is unchanged.
+    ASSERT_EQ(h.Provision("postgresql", "i-2", kPgService, "klutch-postgresql-single-nano"),
+              "succeeded");
+    auto conflict = h.Call("postgresql", "PUT", "/v2/service_instances/i-2?accepts_incomplete=true",
+                           machinery::Dump(Json{{"service_id", kPgService},
+                                                {"plan_id", "klutch-postgresql-single-small"}}));
+    EXPECT_EQ(conflict.status, 409);
+    auto same = h.Call("postgresql", "PUT", "/v2/service_instances/i-2?accepts_incomplete=true",
+                       machinery::Dump(Json{{"service_id", kPgService},
+                                            {"plan_id", "klutch-postgresql-single-nano"},
+                                            {"organization_guid", "org"},
+                                            {"space_guid", "space"},
+                                            {"parameters", Json::object()}}));
+    EXPECT_EQ(same.status, 200) << same.body;
+    auto doc = BrokerHarness::Body(h.Call("postgresql", "GET", "/instances/i-2", {}, true, false));
+    EXPECT_EQ(doc["plan_guid"], "klutch-postgresql-single-nano");
+    // Instances of one type are invisible through another type's base path.
+    EXPECT_EQ(h.Call("keyvalue", "GET", "/instances/i-2", {}, true, false).status, 404);
+    // Backup manager: restore of a missing backup, non-numeric IDs.
+    EXPECT_EQ(h.Call("postgresql-backup-manager", "POST", "/instances/i-2/backups/9/restore", {},
+                     true, false)
+                  .status,
+              404);
+    EXPECT_EQ(
+        h.Call("postgresql-backup-manager", "GET", "/instances/i-2/backups/x", {}, true, false)
+            .status,
+        400);
+    EXPECT_EQ(h.Call("postgresql-backup-manager", "GET", "/v2/healthy", {}, false, false).status,
+              401);
+    EXPECT_EQ(h.Call("postgresql-backup-manager", "GET", "/v2/healthy", {}, true, false).status,
+              200);
+    EXPECT_EQ(h.Call("postgresql", "GET", "/osb_ext/v1/healthy", {}, true, false).status, 200);
+  }
+  fs::remove_all(dir);
+}
+
+TEST(BrokerInstancesTest, KeyvalueLifecycleOverTls) {
+  fs::path dir = NewStateDir();
+  {
+    BrokerHarness h(dir);
+    const std::string id = "kv-" + core::RandomSuffix(6);
+    const std::string plan = "klutch-keyvalue-single-nano-ssl";
+    ASSERT_EQ(h.Provision("keyvalue", id, kKvService, plan, {{"maxmemory-policy", "allkeys-lru"}}),
+              "succeeded");
+    Json c = h.Bind("keyvalue", id, "b1", kKvService, plan);
+    std::set<std::string> keys;
+    for (const auto& [k, v] : c.items()) keys.insert(k);
+    EXPECT_EQ(keys,
+              (std::set<std::string>{"cacrt", "host", "hosts", "load_balanced_host", "valkey"}));
+    fs::path ca = dir / "client-ca.crt";
+    ASSERT_TRUE(core::WriteFileAtomic(ca, c["cacrt"].get<std::string>()).ok());
+    auto cli = [&](const Json& creds, std::vector<std::string> args) {
+      std::vector<std::string> argv = {"redis-cli",
+                                       "--tls",
+                                       "--cacert",
+                                       ca.string(),
+                                       "-h",
+                                       creds["host"].get<std::string>(),
+                                       "-p",
+                                       std::to_string(creds["valkey"]["port"].get<int>()),
+                                       "--user",
+                                       creds["valkey"]["username"].get<std::string>(),
+                                       "--pass",
+                                       creds["valkey"]["password"].get<std::string>(),
+                                       "--no-auth-warning"};
+      argv.insert(argv.end(), args.begin(), args.end());
+      auto r = core::RunProcess({.argv = argv}, seconds(20));
+      return r.ok() ? std::string(core::Trim(r->output)) : r.status().message();
+    };
+    EXPECT_EQ(cli(c, {"SET", "greeting", "hello"}), "OK");
+    EXPECT_EQ(cli(c, {"GET", "greeting"}), "hello");
+    EXPECT_NE(cli(c, {"CONFIG", "GET", "maxmemory"}).find("NOPERM"), std::string::npos);
+
+    auto backup =
+        h.Call("keyvalue-backup-manager", "POST", "/instances/" + id + "/backups", {}, true, false);
+    ASSERT_EQ(backup.status, 201);
+    int64_t backup_id = BrokerHarness::Body(backup)["id"].template get<int64_t>();
+    ASSERT_TRUE(
+        testing::Eventually([&] { return h.BackupStatus("keyvalue", id, backup_id) == "done"; }));
+    EXPECT_EQ(cli(c, {"DEL", "greeting"}), "1");
+    auto restore =
+        h.Call("keyvalue-backup-manager", "POST",
+               fmt::format("/instances/{}/backups/{}/restore", id, backup_id), {}, true, false);
+    ASSERT_EQ(restore.status, 202) << restore.body;
+    int64_t restore_id = BrokerHarness::Body(restore)["id"].template get<int64_t>();
+    ASSERT_TRUE(
+        testing::Eventually([&] { return h.RestoreStatus("keyvalue", id, restore_id) == "done"; }));
+    EXPECT_EQ(cli(c, {"GET", "greeting"}), "hello");
+
+    auto unbind =
+        h.Call("keyvalue", "DELETE",
+               "/v2/service_instances/" + id + "/service_bindings/b1?service_id=s&plan_id=p");
+    EXPECT_EQ(unbind.status, 200);
+    EXPECT_EQ(cli(c, {"GET", "greeting"}).find("hello"), std::string::npos);
+    auto del = h.Call("keyvalue", "DELETE",
+                      "/v2/service_instances/" + id + "?service_id=" + kKvService +
+                          "&plan_id=p&accepts_incomplete=true");
+    ASSERT_EQ(del.status, 202);
+    EXPECT_EQ(h.WaitOperation("keyvalue", id,
+                              machinery::GetString(BrokerHarness::Body(del), {"operation"})),
+              "gone");
+  }
+  fs::remove_all(dir);
+}
+
+TEST(BrokerInstancesTest, CrashedServerIsRestartedAndARestartedBrokerAdoptsItsInstances) {
+  fs::path dir = NewStateDir();
+  const std::string id = "pg-" + core::RandomSuffix(6);
+  std::string uri;
+  pid_t postmaster = 0;
+  {
+    BrokerHarness h(dir, /*stop_on_shutdown=*/false);
+    ASSERT_EQ(h.Provision("postgresql", id, kPgService, "klutch-postgresql-single-nano"),
+              "succeeded");
+    uri = h.Bind("postgresql", id, "b", kPgService, "klutch-postgresql-single-nano")["uri"]
+              .get<std::string>();
+    PsqlOk(uri, "CREATE TABLE t (x int); INSERT INTO t VALUES (42)");
+    auto pids = ProcessesMentioning((dir / "i").string());
+    ASSERT_FALSE(pids.empty());
+    postmaster = *std::min_element(pids.begin(), pids.end());
+    ASSERT_EQ(::kill(postmaster, SIGKILL), 0);
+    bool saw_failed = false;
+    ASSERT_TRUE(testing::Eventually(
+        [&] {
+          auto doc =
+              BrokerHarness::Body(h.Call("postgresql", "GET", "/instances/" + id, {}, true, false));
+          if (doc["state"] == "failed") saw_failed = true;
+          return saw_failed && doc["state"] == "provisioned";
+        },
+        seconds(60)));
+    EXPECT_EQ(PsqlOk(uri, "SELECT x FROM t"), "42");
+    auto now = ProcessesMentioning((dir / "i").string());
+    postmaster = *std::min_element(now.begin(), now.end());
+  }
+  // The broker is gone, the instance still runs; a new broker adopts it.
+  EXPECT_EQ(PsqlOk(uri, "SELECT x FROM t"), "42");
+  {
+    BrokerHarness h(dir);
+    ASSERT_TRUE(testing::Eventually([&] {
+      auto doc =
+          BrokerHarness::Body(h.Call("postgresql", "GET", "/instances/" + id, {}, true, false));
+      return doc["state"] == "provisioned";
+    }));
+    EXPECT_TRUE(core::ProcessExists(postmaster));
+    EXPECT_EQ(PsqlOk(uri, "SELECT x FROM t"), "42");
+    Json c2 = h.Bind("postgresql", id, "b2", kPgService, "klutch-postgresql-single-nano");
+    EXPECT_EQ(PsqlOk(c2["uri"].get<std::string>(), "SELECT x FROM t"), "42");
+  }
+  // That broker stopped its instances on shutdown.
+  EXPECT_TRUE(
+      testing::Eventually([&] { return ProcessesMentioning((dir / "i").string()).empty(); }));
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace klutch::broker

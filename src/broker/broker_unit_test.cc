@@ -1,0 +1,245 @@
+// The broker's pure parts: catalog and plan-change rules, OSB request checks, state records,
+// backup encryption.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "broker/catalog.h"
+#include "broker/crypto.h"
+#include "broker/osb.h"
+#include "broker/state.h"
+#include "core/file.h"
+#include "core/random.h"
+
+namespace klutch::broker {
+namespace {
+
+namespace fs = std::filesystem;
+
+const Plan& PlanNamed(const Service& s, std::string_view name) {
+  for (const auto& p : s.plans) {
+    if (p.name == name) return p;
+  }
+  ADD_FAILURE() << "no plan " << name;
+  return s.plans.front();
+}
+
+TEST(CatalogTest, OffersWhatTheXrdsAllowAndRunsHere) {
+  auto pg = ServicesOfType("postgresql");
+  ASSERT_EQ(pg.size(), 1u);
+  EXPECT_EQ(pg[0]->name, "a9s-postgresql15");
+  std::set<std::string> names;
+  for (const auto& p : pg[0]->plans) names.insert(p.name);
+  EXPECT_EQ(names.size(), 10u);
+  for (const char* n :
+       {"postgresql-single-nano", "postgresql-single-small", "postgresql-single-big",
+        "postgresql-replica-small", "postgresql-replica-big", "postgresql-single-nano-ssl",
+        "postgresql-replica-big-ssl"}) {
+    EXPECT_TRUE(names.contains(n)) << n;
+  }
+  auto kv = ServicesOfType("keyvalue");
+  ASSERT_EQ(kv.size(), 1u);
+  EXPECT_EQ(kv[0]->name, "a9s-keyvalue8");
+  EXPECT_NE(kv[0]->description.find("Redis 7"), std::string::npos);
+  for (const auto& p : kv[0]->plans) EXPECT_TRUE(p.limits.tls) << p.name;
+  EXPECT_EQ(ServicesOfType("").size(), 2u);
+  EXPECT_FALSE(KnownType("mariadb"));
+  EXPECT_TRUE(KnownType("keyvalue"));
+}
+
+TEST(CatalogTest, SizesAreRealLimits) {
+  const Service& pg = *ServicesOfType("postgresql")[0];
+  const Plan& nano = PlanNamed(pg, "postgresql-single-nano");
+  const Plan& big = PlanNamed(pg, "postgresql-replica-big");
+  EXPECT_EQ(nano.limits.nodes, 1);
+  EXPECT_EQ(big.limits.nodes, 3);
+  EXPECT_LT(nano.limits.shared_buffers_mb, big.limits.shared_buffers_mb);
+  EXPECT_LT(nano.limits.max_connections, big.limits.max_connections);
+  EXPECT_LT(nano.limits.disk_quota_bytes, big.limits.disk_quota_bytes);
+}
+
+TEST(CatalogTest, CatalogDocumentHasTheOsbShape) {
+  Json c = CatalogJson("postgresql");
+  ASSERT_TRUE(c["services"].is_array());
+  ASSERT_EQ(c["services"].size(), 1u);
+  const Json& s = c["services"][0];
+  for (const char* k : {"id", "name", "description", "bindable", "plans"})
+    EXPECT_TRUE(s.contains(k)) << k;
+  for (const auto& p : s["plans"]) {
+    for (const char* k : {"id", "name", "description"}) EXPECT_TRUE(p.contains(k)) << k;
+  }
+  EXPECT_EQ(CatalogJson("")["services"].size(), 2u);
+}
+
+TEST(CatalogTest, PlanChangeRules) {
+  const Service& pg = *ServicesOfType("postgresql")[0];
+  auto check = [&](const char* from, const char* to) {
+    return CheckPlanChange(pg, PlanNamed(pg, from), PlanNamed(pg, to));
+  };
+  EXPECT_TRUE(check("postgresql-single-nano", "postgresql-single-small").ok());
+  EXPECT_TRUE(check("postgresql-single-big", "postgresql-replica-big").ok());
+  EXPECT_TRUE(check("postgresql-single-nano", "postgresql-replica-small").ok());
+  auto down = check("postgresql-single-big", "postgresql-single-small");
+  EXPECT_NE(down.message().find("Transition from bigger to smaller plan size is not supported."),
+            std::string::npos);
+  EXPECT_FALSE(check("postgresql-replica-big", "postgresql-single-big").ok());
+  EXPECT_FALSE(check("postgresql-single-nano", "postgresql-single-nano-ssl").ok());
+  const Service& kv = *ServicesOfType("keyvalue")[0];
+  EXPECT_TRUE(CheckPlanChange(kv, PlanNamed(kv, "keyvalue-single-nano-ssl"),
+                              PlanNamed(kv, "keyvalue-single-medium-ssl"))
+                  .ok());
+  EXPECT_FALSE(CheckPlanChange(kv, PlanNamed(kv, "keyvalue-single-small-ssl"),
+                               PlanNamed(kv, "keyvalue-replica-small-ssl"))
+                   .ok());
+}
+
+TEST(OsbTest, ApiVersion) {
+  EXPECT_FALSE(CheckApiVersion("2.14"));
+  EXPECT_FALSE(CheckApiVersion("2.11"));
+  EXPECT_FALSE(CheckApiVersion("2.17"));
+  for (const char* bad : {"", "2.10", "3.0", "2", "x.y", "2.18", "2.14.1"}) {
+    auto e = CheckApiVersion(bad);
+    ASSERT_TRUE(e) << bad;
+    EXPECT_EQ(e->status, 412) << bad;
+    EXPECT_FALSE(e->description.empty());
+  }
+}
+
+TEST(OsbTest, Ids) {
+  EXPECT_FALSE(CheckId("instance_id", "0b0c3ad5-1b9c-4d5b-9c2e-1f2f3f4f5f6f-1764000000"));
+  EXPECT_TRUE(CheckId("instance_id", ""));
+  EXPECT_TRUE(CheckId("instance_id", "a/b"));
+  EXPECT_TRUE(CheckId("instance_id", std::string(256, 'a')));
+}
+
+TEST(OsbTest, AsyncRequired) {
+  EXPECT_FALSE(RequireAsync("true"));
+  auto e = RequireAsync(std::nullopt);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->status, 422);
+  EXPECT_EQ(e->error, "AsyncRequired");
+  EXPECT_TRUE(RequireAsync("false"));
+}
+
+TEST(OsbTest, ProvisionBodies) {
+  ProvisionRequest p;
+  EXPECT_FALSE(ParseProvision(
+      R"({"service_id":"s","plan_id":"p","organization_guid":"o","space_guid":"x",
+          "parameters":{"max_connections":100},"context":{"platform":"kubernetes"}})",
+      &p));
+  EXPECT_EQ(p.service_id, "s");
+  EXPECT_EQ(p.parameters["max_connections"], 100);
+  struct Case {
+    const char* body;
+    const char* mentions;
+  };
+  for (const Case& c :
+       std::vector<Case>{{"", "empty"},
+                         {"{", "not valid JSON"},
+                         {"[]", "JSON object"},
+                         {R"({"plan_id":"p"})", "service_id is required"},
+                         {R"({"service_id":"s"})", "plan_id is required"},
+                         {R"({"service_id":1,"plan_id":"p"})", "service_id must be a string"},
+                         {R"({"service_id":"","plan_id":"p"})", "must not be empty"},
+                         {R"({"service_id":"s","plan_id":"p","parameters":[1]})",
+                          "parameters must be a JSON object"}}) {
+    ProvisionRequest out;
+    auto e = ParseProvision(c.body, &out);
+    ASSERT_TRUE(e) << c.body;
+    EXPECT_EQ(e->status, 400);
+    EXPECT_NE(e->description.find(c.mentions), std::string::npos)
+        << c.body << ": " << e->description;
+    Json body = ErrorBody(*e);
+    EXPECT_EQ(body["error"], "BadRequest");
+  }
+}
+
+TEST(OsbTest, UpdateAndBindBodies) {
+  UpdateRequest u;
+  EXPECT_FALSE(ParseUpdate(R"({"service_id":"s","parameters":{"a":null}})", &u));
+  EXPECT_FALSE(u.plan_id.has_value());
+  ASSERT_TRUE(u.parameters.has_value());
+  EXPECT_TRUE((*u.parameters)["a"].is_null());
+  EXPECT_TRUE(ParseUpdate(R"({"plan_id":"p"})", &u));
+  EXPECT_TRUE(ParseUpdate(R"({"service_id":"s","previous_values":3})", &u));
+  BindRequest b;
+  EXPECT_FALSE(
+      ParseBind(R"({"service_id":"s","plan_id":"p","bind_resource":{"app_guid":"x"}})", &b));
+  EXPECT_TRUE(ParseBind(R"({"service_id":"s"})", &b));
+  EXPECT_TRUE(ParseBind(R"({"service_id":"s","plan_id":"p","bind_resource":"x"})", &b));
+}
+
+TEST(StateTest, RecordRoundTripsThroughDisk) {
+  fs::path dir = fs::temp_directory_path() / ("klutch-broker-state-" + core::RandomSuffix(8));
+  StateDir state(dir);
+  ASSERT_TRUE(state.Init().ok());
+  InstanceRecord r;
+  r.id = "abc-1";
+  r.number = 7;
+  r.service_id = "svc";
+  r.plan_id = "plan";
+  r.parameters = {{"max_connections", 120}};
+  r.state = kStateProvisioned;
+  r.ports = {5000, 5001, 5002};
+  r.admin_password = "secret";
+  r.bindings["b1"] = BindingRecord{.id = "b1",
+                                   .username = "u",
+                                   .password = "p",
+                                   .created_at = "t",
+                                   .credentials = {{"port", 5000}}};
+  r.backups.push_back(
+      BackupRecord{.id = 2, .status = "done", .size = 99, .file = "2.enc", .key = "k"});
+  r.restores.push_back(RestoreRecord{.id = 1, .backup_id = 2, .status = "running"});
+  r.next_backup_id = 3;
+  ASSERT_TRUE(state.Save(r).ok());
+  EXPECT_EQ(
+      fs::status(state.InstanceDir(7) / "instance.json").permissions() & fs::perms::others_read,
+      fs::perms::none);
+  std::vector<std::string> errors;
+  auto all = state.LoadAll(&errors);
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_TRUE(errors.empty());
+  EXPECT_EQ(ToJson(all[0]), ToJson(r));
+  // A broken file is reported, not fatal.
+  fs::create_directories(state.InstanceDir(8));
+  std::ofstream(state.InstanceDir(8) / "instance.json") << "{not json";
+  errors.clear();
+  EXPECT_EQ(state.LoadAll(&errors).size(), 1u);
+  EXPECT_EQ(errors.size(), 1u);
+  ASSERT_TRUE(state.Remove(7).ok());
+  EXPECT_FALSE(fs::exists(state.InstanceDir(7)));
+  fs::remove_all(dir);
+}
+
+TEST(CryptoTest, RoundTripTamperAndWrongKey) {
+  fs::path dir = fs::temp_directory_path() / ("klutch-broker-crypto-" + core::RandomSuffix(8));
+  fs::create_directories(dir);
+  std::string data = core::RandomBytes(3 * 1024 * 1024 + 17);
+  ASSERT_TRUE(core::WriteFileAtomic(dir / "plain", data).ok());
+  std::string key = NewBackupKey();
+  ASSERT_EQ(key.size(), 64u);
+  ASSERT_TRUE(EncryptFile(dir / "plain", dir / "enc", key).ok());
+  auto enc = core::ReadFile(dir / "enc");
+  ASSERT_TRUE(enc.ok());
+  EXPECT_EQ(enc->size(), data.size() + 6 + 12 + 16);
+  EXPECT_EQ(enc->find(data.substr(0, 64)), std::string::npos);
+  ASSERT_TRUE(DecryptFile(dir / "enc", dir / "out", key).ok());
+  EXPECT_EQ(*core::ReadFile(dir / "out"), data);
+
+  auto wrong = DecryptFile(dir / "enc", dir / "out2", NewBackupKey());
+  EXPECT_TRUE(core::IsInvalid(wrong));
+  EXPECT_FALSE(fs::exists(dir / "out2"));
+
+  std::string tampered = *enc;
+  tampered[tampered.size() / 2] ^= 1;
+  ASSERT_TRUE(core::WriteFileAtomic(dir / "tampered", tampered).ok());
+  EXPECT_TRUE(core::IsInvalid(DecryptFile(dir / "tampered", dir / "out3", key)));
+  ASSERT_TRUE(core::WriteFileAtomic(dir / "short", "KLBK1\n").ok());
+  EXPECT_TRUE(core::IsInvalid(DecryptFile(dir / "short", dir / "out4", key)));
+  EXPECT_TRUE(core::IsInvalid(EncryptFile(dir / "plain", dir / "x", "nothex")));
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace klutch::broker

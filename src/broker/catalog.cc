@@ -1,0 +1,185 @@
+#include "broker/catalog.h"
+
+#include <fmt/format.h>
+
+namespace klutch::broker {
+namespace {
+
+struct SizeRow {
+  const char* name;
+  int rank;
+  int shared_buffers_mb;
+  int max_connections;
+  int64_t quota_gib;
+  int maxmemory_mb;
+  int maxclients;
+};
+
+constexpr SizeRow kSizes[] = {
+    {"nano", 0, 32, 50, 1, 64, 100},
+    {"small", 1, 128, 100, 5, 256, 500},
+    {"medium", 2, 256, 150, 10, 512, 1000},
+    {"big", 3, 512, 200, 20, 1024, 2000},
+};
+
+const SizeRow& Size(std::string_view name) {
+  for (const auto& row : kSizes) {
+    if (name == row.name) return row;
+  }
+  return kSizes[0];
+}
+
+Plan MakePlan(Engine engine, std::string prefix, std::string_view topology, std::string_view size,
+              bool tls) {
+  const SizeRow& row = Size(size);
+  Plan plan;
+  plan.name = fmt::format("{}-{}-{}{}", prefix, topology, size, tls ? "-ssl" : "");
+  plan.id = "klutch-" + plan.name;
+  plan.limits.size = std::string(size);
+  plan.limits.size_rank = row.rank;
+  plan.limits.nodes = topology == "single" ? 1 : 3;
+  plan.limits.tls = tls;
+  plan.limits.disk_quota_bytes = row.quota_gib << 30;
+  if (engine == Engine::kPostgresql) {
+    plan.limits.shared_buffers_mb = row.shared_buffers_mb;
+    plan.limits.max_connections = row.max_connections;
+    plan.description =
+        fmt::format("PostgreSQL 15, {}; shared_buffers {} MB, max_connections {}, {} GiB disk{}",
+                    plan.limits.nodes == 1 ? "one server" : "a primary with two streaming standbys",
+                    row.shared_buffers_mb, row.max_connections, row.quota_gib, tls ? ", TLS" : "");
+  } else {
+    plan.limits.maxmemory_mb = row.maxmemory_mb;
+    plan.limits.max_connections = row.maxclients;
+    plan.description =
+        fmt::format("Redis 7, {}; maxmemory {} MB, maxclients {}, {} GiB disk{}",
+                    plan.limits.nodes == 1 ? "one server" : "a primary with two replicas",
+                    row.maxmemory_mb, row.maxclients, row.quota_gib, tls ? ", TLS" : "");
+  }
+  return plan;
+}
+
+std::vector<Service> BuildServices() {
+  Service pg;
+  pg.id = "klutch-a9s-postgresql15";
+  pg.name = "a9s-postgresql15";
+  pg.type = "postgresql";
+  pg.engine = Engine::kPostgresql;
+  pg.description = "PostgreSQL 15 (Debian's postgresql-15) run by klutch broker as local processes";
+  for (bool tls : {false, true}) {
+    for (auto [topology, size] : {std::pair{"single", "nano"},
+                                  {"single", "small"},
+                                  {"single", "big"},
+                                  {"replica", "small"},
+                                  {"replica", "big"}}) {
+      pg.plans.push_back(MakePlan(Engine::kPostgresql, "postgresql", topology, size, tls));
+    }
+  }
+
+  Service kv;
+  kv.id = "klutch-a9s-keyvalue8";
+  kv.name = "a9s-keyvalue8";
+  kv.type = "keyvalue";
+  kv.engine = Engine::kRedis;
+  kv.description =
+      "Key-value store served by Redis 7 (Debian's redis-server), not Valkey 8: the same "
+      "protocol and commands; credentials use the a9s KeyValue keys (valkey.*)";
+  for (auto [topology, size] : {std::pair{"single", "nano"},
+                                {"single", "small"},
+                                {"single", "medium"},
+                                {"single", "big"},
+                                {"replica", "small"},
+                                {"replica", "medium"},
+                                {"replica", "big"}}) {
+    kv.plans.push_back(MakePlan(Engine::kRedis, "keyvalue", topology, size, true));
+  }
+  return {pg, kv};
+}
+
+}  // namespace
+
+const std::vector<Service>& Services() {
+  static const std::vector<Service> services = BuildServices();
+  return services;
+}
+
+std::vector<const Service*> ServicesOfType(std::string_view type) {
+  std::vector<const Service*> out;
+  for (const auto& s : Services()) {
+    if (type.empty() || s.type == type) out.push_back(&s);
+  }
+  return out;
+}
+
+const Service* FindService(std::string_view id) {
+  for (const auto& s : Services()) {
+    if (s.id == id) return &s;
+  }
+  return nullptr;
+}
+
+const Plan* FindPlan(const Service& service, std::string_view id) {
+  for (const auto& p : service.plans) {
+    if (p.id == id) return &p;
+  }
+  return nullptr;
+}
+
+bool KnownType(std::string_view type) { return !ServicesOfType(type).empty() && !type.empty(); }
+
+Json CatalogJson(std::string_view type) {
+  Json services = Json::array();
+  for (const Service* s : ServicesOfType(type)) {
+    Json plans = Json::array();
+    for (const auto& p : s->plans) {
+      plans.push_back({{"id", p.id},
+                       {"name", p.name},
+                       {"description", p.description},
+                       {"free", true},
+                       {"bindable", true},
+                       {"plan_updateable", true},
+                       {"metadata",
+                        {{"nodes", p.limits.nodes},
+                         {"size", p.limits.size},
+                         {"tls", p.limits.tls},
+                         {"disk_quota_bytes", p.limits.disk_quota_bytes}}}});
+    }
+    services.push_back({{"id", s->id},
+                        {"name", s->name},
+                        {"description", s->description},
+                        {"bindable", true},
+                        {"instances_retrievable", true},
+                        {"bindings_retrievable", true},
+                        {"plan_updateable", true},
+                        {"tags", Json::array({s->type})},
+                        {"metadata", {{"displayName", s->name}}},
+                        {"plans", plans}});
+  }
+  return {{"services", services}};
+}
+
+core::Status CheckPlanChange(const Service& service, const Plan& from, const Plan& to) {
+  if (from.id == to.id) return core::Status::Ok();
+  if (to.limits.size_rank < from.limits.size_rank) {
+    return core::Invalid(
+        fmt::format("plan {} -> {}: Transition from bigger to smaller plan size is not supported.",
+                    from.name, to.name));
+  }
+  if (to.limits.tls != from.limits.tls) {
+    return core::Invalid(fmt::format(
+        "plan {} -> {}: switching TLS on or off is not supported; create a new instance", from.name,
+        to.name));
+  }
+  if (to.limits.nodes < from.limits.nodes) {
+    return core::Invalid(
+        fmt::format("plan {} -> {}: going from a replicated to a single instance is not supported",
+                    from.name, to.name));
+  }
+  if (service.engine == Engine::kRedis && to.limits.nodes != from.limits.nodes) {
+    return core::Invalid(
+        fmt::format("plan {} -> {}: a KeyValue instance keeps its topology (single or replica)",
+                    from.name, to.name));
+  }
+  return core::Status::Ok();
+}
+
+}  // namespace klutch::broker

@@ -1,0 +1,65 @@
+// The services and plans `klutch broker` offers: what really runs here (PostgreSQL 15 and
+// Redis 7 from Debian), under the service and plan names Klutch's XRDs allow, each plan's size
+// mapped to real server limits. Pure data plus the plan-change rules; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+#include "machinery/json.h"
+
+namespace klutch::broker {
+
+using machinery::Json;
+
+enum class Engine { kPostgresql, kRedis };
+
+// What a plan's size and topology mean for the processes of an instance.
+struct PlanLimits {
+  std::string size;  // nano, small, medium, big
+  int size_rank = 0;
+  int nodes = 1;              // 1 (single) or 3 (replica: a primary and two standbys)
+  bool tls = false;           // -ssl plans
+  int shared_buffers_mb = 0;  // PostgreSQL
+  int max_connections = 0;    // PostgreSQL max_connections / Redis maxclients
+  int64_t disk_quota_bytes = 0;
+  int maxmemory_mb = 0;  // Redis
+};
+
+struct Plan {
+  std::string id;
+  std::string name;
+  std::string description;
+  PlanLimits limits;
+};
+
+struct Service {
+  std::string id;
+  std::string name;  // a9s-postgresql15, a9s-keyvalue8
+  std::string type;  // the data-service type of Klutch's ProviderConfig names: postgresql, keyvalue
+  std::string description;
+  Engine engine = Engine::kPostgresql;
+  std::vector<Plan> plans;
+};
+
+// Every service this broker runs.
+const std::vector<Service>& Services();
+// The services of one type ("postgresql", "keyvalue"); "" = all of them.
+std::vector<const Service*> ServicesOfType(std::string_view type);
+const Service* FindService(std::string_view id);
+const Plan* FindPlan(const Service& service, std::string_view id);
+// Whether `type` names a service type this broker runs.
+bool KnownType(std::string_view type);
+
+// The OSB catalog document (GET /v2/catalog) for the services of `type` ("" = all).
+Json CatalogJson(std::string_view type);
+
+// The rules of a plan update (data-services §3.3, as the broker enforces them): sizes never
+// shrink; PostgreSQL may go from single to replica, never back; KeyValue keeps its topology;
+// the TLS flag never changes. kInvalid with the reason otherwise.
+core::Status CheckPlanChange(const Service& service, const Plan& from, const Plan& to);
+
+}  // namespace klutch::broker

@@ -1,0 +1,107 @@
+// The data-service engines behind the broker: how an instance of PostgreSQL or Redis is
+// created, changed, bound, backed up and restored on this machine. Engines run blocking
+// commands (initdb, pg_basebackup, pg_dump, SQL and RESP administration) and are called from
+// the broker's operation workers, one operation per instance at a time.
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "broker/catalog.h"
+#include "broker/state.h"
+#include "core/process.h"
+#include "core/status.h"
+
+namespace klutch::broker {
+
+// How to run (or recognise, after a broker restart) one server process of an instance.
+struct NodeSpec {
+  core::ProcessSpec process;
+  // A file whose first line is the PID of a running server (postmaster.pid, redis.pid): a
+  // process found there whose command line contains `match` is adopted instead of started.
+  std::filesystem::path pid_file;
+  std::string match;
+  int stop_signal = 15;  // SIGTERM; PostgreSQL: SIGINT (fast shutdown)
+  // A quick probe (well under a second) that the server answers.
+  std::function<bool()> ready;
+};
+
+// Starts and stops supervised node processes (implemented by the Supervisor).
+class NodeRunner {
+ public:
+  virtual ~NodeRunner() = default;
+  // Starts (or adopts) node `node` of `instance` and keeps it running; returns once the
+  // process exists, not when it is ready.
+  virtual core::Status Start(const std::string& instance, int node, NodeSpec spec) = 0;
+  // Stops the node and stops watching it. True when it ended within the grace period.
+  virtual bool Stop(const std::string& instance, int node) = 0;
+};
+
+// Shared settings of the engines.
+struct EngineContext {
+  StateDir state{""};
+  std::optional<core::UserIds> user;  // instances run as this account (required as root)
+  std::filesystem::path postgres_bin = "/usr/lib/postgresql/15/bin";
+  std::filesystem::path redis_server = "/usr/bin/redis-server";
+  std::string host = "127.0.0.1";  // where instances listen (loopback only)
+  std::string ca_pem;              // the broker CA, for -ssl plans
+  std::string ca_key_pem;
+  std::chrono::milliseconds ready_timeout{60000};
+};
+
+class DataService {
+ public:
+  virtual ~DataService() = default;
+
+  // The process of node `index` with the plan's limits and the instance's parameters.
+  virtual NodeSpec Node(const InstanceRecord& instance, const Plan& plan, int index) const = 0;
+  // Checks broker parameters before anything changes: kInvalid naming the parameter.
+  virtual core::Status ValidateParameters(const Json& parameters) const = 0;
+  // Builds the instance from what exists (idempotent: a half-made node is made again) and
+  // starts every node.
+  virtual core::Status Provision(InstanceRecord& instance, const Plan& plan,
+                                 NodeRunner& runner) = 0;
+  // Applies a new plan and/or parameters to a running instance (adds standbys, restarts
+  // with new limits, reloads settings).
+  virtual core::Status Update(InstanceRecord& instance, const Plan& from, const Plan& to,
+                              NodeRunner& runner) = 0;
+  // Starts every node of an existing instance (after a broker restart).
+  virtual core::Status Start(const InstanceRecord& instance, const Plan& plan,
+                             NodeRunner& runner) = 0;
+  // Creates the binding's account and returns the credentials object of the bind response.
+  virtual core::Result<Json> Bind(const InstanceRecord& instance, const Plan& plan,
+                                  const BindingRecord& binding) = 0;
+  // Drops the binding's account and ends its sessions; a missing account is fine.
+  virtual core::Status Unbind(const InstanceRecord& instance, const BindingRecord& binding) = 0;
+  // Writes a full backup of the instance's data to `out` (plain, unencrypted).
+  virtual core::Status Backup(const InstanceRecord& instance, const std::filesystem::path& out) = 0;
+  // Replaces the instance's data with the backup in `in`.
+  virtual core::Status Restore(const InstanceRecord& instance, const Plan& plan,
+                               const std::filesystem::path& in, NodeRunner& runner) = 0;
+  // Marks the instance read-only when its data passed the plan's disk quota (and writable
+  // again below it). Returns a message for the instance when over quota, "" otherwise.
+  virtual std::string EnforceQuota(const InstanceRecord& instance, const Plan& plan) = 0;
+};
+
+std::unique_ptr<DataService> NewPostgresService(const EngineContext& context);
+std::unique_ptr<DataService> NewRedisService(const EngineContext& context);
+
+// Helpers shared by the engines.
+// A free loopback TCP port (bound and released; the caller keeps it in the record).
+core::Result<int> FreePort(const std::string& host);
+// A random password of URL- and shell-safe characters.
+std::string RandomPassword(size_t length = 24);
+// Chowns `path` (recursively) to the engine user, when there is one.
+core::Status ChownTo(const std::filesystem::path& path, const std::optional<core::UserIds>& user);
+// Total bytes of the regular files under `path`.
+int64_t DirectorySize(const std::filesystem::path& path);
+// Writes the instance's TLS server certificate and key (issued by the broker CA for the
+// loopback address) into `dir` as server.crt / server.key / ca.crt, once.
+core::Status EnsureServerCertificate(const EngineContext& context,
+                                     const std::filesystem::path& dir);
+
+}  // namespace klutch::broker

@@ -1,0 +1,102 @@
+// Helpers shared by the PostgreSQL and Redis engines (engine.h).
+#include <arpa/inet.h>
+#include <fmt/format.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <system_error>
+
+#include "broker/engine.h"
+#include "core/file.h"
+#include "core/random.h"
+#include "http/certs.h"
+
+namespace klutch::broker {
+
+namespace fs = std::filesystem;
+
+core::Result<int> FreePort(const std::string& host) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return core::Internal(fmt::format("socket: {}", std::strerror(errno)));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = 0;
+  if (::inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
+    ::close(fd);
+    return core::Invalid(fmt::format("not an IPv4 address: {}", host));
+  }
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    int err = errno;
+    ::close(fd);
+    return core::Internal(fmt::format("bind {}:0: {}", host, std::strerror(err)));
+  }
+  socklen_t len = sizeof(addr);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);
+  return static_cast<int>(ntohs(addr.sin_port));
+}
+
+std::string RandomPassword(size_t length) {
+  static constexpr char kAlphabet[] = "abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789";
+  std::string bytes = core::RandomBytes(length);
+  std::string out;
+  for (unsigned char c : bytes) out += kAlphabet[c % (sizeof(kAlphabet) - 1)];
+  return out;
+}
+
+core::Status ChownTo(const fs::path& path, const std::optional<core::UserIds>& user) {
+  if (!user) return core::Status::Ok();
+  auto chown_one = [&](const fs::path& p) -> core::Status {
+    if (::lchown(p.c_str(), user->uid, user->gid) != 0) {
+      return core::Internal(fmt::format("chown {}: {}", p.string(), std::strerror(errno)));
+    }
+    return core::Status::Ok();
+  };
+  KLUTCH_RETURN_IF_ERROR(chown_one(path));
+  std::error_code ec;
+  if (!fs::is_directory(path, ec)) return core::Status::Ok();
+  for (auto it = fs::recursive_directory_iterator(path, ec); !ec && it != fs::end(it);
+       it.increment(ec)) {
+    KLUTCH_RETURN_IF_ERROR(chown_one(it->path()));
+  }
+  return core::Status::Ok();
+}
+
+int64_t DirectorySize(const fs::path& path) {
+  int64_t total = 0;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(path, ec); !ec && it != fs::end(it);
+       it.increment(ec)) {
+    std::error_code size_ec;
+    if (it->is_regular_file(size_ec)) {
+      auto size = it->file_size(size_ec);
+      if (!size_ec) total += static_cast<int64_t>(size);
+    }
+  }
+  return total;
+}
+
+core::Status EnsureServerCertificate(const EngineContext& context, const fs::path& dir) {
+  if (fs::exists(dir / "server.crt") && fs::exists(dir / "server.key")) {
+    return core::Status::Ok();
+  }
+  if (context.ca_pem.empty()) return core::Internal("the broker has no CA for TLS plans");
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return core::Internal(fmt::format("create {}: {}", dir.string(), ec.message()));
+  KLUTCH_ASSIGN_OR_RETURN(
+      http::Pem pem, http::IssueCertificate(http::Pem{context.ca_pem, context.ca_key_pem},
+                                            http::CertificateRequest{.common_name = context.host,
+                                                                     .dns_names = {"localhost"},
+                                                                     .ip_addresses = {context.host},
+                                                                     .server = true}));
+  KLUTCH_RETURN_IF_ERROR(core::WriteFileAtomic(dir / "ca.crt", context.ca_pem));
+  KLUTCH_RETURN_IF_ERROR(core::WriteFileAtomic(dir / "server.crt", pem.certificate));
+  KLUTCH_RETURN_IF_ERROR(core::WriteFileAtomic(dir / "server.key", pem.private_key));
+  return ChownTo(dir, context.user);
+}
+
+}  // namespace klutch::broker

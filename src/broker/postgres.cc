@@ -1,0 +1,793 @@
+// The PostgreSQL engine: an instance is a primary (node 0) and, on replica plans, two
+// streaming standbys, each a `postgres` server process of Debian's PostgreSQL 15 with its own
+// data directory and loopback port, run as the engine user. Administration goes over
+// loopback TCP as the instance's superuser `klutch_admin`, whose password stays in the
+// broker's state.
+//
+// Data ownership: the instance's database and everything in it belong to the NOLOGIN role
+// `<db>_owner`; a binding is a LOGIN role that is a member of it and whose sessions start
+// with `SET ROLE <db>_owner`, so tables created through one binding belong to the instance
+// and outlive the binding.
+#include <fmt/format.h>
+#include <libpq-fe.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <set>
+#include <system_error>
+#include <thread>
+
+#include "broker/engine.h"
+#include "core/file.h"
+#include "core/log.h"
+#include "core/random.h"
+#include "core/strings.h"
+#include "machinery/gofmt.h"
+#include "machinery/object.h"
+
+namespace klutch::broker {
+namespace {
+
+namespace fs = std::filesystem;
+using std::chrono::milliseconds;
+
+constexpr char kAdmin[] = "klutch_admin";
+constexpr char kReplicator[] = "replicator";
+constexpr char kInitializedMarker[] = ".klutch-initialized";
+
+// --- libpq -------------------------------------------------------------------------------
+
+struct ConnDeleter {
+  void operator()(PGconn* c) const { PQfinish(c); }
+};
+struct ResultDeleter {
+  void operator()(PGresult* r) const { PQclear(r); }
+};
+
+class PgConnection {
+ public:
+  static core::Result<PgConnection> Open(const std::string& host, int port,
+                                         const std::string& password, const std::string& db,
+                                         bool tls) {
+    std::string conninfo = fmt::format(
+        "host={} port={} user={} dbname={} connect_timeout=5 sslmode={} "
+        "application_name=klutch-broker",
+        host, port, kAdmin, db, tls ? "require" : "disable");
+    // The password goes through the parameter-keyword API, never through a logged string.
+    const char* keys[] = {"dbname", "password", nullptr};
+    const char* values[] = {conninfo.c_str(), password.c_str(), nullptr};
+    std::unique_ptr<PGconn, ConnDeleter> conn(PQconnectdbParams(keys, values, 1));
+    if (conn == nullptr || PQstatus(conn.get()) != CONNECTION_OK) {
+      return core::Unavailable(fmt::format("connect to PostgreSQL at {}:{}: {}", host, port,
+                                           conn
+                                               ? std::string(core::Trim(PQerrorMessage(conn.get())))
+                                               : std::string("out of memory")));
+    }
+    return PgConnection(std::move(conn));
+  }
+
+  core::Status Exec(const std::string& sql) {
+    std::unique_ptr<PGresult, ResultDeleter> res(PQexec(conn_.get(), sql.c_str()));
+    auto status = PQresultStatus(res.get());
+    if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
+      return core::Internal(
+          fmt::format("PostgreSQL: {}", std::string(core::Trim(PQerrorMessage(conn_.get())))));
+    }
+    return core::Status::Ok();
+  }
+
+  core::Result<std::vector<std::vector<std::string>>> Query(const std::string& sql) {
+    std::unique_ptr<PGresult, ResultDeleter> res(PQexec(conn_.get(), sql.c_str()));
+    if (PQresultStatus(res.get()) != PGRES_TUPLES_OK) {
+      return core::Internal(
+          fmt::format("PostgreSQL: {}", std::string(core::Trim(PQerrorMessage(conn_.get())))));
+    }
+    std::vector<std::vector<std::string>> rows;
+    for (int r = 0; r < PQntuples(res.get()); ++r) {
+      std::vector<std::string> row;
+      for (int c = 0; c < PQnfields(res.get()); ++c) row.emplace_back(PQgetvalue(res.get(), r, c));
+      rows.push_back(std::move(row));
+    }
+    return rows;
+  }
+
+  std::string Ident(std::string_view s) {
+    std::unique_ptr<char, decltype(&PQfreemem)> q(
+        PQescapeIdentifier(conn_.get(), s.data(), s.size()), &PQfreemem);
+    return q ? std::string(q.get()) : std::string();
+  }
+  std::string Literal(std::string_view s) {
+    std::unique_ptr<char, decltype(&PQfreemem)> q(PQescapeLiteral(conn_.get(), s.data(), s.size()),
+                                                  &PQfreemem);
+    return q ? std::string(q.get()) : std::string();
+  }
+
+ private:
+  explicit PgConnection(std::unique_ptr<PGconn, ConnDeleter> conn) : conn_(std::move(conn)) {}
+  std::unique_ptr<PGconn, ConnDeleter> conn_;
+};
+
+// --- parameters --------------------------------------------------------------------------
+
+enum class ParamKind { kInt, kBoolOnOff, kEnum, kString, kStringList };
+
+struct ParamRule {
+  const char* broker_key;
+  const char* setting;  // postgresql.conf name ("" = not a server setting)
+  ParamKind kind;
+  int64_t min = 0;
+  int64_t max = 0;
+  std::vector<std::string> values;  // kEnum (case-insensitive) / kStringList
+  bool restart = false;             // the setting only changes with a server restart
+};
+
+const std::vector<ParamRule>& Rules() {
+  static const std::vector<std::string> kLevels = {"DEBUG5", "DEBUG4", "DEBUG3", "DEBUG2",
+                                                   "DEBUG1", "INFO",   "NOTICE", "WARNING",
+                                                   "ERROR",  "LOG",    "FATAL",  "PANIC"};
+  static const std::vector<ParamRule> rules = {
+      {"max_connections", "max_connections", ParamKind::kInt, 10, 10000, {}, true},
+      {"effective_cache_size", "effective_cache_size", ParamKind::kInt, 1, INT32_MAX, {}},
+      {"work_mem", "work_mem", ParamKind::kInt, 64, INT32_MAX, {}},
+      {"maintenance_work_mem", "maintenance_work_mem", ParamKind::kInt, 1024, INT32_MAX, {}},
+      {"temp_file_limit", "temp_file_limit", ParamKind::kInt, -1, INT32_MAX, {}},
+      {"track_io_timing", "track_io_timing", ParamKind::kBoolOnOff, 0, 0, {}},
+      {"archive_timeout", "archive_timeout", ParamKind::kInt, 10, 1073741823, {}},
+      {"statement_timeout", "statement_timeout", ParamKind::kInt, 0, INT32_MAX, {}},
+      {"idle_in_transaction_session_timeout",
+       "idle_in_transaction_session_timeout",
+       ParamKind::kInt,
+       0,
+       INT32_MAX,
+       {}},
+      {"wal_level_logical", "wal_level", ParamKind::kBoolOnOff, 0, 0, {}, true},
+      {"wal_writer_delay", "wal_writer_delay", ParamKind::kInt, 1, 10000, {}},
+      {"max_replication_slots", "max_replication_slots", ParamKind::kInt, 0, 1000, {}, true},
+      {"max_wal_senders", "max_wal_senders", ParamKind::kInt, 4, 1000, {}, true},
+      {"synchronous_commit",
+       "synchronous_commit",
+       ParamKind::kEnum,
+       0,
+       0,
+       {"on", "off", "local", "remote_write", "remote_apply"}},
+      {"client_min_messages",
+       "client_min_messages",
+       ParamKind::kEnum,
+       0,
+       0,
+       {"DEBUG5", "DEBUG4", "DEBUG3", "DEBUG2", "DEBUG1", "LOG", "NOTICE", "WARNING", "ERROR"}},
+      {"pg_log_min_messages", "log_min_messages", ParamKind::kEnum, 0, 0, kLevels},
+      {"pg_log_min_error_statement", "log_min_error_statement", ParamKind::kEnum, 0, 0, kLevels},
+      {"log_statement", "log_statement", ParamKind::kEnum, 0, 0, {"none", "ddl", "mod", "all"}},
+      {"log_error_verbosity",
+       "log_error_verbosity",
+       ParamKind::kEnum,
+       0,
+       0,
+       {"TERSE", "DEFAULT", "VERBOSE"}},
+      {"data_checksums", "", ParamKind::kEnum, 0, 0, {"enabled", "disabled"}},
+      {"role_privileges",
+       "",
+       ParamKind::kStringList,
+       0,
+       0,
+       {"CREATEDB", "CREATEROLE", "REPLICATION"}},
+  };
+  return rules;
+}
+
+const ParamRule* FindRule(std::string_view key) {
+  for (const auto& r : Rules()) {
+    if (key == r.broker_key) return &r;
+  }
+  return nullptr;
+}
+
+bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) ==
+                  std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
+std::optional<int64_t> AsInt(const Json& v) {
+  if (const auto* i = v.get_ptr<const int64_t*>()) return *i;
+  if (const auto* u = v.get_ptr<const uint64_t*>()) {
+    if (*u <= static_cast<uint64_t>(INT64_MAX)) return static_cast<int64_t>(*u);
+  }
+  if (const auto* s = v.get_ptr<const std::string*>()) {
+    return core::ParseInt64(*s);
+  }
+  return std::nullopt;
+}
+
+std::optional<bool> AsBool(const Json& v) {
+  if (const auto* b = v.get_ptr<const bool*>()) return *b;
+  if (const auto* s = v.get_ptr<const std::string*>()) {
+    if (EqualsIgnoreCase(*s, "on") || EqualsIgnoreCase(*s, "true")) return true;
+    if (EqualsIgnoreCase(*s, "off") || EqualsIgnoreCase(*s, "false")) return false;
+  }
+  return std::nullopt;
+}
+
+core::Status CheckParameter(const std::string& key, const Json& value) {
+  const ParamRule* rule = FindRule(key);
+  if (rule == nullptr) {
+    std::vector<std::string> known;
+    for (const auto& r : Rules()) known.emplace_back(r.broker_key);
+    return core::Invalid(fmt::format("unknown parameter {:?}; PostgreSQL instances accept {}", key,
+                                     core::Join(known, ", ")));
+  }
+  if (value.is_null()) return core::Status::Ok();  // reset to the default
+  switch (rule->kind) {
+    case ParamKind::kInt: {
+      auto v = AsInt(value);
+      if (!v || *v < rule->min || *v > rule->max) {
+        return core::Invalid(fmt::format("parameter {}: {} is not an integer from {} to {}", key,
+                                         machinery::GoSprint(value), rule->min, rule->max));
+      }
+      return core::Status::Ok();
+    }
+    case ParamKind::kBoolOnOff:
+      if (!AsBool(value)) {
+        return core::Invalid(fmt::format("parameter {}: {} is not on/off (or true/false)", key,
+                                         machinery::GoSprint(value)));
+      }
+      return core::Status::Ok();
+    case ParamKind::kEnum: {
+      const auto* s = value.get_ptr<const std::string*>();
+      if (s != nullptr) {
+        for (const auto& allowed : rule->values) {
+          if (EqualsIgnoreCase(*s, allowed)) return core::Status::Ok();
+        }
+      }
+      return core::Invalid(fmt::format("parameter {}: {} is not one of {}", key,
+                                       machinery::GoSprint(value), core::Join(rule->values, ", ")));
+    }
+    case ParamKind::kStringList: {
+      bool ok = value.is_array();
+      if (ok) {
+        for (const auto& item : value) {
+          const auto* s = item.get_ptr<const std::string*>();
+          ok = ok && s != nullptr &&
+               std::any_of(rule->values.begin(), rule->values.end(),
+                           [&](const std::string& a) { return EqualsIgnoreCase(*s, a); });
+        }
+      }
+      if (!ok) {
+        return core::Invalid(
+            fmt::format("parameter {}: must be a list of {}", key, core::Join(rule->values, ", ")));
+      }
+      return core::Status::Ok();
+    }
+    case ParamKind::kString:
+      return core::Status::Ok();
+  }
+  return core::Status::Ok();
+}
+
+std::string ConfString(std::string_view s) {
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'')
+      out += "''";
+    else if (c == '\\')
+      out += "\\\\";
+    else
+      out += c;
+  }
+  return out + "'";
+}
+
+// The settings of `klutch.conf` for one node, in a fixed order; restart-only ones are
+// collected in `restart_settings` so that a change can be told from a reload.
+std::string RenderConfig(const EngineContext& ctx, const InstanceRecord& in, const Plan& plan,
+                         int node, std::string* restart_settings) {
+  fs::path node_dir = ctx.state.InstanceDir(in.number) / fmt::format("n{}", node);
+  std::map<std::string, std::string> settings;
+  std::set<std::string> restart = {"shared_buffers",
+                                   "max_connections",
+                                   "wal_level",
+                                   "max_wal_senders",
+                                   "max_replication_slots",
+                                   "port",
+                                   "ssl"};
+  settings["listen_addresses"] = ConfString(ctx.host);
+  settings["port"] = std::to_string(in.ports[static_cast<size_t>(node)]);
+  settings["unix_socket_directories"] = "''";
+  settings["shared_buffers"] = ConfString(fmt::format("{}MB", plan.limits.shared_buffers_mb));
+  settings["max_connections"] = std::to_string(plan.limits.max_connections);
+  settings["wal_level"] = "replica";
+  settings["max_wal_senders"] = "10";
+  settings["wal_keep_size"] = ConfString("256MB");
+  settings["hot_standby"] = "on";
+  settings["logging_collector"] = "off";
+  settings["dynamic_shared_memory_type"] = "posix";
+  if (plan.limits.tls) {
+    settings["ssl"] = "on";
+    settings["ssl_cert_file"] = ConfString((node_dir / "tls" / "server.crt").string());
+    settings["ssl_key_file"] = ConfString((node_dir / "tls" / "server.key").string());
+    settings["ssl_ca_file"] = ConfString((node_dir / "tls" / "ca.crt").string());
+  } else {
+    settings["ssl"] = "off";
+  }
+  for (const auto& [key, value] : in.parameters.items()) {
+    const ParamRule* rule = FindRule(key);
+    if (rule == nullptr || std::string_view(rule->setting).empty() || value.is_null()) continue;
+    std::string rendered;
+    if (key == "wal_level_logical") {
+      rendered = AsBool(value).value_or(false) ? "logical" : "replica";
+    } else if (rule->kind == ParamKind::kInt) {
+      rendered = std::to_string(AsInt(value).value_or(0));
+    } else if (rule->kind == ParamKind::kBoolOnOff) {
+      rendered = AsBool(value).value_or(false) ? "on" : "off";
+    } else if (const auto* s = value.get_ptr<const std::string*>()) {
+      rendered = ConfString(*s);
+    } else {
+      continue;
+    }
+    settings[rule->setting] = rendered;
+  }
+  if (node > 0) {
+    settings["primary_conninfo"] = ConfString(
+        fmt::format("host={} port={} user={} password={} application_name=node{} sslmode={}",
+                    ctx.host, in.ports[0], kReplicator, in.replication_password, node,
+                    plan.limits.tls ? "require" : "disable"));
+  }
+  std::string out = "# Written by klutch broker; changes here are replaced.\n";
+  for (const auto& [k, v] : settings) {
+    out += fmt::format("{} = {}\n", k, v);
+    if (restart_settings != nullptr && restart.contains(k)) {
+      *restart_settings += fmt::format("{} = {}\n", k, v);
+    }
+  }
+  return out;
+}
+
+std::string RenderHba(const InstanceRecord& in, const Plan& plan) {
+  return fmt::format(
+      "# Written by klutch broker.\n"
+      "host    all          {}  127.0.0.1/32  scram-sha-256\n"
+      "host    replication  {}    127.0.0.1/32  scram-sha-256\n"
+      "{}  {}  all  127.0.0.1/32  scram-sha-256\n",
+      kAdmin, kReplicator, plan.limits.tls ? "hostssl" : "host   ", in.database);
+}
+
+std::string OwnerRole(const InstanceRecord& in) { return in.database + "_owner"; }
+
+class PostgresService final : public DataService {
+ public:
+  explicit PostgresService(EngineContext ctx) : ctx_(std::move(ctx)) {}
+
+  fs::path NodeDir(const InstanceRecord& in, int node) const {
+    return ctx_.state.InstanceDir(in.number) / fmt::format("n{}", node);
+  }
+  fs::path DataDir(const InstanceRecord& in, int node) const { return NodeDir(in, node) / "data"; }
+
+  NodeSpec Node(const InstanceRecord& in, const Plan& plan, int index) const override {
+    NodeSpec spec;
+    spec.process.argv = {(ctx_.postgres_bin / "postgres").string(), "-D",
+                         DataDir(in, index).string()};
+    spec.process.user = ctx_.user;
+    spec.process.output_file = NodeDir(in, index) / "postgres.log";
+    spec.pid_file = DataDir(in, index) / "postmaster.pid";
+    spec.match = DataDir(in, index).string();
+    spec.stop_signal = SIGINT;
+    std::string host = ctx_.host;
+    int port = in.ports[static_cast<size_t>(index)];
+    bool tls = plan.limits.tls;
+    spec.ready = [host, port, tls] {
+      std::string conninfo =
+          fmt::format("host={} port={} dbname=postgres connect_timeout=1 sslmode={}", host, port,
+                      tls ? "prefer" : "disable");
+      return PQping(conninfo.c_str()) == PQPING_OK;
+    };
+    return spec;
+  }
+
+  core::Status ValidateParameters(const Json& parameters) const override {
+    if (!parameters.is_object()) return core::Invalid("parameters must be a JSON object");
+    for (const auto& [key, value] : parameters.items()) {
+      KLUTCH_RETURN_IF_ERROR(CheckParameter(key, value));
+    }
+    return core::Status::Ok();
+  }
+
+  core::Status Provision(InstanceRecord& in, const Plan& plan, NodeRunner& runner) override {
+    KLUTCH_RETURN_IF_ERROR(InitPrimary(in, plan));
+    KLUTCH_RETURN_IF_ERROR(StartNode(in, plan, 0, runner));
+    KLUTCH_RETURN_IF_ERROR(SetUpAccounts(in));
+    for (int node = 1; node < plan.limits.nodes; ++node) {
+      KLUTCH_RETURN_IF_ERROR(InitStandby(in, plan, node));
+      KLUTCH_RETURN_IF_ERROR(StartNode(in, plan, node, runner));
+    }
+    return core::Status::Ok();
+  }
+
+  core::Status Start(const InstanceRecord& in, const Plan& plan, NodeRunner& runner) override {
+    for (int node = 0; node < plan.limits.nodes && node < static_cast<int>(in.ports.size());
+         ++node) {
+      if (!fs::exists(DataDir(in, node) / kInitializedMarker)) continue;
+      KLUTCH_RETURN_IF_ERROR(StartNode(in, plan, node, runner));
+    }
+    return core::Status::Ok();
+  }
+
+  core::Status Update(InstanceRecord& in, const Plan& from, const Plan& to,
+                      NodeRunner& runner) override {
+    // Standbys must allow at least as many connections as the primary: when limits grow,
+    // restart the standbys first; when they shrink, the primary first.
+    int old_nodes = std::min<int>(from.limits.nodes, static_cast<int>(in.ports.size()));
+    std::vector<int> order;
+    for (int node = 0; node < old_nodes; ++node) order.push_back(node);
+    if (to.limits.max_connections >= from.limits.max_connections)
+      std::reverse(order.begin(), order.end());
+    for (int node : order) {
+      std::string restart_before;
+      std::string restart_after;
+      auto old_conf = core::ReadFile(DataDir(in, node) / "klutch.restart");
+      if (old_conf.ok()) restart_before = *old_conf;
+      KLUTCH_RETURN_IF_ERROR(WriteConfig(in, to, node, &restart_after));
+      if (restart_before != restart_after) {
+        runner.Stop(in.id, node);
+        KLUTCH_RETURN_IF_ERROR(StartNode(in, to, node, runner));
+      } else {
+        KLUTCH_ASSIGN_OR_RETURN(auto conn, Connect(in, node, "postgres", to.limits.tls));
+        KLUTCH_RETURN_IF_ERROR(conn.Exec("SELECT pg_reload_conf()"));
+      }
+    }
+    for (int node = old_nodes; node < to.limits.nodes; ++node) {
+      KLUTCH_RETURN_IF_ERROR(InitStandby(in, to, node));
+      KLUTCH_RETURN_IF_ERROR(StartNode(in, to, node, runner));
+    }
+    return core::Status::Ok();
+  }
+
+  core::Result<Json> Bind(const InstanceRecord& in, const Plan& plan,
+                          const BindingRecord& binding) override {
+    KLUTCH_ASSIGN_OR_RETURN(auto conn, Connect(in, 0, "postgres", plan.limits.tls));
+    std::string privileges;
+    if (const Json* list = machinery::Find(in.parameters, {"role_privileges"});
+        list != nullptr && list->is_array()) {
+      for (const auto& p : *list) {
+        if (const auto* s = p.get_ptr<const std::string*>()) {
+          for (const auto& allowed : {"CREATEDB", "CREATEROLE", "REPLICATION"}) {
+            if (EqualsIgnoreCase(*s, allowed)) privileges += std::string(" ") + allowed;
+          }
+        }
+      }
+    }
+    std::string role = conn.Ident(binding.username);
+    std::string owner = conn.Ident(OwnerRole(in));
+    KLUTCH_ASSIGN_OR_RETURN(auto rows,
+                            conn.Query(fmt::format("SELECT 1 FROM pg_roles WHERE rolname = {}",
+                                                   conn.Literal(binding.username))));
+    if (rows.empty()) {
+      KLUTCH_RETURN_IF_ERROR(
+          conn.Exec(fmt::format("CREATE ROLE {} LOGIN PASSWORD {} IN ROLE {}{}", role,
+                                conn.Literal(binding.password), owner, privileges)));
+    } else {
+      KLUTCH_RETURN_IF_ERROR(conn.Exec(
+          fmt::format("ALTER ROLE {} LOGIN PASSWORD {}", role, conn.Literal(binding.password))));
+    }
+    KLUTCH_RETURN_IF_ERROR(
+        conn.Exec(fmt::format("ALTER ROLE {} SET role = {}", role, conn.Literal(OwnerRole(in)))));
+    int port = in.ports[0];
+    Json credentials = {{"host", ctx_.host},
+                        {"hosts", Json::array({ctx_.host})},
+                        {"name", in.database},
+                        {"password", binding.password},
+                        {"port", port},
+                        {"uri", fmt::format("postgres://{}:{}@{}:{}/{}{}", binding.username,
+                                            binding.password, ctx_.host, port, in.database,
+                                            plan.limits.tls ? "?sslmode=require" : "")},
+                        {"username", binding.username}};
+    if (plan.limits.tls) credentials["cacrt"] = ctx_.ca_pem;
+    return credentials;
+  }
+
+  core::Status Unbind(const InstanceRecord& in, const BindingRecord& binding) override {
+    const Plan* plan = PlanOf(in);
+    bool use_tls = plan != nullptr && plan->limits.tls;
+    KLUTCH_ASSIGN_OR_RETURN(auto conn, Connect(in, 0, "postgres", use_tls));
+    KLUTCH_ASSIGN_OR_RETURN(auto rows,
+                            conn.Query(fmt::format("SELECT 1 FROM pg_roles WHERE rolname = {}",
+                                                   conn.Literal(binding.username))));
+    if (rows.empty()) return core::Status::Ok();
+    std::string role = conn.Ident(binding.username);
+    // No new sessions, then end the open ones: the old password stops working at once.
+    KLUTCH_RETURN_IF_ERROR(conn.Exec(fmt::format("ALTER ROLE {} NOLOGIN", role)));
+    KLUTCH_RETURN_IF_ERROR(conn.Exec(
+        fmt::format("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = {}",
+                    conn.Literal(binding.username))));
+    {
+      KLUTCH_ASSIGN_OR_RETURN(auto db, Connect(in, 0, in.database, use_tls));
+      KLUTCH_RETURN_IF_ERROR(
+          db.Exec(fmt::format("REASSIGN OWNED BY {} TO {}", role, db.Ident(OwnerRole(in)))));
+      KLUTCH_RETURN_IF_ERROR(db.Exec(fmt::format("DROP OWNED BY {}", role)));
+    }
+    return conn.Exec(fmt::format("DROP ROLE IF EXISTS {}", role));
+  }
+
+  core::Status Backup(const InstanceRecord& in, const fs::path& out) override {
+    const Plan* plan = PlanOf(in);
+    core::ProcessSpec spec;
+    spec.argv = {(ctx_.postgres_bin / "pg_dump").string(),
+                 "--format=custom",
+                 "--no-sync",
+                 "--host",
+                 ctx_.host,
+                 "--port",
+                 std::to_string(in.ports[0]),
+                 "--username",
+                 kAdmin,
+                 "--dbname",
+                 in.database,
+                 "--file",
+                 out.string()};
+    spec.env = {
+        "PGPASSWORD=" + in.admin_password,
+        std::string("PGSSLMODE=") + (plan != nullptr && plan->limits.tls ? "require" : "disable"),
+        "PGCONNECT_TIMEOUT=10"};
+    KLUTCH_ASSIGN_OR_RETURN(auto result, core::RunProcess(spec, std::chrono::hours(6)));
+    if (result.exit_code != 0) {
+      return core::Internal(fmt::format("pg_dump failed (exit {}): {}", result.exit_code,
+                                        std::string(core::Trim(result.output))));
+    }
+    return core::Status::Ok();
+  }
+
+  core::Status Restore(const InstanceRecord& in, const Plan& plan, const fs::path& file,
+                       NodeRunner& /*runner*/) override {
+    core::ProcessSpec spec;
+    spec.argv = {(ctx_.postgres_bin / "pg_restore").string(),
+                 "--clean",
+                 "--if-exists",
+                 "--single-transaction",
+                 "--exit-on-error",
+                 "--host",
+                 ctx_.host,
+                 "--port",
+                 std::to_string(in.ports[0]),
+                 "--username",
+                 kAdmin,
+                 "--dbname",
+                 in.database,
+                 file.string()};
+    spec.env = {"PGPASSWORD=" + in.admin_password,
+                std::string("PGSSLMODE=") + (plan.limits.tls ? "require" : "disable"),
+                "PGCONNECT_TIMEOUT=10"};
+    KLUTCH_ASSIGN_OR_RETURN(auto result, core::RunProcess(spec, std::chrono::hours(6)));
+    if (result.exit_code != 0) {
+      return core::Internal(fmt::format("pg_restore failed (exit {}): {}", result.exit_code,
+                                        std::string(core::Trim(result.output))));
+    }
+    return core::Status::Ok();
+  }
+
+  std::string EnforceQuota(const InstanceRecord& in, const Plan& plan) override {
+    int64_t used = DirectorySize(DataDir(in, 0));
+    bool over = used > plan.limits.disk_quota_bytes;
+    fs::path marker = NodeDir(in, 0) / "over-quota";
+    bool marked = fs::exists(marker);
+    if (over != marked) {
+      auto conn = Connect(in, 0, "postgres", plan.limits.tls);
+      if (conn.ok()) {
+        auto status =
+            conn->Exec(fmt::format("ALTER DATABASE {} SET default_transaction_read_only = {}",
+                                   conn->Ident(in.database), over ? "on" : "off"));
+        if (status.ok()) {
+          if (over) {
+            (void)core::WriteFileAtomic(marker, std::to_string(used));
+          } else {
+            std::error_code ec;
+            fs::remove(marker, ec);
+          }
+        }
+      }
+    }
+    if (!over) return "";
+    return fmt::format(
+        "disk quota exceeded: {} MiB used of {} MiB; new sessions are read-only "
+        "(default_transaction_read_only) until data is deleted or the plan is upgraded",
+        used >> 20, plan.limits.disk_quota_bytes >> 20);
+  }
+
+ private:
+  const Plan* PlanOf(const InstanceRecord& in) const {
+    const Service* s = FindService(in.service_id);
+    return s != nullptr ? FindPlan(*s, in.plan_id) : nullptr;
+  }
+
+  core::Result<PgConnection> Connect(const InstanceRecord& in, int node, const std::string& db,
+                                     bool tls) const {
+    return PgConnection::Open(ctx_.host, in.ports[static_cast<size_t>(node)], in.admin_password, db,
+                              tls);
+  }
+
+  core::Status WriteConfig(const InstanceRecord& in, const Plan& plan, int node,
+                           std::string* restart_settings) {
+    fs::path data = DataDir(in, node);
+    std::string restart;
+    KLUTCH_RETURN_IF_ERROR(
+        core::WriteFileAtomic(data / "klutch.conf", RenderConfig(ctx_, in, plan, node, &restart)));
+    KLUTCH_RETURN_IF_ERROR(core::WriteFileAtomic(data / "klutch.restart", restart));
+    KLUTCH_RETURN_IF_ERROR(core::WriteFileAtomic(data / "pg_hba.conf", RenderHba(in, plan)));
+    if (plan.limits.tls)
+      KLUTCH_RETURN_IF_ERROR(EnsureServerCertificate(ctx_, NodeDir(in, node) / "tls"));
+    if (restart_settings != nullptr) *restart_settings = restart;
+    KLUTCH_RETURN_IF_ERROR(ChownTo(data / "klutch.conf", ctx_.user));
+    KLUTCH_RETURN_IF_ERROR(ChownTo(data / "klutch.restart", ctx_.user));
+    return ChownTo(data / "pg_hba.conf", ctx_.user);
+  }
+
+  core::Status PrepareNodeDir(const InstanceRecord& in, int node) {
+    fs::path dir = NodeDir(in, node);
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) return core::Internal(fmt::format("create {}: {}", dir.string(), ec.message()));
+    fs::remove_all(DataDir(in, node), ec);
+    // The instance directory must be traversable by the engine user.
+    fs::permissions(ctx_.state.InstanceDir(in.number),
+                    fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec, ec);
+    return ChownTo(dir, ctx_.user);
+  }
+
+  core::Status AppendInclude(const InstanceRecord& in, int node) {
+    fs::path conf = DataDir(in, node) / "postgresql.conf";
+    KLUTCH_ASSIGN_OR_RETURN(std::string text, core::ReadFile(conf));
+    if (text.find("include_if_exists = 'klutch.conf'") == std::string::npos) {
+      text += "\ninclude_if_exists = 'klutch.conf'\n";
+      KLUTCH_RETURN_IF_ERROR(
+          core::WriteFileAtomic(conf, text, fs::perms::owner_read | fs::perms::owner_write));
+      KLUTCH_RETURN_IF_ERROR(ChownTo(conf, ctx_.user));
+    }
+    return core::Status::Ok();
+  }
+
+  core::Status InitPrimary(const InstanceRecord& in, const Plan& plan) {
+    if (fs::exists(DataDir(in, 0) / kInitializedMarker)) return WriteConfig(in, plan, 0, nullptr);
+    KLUTCH_RETURN_IF_ERROR(PrepareNodeDir(in, 0));
+    fs::path pwfile = NodeDir(in, 0) / "pwfile";
+    KLUTCH_RETURN_IF_ERROR(core::WriteFileAtomic(pwfile, in.admin_password + "\n"));
+    KLUTCH_RETURN_IF_ERROR(ChownTo(pwfile, ctx_.user));
+    core::ProcessSpec spec;
+    spec.argv = {(ctx_.postgres_bin / "initdb").string(),
+                 "--pgdata",
+                 DataDir(in, 0).string(),
+                 "--username",
+                 kAdmin,
+                 "--pwfile",
+                 pwfile.string(),
+                 "--auth",
+                 "scram-sha-256",
+                 "--encoding",
+                 "UTF8",
+                 "--locale",
+                 "C.UTF-8",
+                 "--no-sync"};
+    if (machinery::GetString(in.parameters, {"data_checksums"}) == "enabled") {
+      spec.argv.push_back("--data-checksums");
+    }
+    spec.user = ctx_.user;
+    spec.cwd = NodeDir(in, 0);
+    auto result = core::RunProcess(spec, std::chrono::minutes(5));
+    std::error_code ec;
+    fs::remove(pwfile, ec);
+    if (!result.ok()) return result.status();
+    if (result->exit_code != 0) {
+      return core::Internal(fmt::format("initdb failed (exit {}): {}", result->exit_code,
+                                        std::string(core::Trim(result->output))));
+    }
+    KLUTCH_RETURN_IF_ERROR(AppendInclude(in, 0));
+    KLUTCH_RETURN_IF_ERROR(WriteConfig(in, plan, 0, nullptr));
+    KLUTCH_RETURN_IF_ERROR(core::WriteFileAtomic(DataDir(in, 0) / kInitializedMarker, "primary\n"));
+    return ChownTo(DataDir(in, 0) / kInitializedMarker, ctx_.user);
+  }
+
+  core::Status InitStandby(const InstanceRecord& in, const Plan& plan, int node) {
+    if (fs::exists(DataDir(in, node) / kInitializedMarker)) {
+      return WriteConfig(in, plan, node, nullptr);
+    }
+    KLUTCH_RETURN_IF_ERROR(PrepareNodeDir(in, node));
+    core::ProcessSpec spec;
+    spec.argv = {(ctx_.postgres_bin / "pg_basebackup").string(),
+                 "--pgdata",
+                 DataDir(in, node).string(),
+                 "--host",
+                 ctx_.host,
+                 "--port",
+                 std::to_string(in.ports[0]),
+                 "--username",
+                 kReplicator,
+                 "--wal-method=stream",
+                 "--checkpoint=fast",
+                 "--no-sync"};
+    spec.env = {"PGPASSWORD=" + in.replication_password,
+                std::string("PGSSLMODE=") + (plan.limits.tls ? "require" : "disable")};
+    spec.user = ctx_.user;
+    spec.cwd = NodeDir(in, node);
+    KLUTCH_ASSIGN_OR_RETURN(auto result, core::RunProcess(spec, std::chrono::minutes(30)));
+    if (result.exit_code != 0) {
+      return core::Internal(fmt::format("pg_basebackup for standby {} failed (exit {}): {}", node,
+                                        result.exit_code, std::string(core::Trim(result.output))));
+    }
+    std::error_code ec;
+    fs::remove(DataDir(in, node) / kInitializedMarker, ec);
+    fs::remove(DataDir(in, node) / "postmaster.pid", ec);
+    KLUTCH_RETURN_IF_ERROR(core::WriteFileAtomic(DataDir(in, node) / "standby.signal", ""));
+    KLUTCH_RETURN_IF_ERROR(AppendInclude(in, node));
+    KLUTCH_RETURN_IF_ERROR(WriteConfig(in, plan, node, nullptr));
+    KLUTCH_RETURN_IF_ERROR(
+        core::WriteFileAtomic(DataDir(in, node) / kInitializedMarker, "standby\n"));
+    return ChownTo(DataDir(in, node), ctx_.user);
+  }
+
+  core::Status StartNode(const InstanceRecord& in, const Plan& plan, int node, NodeRunner& runner) {
+    NodeSpec spec = Node(in, plan, node);
+    auto ready = spec.ready;
+    KLUTCH_RETURN_IF_ERROR(runner.Start(in.id, node, std::move(spec)));
+    auto deadline = std::chrono::steady_clock::now() + ctx_.ready_timeout;
+    while (!ready()) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        auto log = core::ReadFile(NodeDir(in, node) / "postgres.log");
+        std::string tail = log.ok() ? log->substr(log->size() > 600 ? log->size() - 600 : 0) : "";
+        return core::Unavailable(fmt::format("PostgreSQL node {} did not start: {}", node,
+                                             std::string(core::Trim(tail))));
+      }
+      std::this_thread::sleep_for(milliseconds(20));
+    }
+    return core::Status::Ok();
+  }
+
+  core::Status SetUpAccounts(const InstanceRecord& in) {
+    const Plan* plan = PlanOf(in);
+    bool tls = plan != nullptr && plan->limits.tls;
+    KLUTCH_ASSIGN_OR_RETURN(auto conn, Connect(in, 0, "postgres", tls));
+    std::string owner = OwnerRole(in);
+    KLUTCH_ASSIGN_OR_RETURN(
+        auto roles, conn.Query(fmt::format("SELECT rolname FROM pg_roles WHERE rolname IN ({}, {})",
+                                           conn.Literal(kReplicator), conn.Literal(owner))));
+    std::set<std::string> have;
+    for (const auto& row : roles) have.insert(row[0]);
+    if (!have.contains(kReplicator)) {
+      KLUTCH_RETURN_IF_ERROR(
+          conn.Exec(fmt::format("CREATE ROLE {} REPLICATION LOGIN", kReplicator)));
+    }
+    KLUTCH_RETURN_IF_ERROR(conn.Exec(fmt::format("ALTER ROLE {} PASSWORD {}", kReplicator,
+                                                 conn.Literal(in.replication_password))));
+    if (!have.contains(owner)) {
+      KLUTCH_RETURN_IF_ERROR(conn.Exec(fmt::format("CREATE ROLE {} NOLOGIN", conn.Ident(owner))));
+    }
+    KLUTCH_ASSIGN_OR_RETURN(auto dbs,
+                            conn.Query(fmt::format("SELECT 1 FROM pg_database WHERE datname = {}",
+                                                   conn.Literal(in.database))));
+    if (dbs.empty()) {
+      KLUTCH_RETURN_IF_ERROR(conn.Exec(
+          fmt::format("CREATE DATABASE {} OWNER {}", conn.Ident(in.database), conn.Ident(owner))));
+    }
+    KLUTCH_RETURN_IF_ERROR(
+        conn.Exec(fmt::format("REVOKE ALL ON DATABASE {} FROM PUBLIC", conn.Ident(in.database))));
+    KLUTCH_RETURN_IF_ERROR(conn.Exec(fmt::format("GRANT CONNECT, TEMPORARY ON DATABASE {} TO {}",
+                                                 conn.Ident(in.database), conn.Ident(owner))));
+    // Bindings may watch their own server (pg_stat_replication, pg_stat_activity in full).
+    KLUTCH_RETURN_IF_ERROR(conn.Exec(fmt::format("GRANT pg_monitor TO {}", conn.Ident(owner))));
+    KLUTCH_ASSIGN_OR_RETURN(auto db, Connect(in, 0, in.database, tls));
+    KLUTCH_RETURN_IF_ERROR(
+        db.Exec(fmt::format("ALTER SCHEMA public OWNER TO {}", db.Ident(owner))));
+    return db.Exec("REVOKE ALL ON SCHEMA public FROM PUBLIC");
+  }
+
+  EngineContext ctx_;
+};
+
+}  // namespace
+
+std::unique_ptr<DataService> NewPostgresService(const EngineContext& context) {
+  return std::make_unique<PostgresService>(context);
+}
+
+}  // namespace klutch::broker

@@ -1,0 +1,486 @@
+// The Redis engine behind a9s-keyvalue8: an instance is a `redis-server` (node 0) and, on
+// replica plans, two replicas, each with its own data directory and loopback TLS port, run as
+// the engine user. The broker administers them over a unix socket in the node directory
+// (mode 0700) as the ACL user `klutch_admin`; the default user is off. A binding is an ACL
+// user with every key and channel and no administrative commands.
+#include <fmt/format.h>
+#include <openssl/sha.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <system_error>
+#include <thread>
+
+#include "broker/engine.h"
+#include "core/file.h"
+#include "core/strings.h"
+#include "machinery/gofmt.h"
+
+namespace klutch::broker {
+namespace {
+
+namespace fs = std::filesystem;
+using std::chrono::milliseconds;
+
+constexpr char kAdmin[] = "klutch_admin";
+constexpr char kInitializedMarker[] = ".klutch-initialized";
+
+// One reply of the Redis protocol (RESP2).
+struct Reply {
+  char type = 0;  // + - : $ *
+  std::string text;
+  int64_t number = 0;
+  std::vector<Reply> items;
+  bool is_error() const { return type == '-'; }
+};
+
+class RespConnection {
+ public:
+  static core::Result<RespConnection> Open(const fs::path& socket_path, milliseconds timeout) {
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::string path = socket_path.string();
+    if (path.size() >= sizeof(addr.sun_path)) {
+      return core::Internal(fmt::format("socket path too long: {}", path));
+    }
+    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+    int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return core::Internal(fmt::format("socket: {}", std::strerror(errno)));
+    timeval tv{.tv_sec = timeout.count() / 1000, .tv_usec = (timeout.count() % 1000) * 1000};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+      int err = errno;
+      ::close(fd);
+      return core::Unavailable(fmt::format("connect to Redis at {}: {}", path, std::strerror(err)));
+    }
+    return RespConnection(fd);
+  }
+  RespConnection(RespConnection&& o) noexcept : fd_(o.fd_), buffer_(std::move(o.buffer_)) {
+    o.fd_ = -1;
+  }
+  RespConnection& operator=(RespConnection&&) = delete;
+  ~RespConnection() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+  core::Result<Reply> Command(const std::vector<std::string>& args) {
+    std::string out = fmt::format("*{}\r\n", args.size());
+    for (const auto& a : args) out += fmt::format("${}\r\n{}\r\n", a.size(), a);
+    size_t sent = 0;
+    while (sent < out.size()) {
+      ssize_t n = ::send(fd_, out.data() + sent, out.size() - sent, MSG_NOSIGNAL);
+      if (n <= 0) return core::Unavailable(fmt::format("Redis: send: {}", std::strerror(errno)));
+      sent += static_cast<size_t>(n);
+    }
+    return ReadReply();
+  }
+
+  // Command() that turns an error reply into a status naming the command.
+  core::Result<Reply> Must(const std::vector<std::string>& args) {
+    KLUTCH_ASSIGN_OR_RETURN(Reply r, Command(args));
+    if (r.is_error()) {
+      return core::Internal(
+          fmt::format("Redis {} {}: {}", args[0], args.size() > 1 ? args[1] : "", r.text));
+    }
+    return r;
+  }
+
+ private:
+  explicit RespConnection(int fd) : fd_(fd) {}
+
+  core::Result<std::string> ReadLine() {
+    while (true) {
+      size_t pos = buffer_.find("\r\n");
+      if (pos != std::string::npos) {
+        std::string line = buffer_.substr(0, pos);
+        buffer_.erase(0, pos + 2);
+        return line;
+      }
+      KLUTCH_RETURN_IF_ERROR(Fill());
+    }
+  }
+  core::Status Fill() {
+    char chunk[8192];
+    ssize_t n = ::recv(fd_, chunk, sizeof(chunk), 0);
+    if (n <= 0) return core::Unavailable("Redis: connection closed or timed out");
+    buffer_.append(chunk, static_cast<size_t>(n));
+    return core::Status::Ok();
+  }
+  core::Result<Reply> ReadReply() {
+    KLUTCH_ASSIGN_OR_RETURN(std::string line, ReadLine());
+    if (line.empty()) return core::Internal("Redis: empty reply line");
+    Reply r;
+    r.type = line[0];
+    std::string rest = line.substr(1);
+    switch (r.type) {
+      case '+':
+      case '-':
+        r.text = rest;
+        return r;
+      case ':':
+        r.number = core::ParseInt64(rest).value_or(0);
+        return r;
+      case '$': {
+        int64_t len = core::ParseInt64(rest).value_or(-1);
+        if (len < 0) return r;
+        while (buffer_.size() < static_cast<size_t>(len) + 2) KLUTCH_RETURN_IF_ERROR(Fill());
+        r.text = buffer_.substr(0, static_cast<size_t>(len));
+        buffer_.erase(0, static_cast<size_t>(len) + 2);
+        return r;
+      }
+      case '*': {
+        int64_t count = core::ParseInt64(rest).value_or(-1);
+        for (int64_t i = 0; i < count; ++i) {
+          KLUTCH_ASSIGN_OR_RETURN(Reply item, ReadReply());
+          r.items.push_back(std::move(item));
+        }
+        return r;
+      }
+      default:
+        return core::Internal(fmt::format("Redis: unexpected reply {:?}", line));
+    }
+  }
+
+  int fd_ = -1;
+  std::string buffer_;
+};
+
+// Broker parameters (data-services §5.1, KeyValue) and how they reach redis.conf.
+struct KvParam {
+  const char* key;
+  enum Kind { kInt, kYesNo, kString, kSnapshot, kSentinel } kind;
+};
+
+constexpr KvParam kParams[] = {
+    {"snapshot", KvParam::kSnapshot},
+    {"repl-backlog-size", KvParam::kString},
+    {"min-replicas-to-write", KvParam::kInt},
+    {"min-replicas-max-lag", KvParam::kInt},
+    {"lazyfree-lazy-eviction", KvParam::kYesNo},
+    {"lazyfree-lazy-expire", KvParam::kYesNo},
+    {"maxmemory", KvParam::kString},
+    {"maxmemory-policy", KvParam::kString},
+    {"maxmemory-samples", KvParam::kInt},
+    {"maxclients", KvParam::kInt},
+    {"down-after-milliseconds", KvParam::kSentinel},
+    {"failover-timeout", KvParam::kSentinel},
+    {"hostname-resolution", KvParam::kSentinel},
+    {"tls-protocols", KvParam::kString},
+    {"tls-ciphers", KvParam::kString},
+    {"tls-ciphersuites", KvParam::kString},
+    {"lua-time-limit", KvParam::kInt},
+    {"notify-keyspace-events", KvParam::kString},
+};
+
+const KvParam* FindParam(std::string_view key) {
+  for (const auto& p : kParams) {
+    if (key == p.key) return &p;
+  }
+  return nullptr;
+}
+
+std::string Sha256Hex(std::string_view s) {
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(s.data()), s.size(), digest);
+  return core::HexEncode(std::string_view(reinterpret_cast<const char*>(digest), sizeof(digest)));
+}
+
+std::string Quote(std::string_view s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::optional<std::string> Render(const KvParam& p, const Json& v) {
+  switch (p.kind) {
+    case KvParam::kInt: {
+      if (const auto* i = v.get_ptr<const int64_t*>()) return std::to_string(*i);
+      if (const auto* u = v.get_ptr<const uint64_t*>()) return std::to_string(*u);
+      if (const auto* s = v.get_ptr<const std::string*>(); s && core::ParseInt64(*s)) return *s;
+      return std::nullopt;
+    }
+    case KvParam::kYesNo: {
+      if (const auto* b = v.get_ptr<const bool*>()) return std::string(*b ? "yes" : "no");
+      if (const auto* s = v.get_ptr<const std::string*>(); s && (*s == "yes" || *s == "no")) {
+        return *s;
+      }
+      return std::nullopt;
+    }
+    case KvParam::kString:
+      if (const auto* s = v.get_ptr<const std::string*>()) {
+        if (s->find_first_of("\r\n") != std::string::npos) return std::nullopt;
+        return Quote(*s);
+      }
+      if (v.is_number()) return machinery::GoSprint(v);
+      return std::nullopt;
+    case KvParam::kSnapshot: {
+      std::optional<bool> on;
+      if (const auto* b = v.get_ptr<const bool*>()) on = *b;
+      if (const auto* s = v.get_ptr<const std::string*>()) {
+        if (*s == "true" || *s == "yes" || *s == "on") on = true;
+        if (*s == "false" || *s == "no" || *s == "off") on = false;
+      }
+      if (!on) return std::nullopt;
+      return *on ? std::string("3600 1 300 100 60 10000") : std::string("\"\"");
+    }
+    case KvParam::kSentinel:
+      return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+class RedisService final : public DataService {
+ public:
+  explicit RedisService(EngineContext ctx) : ctx_(std::move(ctx)) {}
+
+  fs::path NodeDir(const InstanceRecord& in, int node) const {
+    return ctx_.state.InstanceDir(in.number) / fmt::format("n{}", node);
+  }
+  fs::path Socket(const InstanceRecord& in, int node) const { return NodeDir(in, node) / "r.sock"; }
+
+  NodeSpec Node(const InstanceRecord& in, const Plan& /*plan*/, int index) const override {
+    NodeSpec spec;
+    spec.process.argv = {ctx_.redis_server.string(), (NodeDir(in, index) / "redis.conf").string()};
+    spec.process.user = ctx_.user;
+    spec.process.output_file = NodeDir(in, index) / "redis.log";
+    spec.pid_file = NodeDir(in, index) / "redis.pid";
+    spec.match = "redis-server";
+    fs::path socket = Socket(in, index);
+    spec.ready = [socket] {
+      auto conn = RespConnection::Open(socket, milliseconds(500));
+      if (!conn.ok()) return false;
+      auto reply = conn->Command({"PING"});
+      // Without AUTH the answer is NOAUTH: the server is up and loaded.
+      return reply.ok() && (reply->type == '+' || reply->text.starts_with("NOAUTH"));
+    };
+    return spec;
+  }
+
+  core::Status ValidateParameters(const Json& parameters) const override {
+    if (!parameters.is_object()) return core::Invalid("parameters must be a JSON object");
+    for (const auto& [key, value] : parameters.items()) {
+      const KvParam* p = FindParam(key);
+      if (p == nullptr) {
+        std::vector<std::string> known;
+        for (const auto& k : kParams) known.emplace_back(k.key);
+        return core::Invalid(fmt::format("unknown parameter {:?}; KeyValue instances accept {}",
+                                         key, core::Join(known, ", ")));
+      }
+      if (value.is_null()) continue;
+      if (p->kind == KvParam::kSentinel) {
+        return core::Invalid(fmt::format(
+            "parameter {} configures Redis Sentinel, which this broker does not run (replica "
+            "plans use plain Redis replication); remove it",
+            key));
+      }
+      if (!Render(*p, value)) {
+        return core::Invalid(
+            fmt::format("parameter {}: {} is not a valid value", key, machinery::GoSprint(value)));
+      }
+    }
+    return core::Status::Ok();
+  }
+
+  core::Status Provision(InstanceRecord& in, const Plan& plan, NodeRunner& runner) override {
+    for (int node = 0; node < plan.limits.nodes; ++node) {
+      KLUTCH_RETURN_IF_ERROR(InitNode(in, plan, node));
+      KLUTCH_RETURN_IF_ERROR(StartNode(in, plan, node, runner));
+    }
+    return core::Status::Ok();
+  }
+
+  core::Status Start(const InstanceRecord& in, const Plan& plan, NodeRunner& runner) override {
+    for (int node = 0; node < plan.limits.nodes && node < static_cast<int>(in.ports.size());
+         ++node) {
+      if (!fs::exists(NodeDir(in, node) / kInitializedMarker)) continue;
+      KLUTCH_RETURN_IF_ERROR(WriteConfig(in, plan, node));
+      KLUTCH_RETURN_IF_ERROR(StartNode(in, plan, node, runner));
+    }
+    return core::Status::Ok();
+  }
+
+  core::Status Update(InstanceRecord& in, const Plan& from, const Plan& to,
+                      NodeRunner& runner) override {
+    int old_nodes = std::min<int>(from.limits.nodes, static_cast<int>(in.ports.size()));
+    for (int node = 0; node < old_nodes; ++node) {
+      KLUTCH_RETURN_IF_ERROR(WriteConfig(in, to, node));
+      // Settings change with a restart; SAVE first so that no write is lost.
+      if (auto conn = Admin(in, node); conn.ok()) (void)conn->Command({"SAVE"});
+      runner.Stop(in.id, node);
+      KLUTCH_RETURN_IF_ERROR(StartNode(in, to, node, runner));
+    }
+    for (int node = old_nodes; node < to.limits.nodes; ++node) {
+      KLUTCH_RETURN_IF_ERROR(InitNode(in, to, node));
+      KLUTCH_RETURN_IF_ERROR(StartNode(in, to, node, runner));
+    }
+    return core::Status::Ok();
+  }
+
+  core::Result<Json> Bind(const InstanceRecord& in, const Plan& plan,
+                          const BindingRecord& binding) override {
+    for (int node = 0; node < plan.limits.nodes && node < static_cast<int>(in.ports.size());
+         ++node) {
+      KLUTCH_ASSIGN_OR_RETURN(auto conn, Admin(in, node));
+      KLUTCH_RETURN_IF_ERROR(
+          conn.Must({"ACL", "SETUSER", binding.username, "reset", "on", ">" + binding.password,
+                     "~*", "&*", "+@all", "-@admin", "-@dangerous", "+info", "+ping"})
+              .status());
+      KLUTCH_RETURN_IF_ERROR(conn.Must({"ACL", "SAVE"}).status());
+    }
+    Json credentials = {
+        {"host", ctx_.host},
+        {"hosts", Json::array({ctx_.host})},
+        {"load_balanced_host", ctx_.host},
+        {"valkey",
+         {{"password", binding.password}, {"port", in.ports[0]}, {"username", binding.username}}}};
+    if (plan.limits.tls) credentials["cacrt"] = ctx_.ca_pem;
+    return credentials;
+  }
+
+  core::Status Unbind(const InstanceRecord& in, const BindingRecord& binding) override {
+    for (int node = 0; node < static_cast<int>(in.ports.size()); ++node) {
+      if (!fs::exists(NodeDir(in, node) / kInitializedMarker)) continue;
+      KLUTCH_ASSIGN_OR_RETURN(auto conn, Admin(in, node));
+      // ACL DELUSER also disconnects the user's clients.
+      KLUTCH_RETURN_IF_ERROR(conn.Must({"ACL", "DELUSER", binding.username}).status());
+      KLUTCH_RETURN_IF_ERROR(conn.Must({"ACL", "SAVE"}).status());
+    }
+    return core::Status::Ok();
+  }
+
+  core::Status Backup(const InstanceRecord& in, const fs::path& out) override {
+    KLUTCH_ASSIGN_OR_RETURN(auto conn, Admin(in, 0));
+    KLUTCH_RETURN_IF_ERROR(conn.Must({"SAVE"}).status());
+    std::error_code ec;
+    fs::copy_file(NodeDir(in, 0) / "data" / "dump.rdb", out, fs::copy_options::overwrite_existing,
+                  ec);
+    if (ec) return core::Internal(fmt::format("copy dump.rdb: {}", ec.message()));
+    return core::Status::Ok();
+  }
+
+  core::Status Restore(const InstanceRecord& in, const Plan& plan, const fs::path& file,
+                       NodeRunner& runner) override {
+    int nodes = std::min<int>(plan.limits.nodes, static_cast<int>(in.ports.size()));
+    for (int node = nodes - 1; node >= 0; --node) runner.Stop(in.id, node);
+    std::error_code ec;
+    fs::copy_file(file, NodeDir(in, 0) / "data" / "dump.rdb", fs::copy_options::overwrite_existing,
+                  ec);
+    if (ec) return core::Internal(fmt::format("restore dump.rdb: {}", ec.message()));
+    KLUTCH_RETURN_IF_ERROR(ChownTo(NodeDir(in, 0) / "data" / "dump.rdb", ctx_.user));
+    for (int node = 1; node < nodes; ++node)
+      fs::remove(NodeDir(in, node) / "data" / "dump.rdb", ec);
+    for (int node = 0; node < nodes; ++node) {
+      KLUTCH_RETURN_IF_ERROR(StartNode(in, plan, node, runner));
+    }
+    return core::Status::Ok();
+  }
+
+  std::string EnforceQuota(const InstanceRecord& in, const Plan& plan) override {
+    int64_t used = DirectorySize(NodeDir(in, 0) / "data");
+    if (used <= plan.limits.disk_quota_bytes) return "";
+    return fmt::format("disk quota exceeded: {} MiB of snapshots used of {} MiB", used >> 20,
+                       plan.limits.disk_quota_bytes >> 20);
+  }
+
+ private:
+  core::Result<RespConnection> Admin(const InstanceRecord& in, int node) const {
+    KLUTCH_ASSIGN_OR_RETURN(auto conn, RespConnection::Open(Socket(in, node), milliseconds(10000)));
+    KLUTCH_ASSIGN_OR_RETURN(Reply r, conn.Command({"AUTH", kAdmin, in.admin_password}));
+    if (r.is_error()) return core::Internal(fmt::format("Redis AUTH as {}: {}", kAdmin, r.text));
+    return conn;
+  }
+
+  core::Status WriteConfig(const InstanceRecord& in, const Plan& plan, int node) {
+    fs::path dir = NodeDir(in, node);
+    int port = in.ports[static_cast<size_t>(node)];
+    std::string conf = "# Written by klutch broker; changes here are replaced.\n";
+    conf += fmt::format("bind {}\nprotected-mode yes\ndaemonize no\n", ctx_.host);
+    if (plan.limits.tls) {
+      KLUTCH_RETURN_IF_ERROR(EnsureServerCertificate(ctx_, dir / "tls"));
+      conf += fmt::format(
+          "port 0\ntls-port {}\ntls-cert-file {}\ntls-key-file {}\ntls-ca-cert-file {}\n"
+          "tls-auth-clients no\ntls-replication yes\n",
+          port, Quote((dir / "tls" / "server.crt").string()),
+          Quote((dir / "tls" / "server.key").string()), Quote((dir / "tls" / "ca.crt").string()));
+    } else {
+      conf += fmt::format("port {}\n", port);
+    }
+    conf += fmt::format(
+        "unixsocket {}\nunixsocketperm 700\ndir {}\ndbfilename dump.rdb\npidfile {}\n"
+        "aclfile {}\nappendonly no\nlogfile \"\"\nmaxmemory {}mb\nmaxclients {}\n",
+        Quote(Socket(in, node).string()), Quote((dir / "data").string()),
+        Quote((dir / "redis.pid").string()), Quote((dir / "users.acl").string()),
+        plan.limits.maxmemory_mb, plan.limits.max_connections);
+    conf += "save 3600 1 300 100 60 10000\n";
+    for (const auto& [key, value] : in.parameters.items()) {
+      const KvParam* p = FindParam(key);
+      if (p == nullptr || value.is_null()) continue;
+      auto rendered = Render(*p, value);
+      if (!rendered) continue;
+      conf += fmt::format("{} {}\n", p->kind == KvParam::kSnapshot ? "save" : key, *rendered);
+    }
+    if (node > 0) {
+      conf += fmt::format("replicaof {} {}\nmasteruser {}\nmasterauth {}\n", ctx_.host, in.ports[0],
+                          kAdmin, Quote(in.admin_password));
+    }
+    KLUTCH_RETURN_IF_ERROR(core::WriteFileAtomic(dir / "redis.conf", conf));
+    return ChownTo(dir / "redis.conf", ctx_.user);
+  }
+
+  core::Status InitNode(const InstanceRecord& in, const Plan& plan, int node) {
+    fs::path dir = NodeDir(in, node);
+    if (fs::exists(dir / kInitializedMarker)) return WriteConfig(in, plan, node);
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+    fs::create_directories(dir / "data", ec);
+    if (ec) return core::Internal(fmt::format("create {}: {}", dir.string(), ec.message()));
+    fs::permissions(ctx_.state.InstanceDir(in.number),
+                    fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec, ec);
+    if (Socket(in, node).string().size() >= sizeof(sockaddr_un::sun_path)) {
+      return core::Internal(fmt::format(
+          "the state directory {} is too deep for Redis' admin socket; use a shorter --state-dir",
+          ctx_.state.root().string()));
+    }
+    std::string acl = fmt::format("user default off resetpass -@all\nuser {} on #{} ~* &* +@all\n",
+                                  kAdmin, Sha256Hex(in.admin_password));
+    KLUTCH_RETURN_IF_ERROR(core::WriteFileAtomic(dir / "users.acl", acl));
+    KLUTCH_RETURN_IF_ERROR(WriteConfig(in, plan, node));
+    KLUTCH_RETURN_IF_ERROR(core::WriteFileAtomic(dir / kInitializedMarker, "redis\n"));
+    fs::permissions(dir, fs::perms::owner_all, ec);
+    return ChownTo(dir, ctx_.user);
+  }
+
+  core::Status StartNode(const InstanceRecord& in, const Plan& plan, int node, NodeRunner& runner) {
+    NodeSpec spec = Node(in, plan, node);
+    auto ready = spec.ready;
+    KLUTCH_RETURN_IF_ERROR(runner.Start(in.id, node, std::move(spec)));
+    auto deadline = std::chrono::steady_clock::now() + ctx_.ready_timeout;
+    while (!ready()) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        auto log = core::ReadFile(NodeDir(in, node) / "redis.log");
+        std::string tail = log.ok() ? log->substr(log->size() > 600 ? log->size() - 600 : 0) : "";
+        return core::Unavailable(
+            fmt::format("Redis node {} did not start: {}", node, core::Trim(tail)));
+      }
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+    return core::Status::Ok();
+  }
+
+  EngineContext ctx_;
+};
+
+}  // namespace
+
+std::unique_ptr<DataService> NewRedisService(const EngineContext& context) {
+  return std::make_unique<RedisService>(context);
+}
+
+}  // namespace klutch::broker

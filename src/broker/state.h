@@ -1,0 +1,123 @@
+// What the broker remembers about each instance, persisted as one JSON file per instance
+// (`<state>/i/<n>/instance.json`, written atomically, mode 0600) so that a restarted broker
+// finds its instances, their bindings, backups and unfinished operations again.
+// Plain values; thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "machinery/json.h"
+
+namespace klutch::broker {
+
+using machinery::Json;
+
+// Instance states as the a9s instance document reports them (data-services §4.1).
+inline constexpr char kStateDeploying[] = "deploying";
+inline constexpr char kStateProvisioned[] = "provisioned";
+inline constexpr char kStateFailed[] = "failed";
+inline constexpr char kStateDeleting[] = "deleting";
+
+struct BindingRecord {
+  std::string id;
+  std::string username;
+  std::string password;
+  std::string created_at;
+  Json credentials = Json::object();  // as the bind response returned them
+};
+
+// Backup and restore statuses (data-services §6.5).
+struct BackupRecord {
+  int64_t id = 0;
+  std::string status;  // queued, running, done, failed, deleted
+  std::string triggered_at;
+  std::string finished_at;
+  uint64_t size = 0;  // bytes of the encrypted file
+  std::string file;   // name under the instance's backup directory
+  std::string key;    // hex AES-256 key the file was encrypted with
+  std::string message;
+};
+
+struct RestoreRecord {
+  int64_t id = 0;
+  int64_t backup_id = 0;
+  std::string status;
+  std::string triggered_at;
+  std::string finished_at;
+  std::string message;
+};
+
+struct InstanceRecord {
+  std::string id;      // the platform's instance_id
+  int64_t number = 0;  // the broker's own numeric id (a9s `id`), also the directory name
+  std::string service_id;
+  std::string plan_id;
+  std::string organization_guid;
+  std::string space_guid;
+  Json parameters = Json::object();
+  Json context = Json::object();
+  std::string state;  // deploying, provisioned, failed, deleting
+  std::string message;
+
+  // The last operation the platform started (OSB last_operation).
+  std::string operation;  // provision, update, deprovision
+  std::string operation_key;
+  std::string operation_state;  // in progress, succeeded, failed
+  std::string operation_description;
+  std::string previous_plan_id;  // the plan an update comes from
+
+  std::vector<int> ports;  // one per node; node 0 is the primary
+  std::string database;
+  std::string admin_password;        // never leaves the broker
+  std::string replication_password;  // PostgreSQL standbys
+  std::string encryption_key;        // hex, AES-256 key for this instance's backups
+
+  std::string created_at;
+  std::string updated_at;
+  std::string provisioned_at;
+
+  std::map<std::string, BindingRecord> bindings;
+  std::vector<BackupRecord> backups;
+  std::vector<RestoreRecord> restores;
+  int64_t next_backup_id = 1;
+  int64_t next_restore_id = 1;
+  Json backup_config = Json::object();  // PUT /instances/{id} of the backup manager
+};
+
+Json ToJson(const InstanceRecord& record);
+core::Result<InstanceRecord> InstanceFromJson(const Json& json);
+
+// The state directory layout.
+class StateDir {
+ public:
+  explicit StateDir(std::filesystem::path root) : root_(std::move(root)) {}
+  const std::filesystem::path& root() const { return root_; }
+  std::filesystem::path InstanceDir(int64_t number) const {
+    return root_ / "i" / std::to_string(number);
+  }
+  std::filesystem::path BackupDir(int64_t number) const {
+    return root_ / "backups" / std::to_string(number);
+  }
+  std::filesystem::path TlsDir() const { return root_ / "tls"; }
+
+  // Creates the directories; kInternal naming the path on failure.
+  core::Status Init() const;
+  core::Status Save(const InstanceRecord& record) const;
+  // Every instance.json under i/; unreadable files are reported in `errors`.
+  std::vector<InstanceRecord> LoadAll(std::vector<std::string>* errors) const;
+  // Removes the instance's directory and its backups.
+  core::Status Remove(int64_t number) const;
+
+ private:
+  std::filesystem::path root_;
+};
+
+// The current time as RFC 3339 with milliseconds ("2026-11-26T02:00:00.000Z").
+std::string NowTimestamp();
+
+}  // namespace klutch::broker

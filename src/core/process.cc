@@ -1,0 +1,301 @@
+#include "core/process.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <grp.h>
+#include <poll.h>
+#include <pwd.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <thread>
+
+extern char** environ;
+
+namespace klutch::core {
+namespace {
+
+constexpr size_t kMaxOutput = 4u << 20;
+
+int DecodeWaitStatus(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return -1;
+}
+
+// Everything the child needs, prepared before fork so that the child only makes
+// async-signal-safe calls.
+struct Prepared {
+  std::string program;
+  std::vector<std::string> args;
+  std::vector<std::string> env;
+  std::vector<char*> argv;
+  std::vector<char*> envp;
+  std::string cwd;
+  std::string output;
+  bool has_user = false;
+  uid_t uid = 0;
+  gid_t gid = 0;
+};
+
+Result<std::string> FindProgram(const std::string& name) {
+  if (name.find('/') != std::string::npos) {
+    if (::access(name.c_str(), X_OK) != 0) return NotFound(fmt::format("{}: not executable", name));
+    return name;
+  }
+  const char* path = std::getenv("PATH");
+  std::string_view dirs = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
+  while (!dirs.empty()) {
+    size_t colon = dirs.find(':');
+    std::string_view dir = dirs.substr(0, colon);
+    dirs = colon == std::string_view::npos ? std::string_view{} : dirs.substr(colon + 1);
+    if (dir.empty()) continue;
+    std::string candidate = fmt::format("{}/{}", dir, name);
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return NotFound(fmt::format("{}: command not found on PATH", name));
+}
+
+Result<Prepared> Prepare(const ProcessSpec& spec) {
+  if (spec.argv.empty()) return Invalid("process: empty argv");
+  Prepared p;
+  KLUTCH_ASSIGN_OR_RETURN(p.program, FindProgram(spec.argv[0]));
+  p.args = spec.argv;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string_view entry(*e);
+    std::string_view name = entry.substr(0, entry.find('='));
+    bool replaced = false;
+    for (const auto& add : spec.env) {
+      if (std::string_view(add).substr(0, add.find('=')) == name) replaced = true;
+    }
+    if (!replaced) p.env.emplace_back(entry);
+  }
+  for (const auto& add : spec.env) p.env.push_back(add);
+  for (auto& a : p.args) p.argv.push_back(a.data());
+  p.argv.push_back(nullptr);
+  for (auto& e : p.env) p.envp.push_back(e.data());
+  p.envp.push_back(nullptr);
+  p.cwd = spec.cwd.string();
+  p.output = spec.output_file.string();
+  if (spec.user) {
+    p.has_user = true;
+    p.uid = spec.user->uid;
+    p.gid = spec.user->gid;
+  }
+  if (!p.output.empty()) {
+    // Created here (not in the child) so that it belongs to the child's user.
+    int fd = ::open(p.output.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (fd < 0) {
+      return Internal(fmt::format("process: open {}: {}", p.output, std::strerror(errno)));
+    }
+    if (p.has_user && ::fchown(fd, p.uid, p.gid) != 0) {
+      ::close(fd);
+      return Internal(fmt::format("process: chown {}: {}", p.output, std::strerror(errno)));
+    }
+    ::close(fd);
+  }
+  return p;
+}
+
+// In the child after fork: only async-signal-safe calls. Never returns.
+[[noreturn]] void ExecChild(const Prepared& p, int stdin_fd, int output_fd) {
+  ::setsid();
+  if (stdin_fd >= 0) {
+    ::dup2(stdin_fd, 0);
+  } else {
+    int null_fd = ::open("/dev/null", O_RDONLY);
+    if (null_fd >= 0) ::dup2(null_fd, 0);
+  }
+  if (output_fd < 0 && !p.output.empty()) {
+    output_fd = ::open(p.output.c_str(), O_WRONLY | O_APPEND);
+  }
+  if (output_fd < 0) output_fd = ::open("/dev/null", O_WRONLY);
+  if (output_fd >= 0) {
+    ::dup2(output_fd, 1);
+    ::dup2(output_fd, 2);
+  }
+  // Close everything else the parent had open (sockets, files of other threads).
+  long max_fd = ::sysconf(_SC_OPEN_MAX);
+  for (int fd = 3; fd < max_fd && fd < 65536; ++fd) ::close(fd);
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  for (int sig : {SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGCHLD}) ::signal(sig, SIG_DFL);
+  if (!p.cwd.empty() && ::chdir(p.cwd.c_str()) != 0) ::_exit(126);
+  if (p.has_user) {
+    if (::setgroups(0, nullptr) != 0 && ::getuid() == 0) ::_exit(126);
+    if (::setgid(p.gid) != 0 || ::setuid(p.uid) != 0) ::_exit(126);
+  }
+  ::execve(p.program.c_str(), p.argv.data(), p.envp.data());
+  ::_exit(127);
+}
+
+}  // namespace
+
+Result<UserIds> LookupUser(std::string_view name) {
+  std::string n(name);
+  struct passwd pw {};
+  struct passwd* result = nullptr;
+  std::vector<char> buffer(16384);
+  if (::getpwnam_r(n.c_str(), &pw, buffer.data(), buffer.size(), &result) != 0 ||
+      result == nullptr) {
+    return NotFound(fmt::format("user {:?} does not exist on this machine", n));
+  }
+  return UserIds{.uid = pw.pw_uid, .gid = pw.pw_gid, .name = n};
+}
+
+Result<pid_t> SpawnProcess(const ProcessSpec& spec) {
+  KLUTCH_ASSIGN_OR_RETURN(Prepared p, Prepare(spec));
+  pid_t pid = ::fork();
+  if (pid < 0) return Internal(fmt::format("fork: {}", std::strerror(errno)));
+  if (pid == 0) ExecChild(p, -1, -1);
+  return pid;
+}
+
+Result<ProcessResult> RunProcess(const ProcessSpec& spec, std::chrono::milliseconds timeout,
+                                 std::string_view input) {
+  KLUTCH_ASSIGN_OR_RETURN(Prepared p, Prepare(spec));
+  int in_pipe[2] = {-1, -1};
+  int out_pipe[2] = {-1, -1};
+  if (::pipe2(in_pipe, O_CLOEXEC) != 0) return Internal("pipe: " + std::string(strerror(errno)));
+  bool capture = p.output.empty();
+  if (capture && ::pipe2(out_pipe, O_CLOEXEC) != 0) {
+    ::close(in_pipe[0]);
+    ::close(in_pipe[1]);
+    return Internal("pipe: " + std::string(strerror(errno)));
+  }
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    for (int fd : {in_pipe[0], in_pipe[1], out_pipe[0], out_pipe[1]}) {
+      if (fd >= 0) ::close(fd);
+    }
+    return Internal(fmt::format("fork: {}", std::strerror(errno)));
+  }
+  if (pid == 0) ExecChild(p, in_pipe[0], capture ? out_pipe[1] : -1);
+  ::close(in_pipe[0]);
+  if (capture) ::close(out_pipe[1]);
+  int in_fd = in_pipe[1];
+  int out_fd = capture ? out_pipe[0] : -1;
+  ::fcntl(in_fd, F_SETFL, O_NONBLOCK);
+  if (input.empty()) {
+    ::close(in_fd);
+    in_fd = -1;
+  }
+
+  ProcessResult result;
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  size_t written = 0;
+  char buffer[65536];
+  int status = 0;
+  bool exited = false;
+  while (true) {
+    std::vector<pollfd> fds;
+    if (out_fd >= 0) fds.push_back({.fd = out_fd, .events = POLLIN, .revents = 0});
+    if (in_fd >= 0) fds.push_back({.fd = in_fd, .events = POLLOUT, .revents = 0});
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      result.timed_out = true;
+      break;
+    }
+    if (fds.empty()) {
+      // Output goes to a file: wait for the child itself.
+      pid_t r = ::waitpid(pid, &status, WNOHANG);
+      if (r == pid) {
+        exited = true;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::min<int64_t>(left.count(), 5)));
+      continue;
+    }
+    int n = ::poll(fds.data(), fds.size(), static_cast<int>(std::min<int64_t>(left.count(), 1000)));
+    if (n < 0 && errno != EINTR) break;
+    for (const auto& f : fds) {
+      if (f.fd == out_fd && (f.revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
+        ssize_t got = ::read(out_fd, buffer, sizeof(buffer));
+        if (got > 0) {
+          result.output.append(buffer, static_cast<size_t>(got));
+          if (result.output.size() > kMaxOutput) {
+            result.output.erase(0, result.output.size() - kMaxOutput);
+          }
+        } else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
+          ::close(out_fd);
+          out_fd = -1;
+        }
+      } else if (f.fd == in_fd && (f.revents & (POLLOUT | POLLERR | POLLHUP)) != 0) {
+        ssize_t put = ::write(in_fd, input.data() + written, input.size() - written);
+        if (put > 0) written += static_cast<size_t>(put);
+        if (put < 0 && errno != EAGAIN && errno != EINTR) written = input.size();
+        if (written >= input.size()) {
+          ::close(in_fd);
+          in_fd = -1;
+        }
+      }
+    }
+    if (out_fd < 0 && in_fd < 0 && capture) {
+      ::waitpid(pid, &status, 0);
+      exited = true;
+      break;
+    }
+  }
+  if (in_fd >= 0) ::close(in_fd);
+  if (out_fd >= 0) ::close(out_fd);
+  if (!exited) {
+    ::kill(-pid, SIGKILL);
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+  }
+  result.exit_code = DecodeWaitStatus(status);
+  return result;
+}
+
+bool ProcessExists(pid_t pid) {
+  if (pid <= 0) return false;
+  return ::kill(pid, 0) == 0 || errno == EPERM;
+}
+
+std::optional<int> ReapIfExited(pid_t pid) {
+  int status = 0;
+  pid_t r = ::waitpid(pid, &status, WNOHANG);
+  if (r == pid) return DecodeWaitStatus(status);
+  if (r < 0 && errno == ECHILD) return ProcessExists(pid) ? std::nullopt : std::optional<int>(-1);
+  return std::nullopt;
+}
+
+bool StopProcess(pid_t pid, std::chrono::milliseconds grace, int signal) {
+  if (pid <= 0) return true;
+  ::kill(pid, signal);
+  ::kill(-pid, signal);
+  // Done when the process and every member of its group are gone (a group member that
+  // outlives its leader would keep files and ports).
+  auto gone = [pid] {
+    ReapIfExited(pid);
+    return !ProcessExists(pid) && ::kill(-pid, 0) != 0;
+  };
+  auto deadline = std::chrono::steady_clock::now() + grace;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (gone()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ::kill(-pid, SIGKILL);
+  ::kill(pid, SIGKILL);
+  for (int i = 0; i < 500 && !gone(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+std::vector<std::string> ProcessCommandLine(pid_t pid) {
+  std::ifstream in(fmt::format("/proc/{}/cmdline", pid), std::ios::binary);
+  std::vector<std::string> args;
+  std::string arg;
+  while (std::getline(in, arg, '\0')) args.push_back(arg);
+  return args;
+}
+
+}  // namespace klutch::core

@@ -1,0 +1,77 @@
+#include "core/process.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "core/file.h"
+
+namespace klutch::core {
+namespace {
+
+using std::chrono::milliseconds;
+
+TEST(ProcessTest, RunCapturesOutputExitCodeAndInput) {
+  auto r = RunProcess({.argv = {"sh", "-c", "cat; echo err >&2; exit 3"}}, milliseconds(5000),
+                      "hello\n");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->exit_code, 3);
+  EXPECT_EQ(r->output, "hello\nerr\n");
+  EXPECT_FALSE(r->timed_out);
+}
+
+TEST(ProcessTest, RunAddsEnvironmentAndWorkingDirectory) {
+  auto dir = std::filesystem::temp_directory_path();
+  auto r = RunProcess({.argv = {"sh", "-c", "echo $KLUTCH_X; pwd"}, .env = {"KLUTCH_X=42"}, .cwd = dir},
+                      milliseconds(5000));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->output, "42\n" + std::filesystem::canonical(dir).string() + "\n");
+}
+
+TEST(ProcessTest, RunKillsOnTimeout) {
+  auto r = RunProcess({.argv = {"sleep", "30"}}, milliseconds(200));
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->timed_out);
+  EXPECT_EQ(r->exit_code, 128 + SIGKILL);
+}
+
+TEST(ProcessTest, MissingProgramIsNotFound) {
+  auto r = RunProcess({.argv = {"klutch-no-such-program"}}, milliseconds(1000));
+  EXPECT_TRUE(IsNotFound(r.status()));
+}
+
+TEST(ProcessTest, SpawnWritesOutputFileAndStopEndsTheGroup) {
+  auto dir = std::filesystem::temp_directory_path() / ("klutch-process-test-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto log = dir / "out.log";
+  // The child starts a grandchild in its own group; StopProcess ends both.
+  auto pid = SpawnProcess({.argv = {"sh", "-c", "echo started; sleep 30 & wait"}, .output_file = log});
+  ASSERT_TRUE(pid.ok());
+  EXPECT_TRUE(ProcessExists(*pid));
+  EXPECT_FALSE(ReapIfExited(*pid).has_value());
+  for (int i = 0; i < 200; ++i) {
+    auto text = ReadFile(log);
+    if (text.ok() && *text == "started\n") break;
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  EXPECT_EQ(*ReadFile(log), "started\n");
+  EXPECT_FALSE(ProcessCommandLine(*pid).empty());
+  EXPECT_TRUE(StopProcess(*pid, milliseconds(5000)));
+  EXPECT_FALSE(ProcessExists(*pid));
+  // No member of its group is left.
+  EXPECT_NE(::kill(-*pid, 0), 0);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(ProcessTest, LookupUser) {
+  auto root = LookupUser("root");
+  ASSERT_TRUE(root.ok());
+  EXPECT_EQ(root->uid, 0u);
+  EXPECT_TRUE(IsNotFound(LookupUser("klutch-no-such-user").status()));
+}
+
+}  // namespace
+}  // namespace klutch::core
