@@ -110,6 +110,7 @@ struct Entry {
   bool running GUARDED_BY(mu) = false;
   bool degraded GUARDED_BY(mu) = false;  // a node is down (the supervisor restarts it)
   std::string degraded_detail GUARDED_BY(mu);
+  SteadyClock::time_point recovered_at GUARDED_BY(mu){};  // when the last outage ended
   bool removed GUARDED_BY(mu) = false;
   // Serialises engine calls on this instance (operations, binds, unbinds).
   core::Mutex engine_mu;
@@ -213,8 +214,8 @@ class Broker::Impl {
     auto creds = credentials_.find(base);
     if (creds == credentials_.end()) {
       return Error(404, "NotFound",
-                   fmt::format("no service type {:?} here; this broker serves {}", base,
-                               core::Join(BaseList(), ", ")));
+                   fmt::format("no service type {} here; this broker serves {}",
+                               core::GoQuote(base), core::Join(BaseList(), ", ")));
     }
     if (!Authorized(request, creds->second)) {
       http::Response r =
@@ -425,7 +426,10 @@ class Broker::Impl {
   }
 
   std::string ReportedState(const Entry& e) REQUIRES(e.mu) {
-    if (e.record.state == kStateProvisioned && e.degraded) return kStateFailed;
+    if (e.record.state == kStateProvisioned &&
+        (e.degraded || SteadyClock::now() - e.recovered_at < options_.recovery_hold)) {
+      return kStateFailed;
+    }
     return e.record.state;
   }
 
@@ -454,14 +458,14 @@ class Broker::Impl {
     const Service* service = FindService(req.service_id);
     if (service == nullptr || service->type != type) {
       return Error(400, "",
-                   fmt::format("service_id {:?} is not offered here; this broker runs {}",
-                               req.service_id, ServiceList(type)));
+                   fmt::format("service_id {} is not offered here; this broker runs {}",
+                               core::GoQuote(req.service_id), ServiceList(type)));
     }
     const Plan* plan = FindPlan(*service, req.plan_id);
     if (plan == nullptr) {
       return Error(400, "",
-                   fmt::format("plan_id {:?} is not a plan of {}; its plans are {}", req.plan_id,
-                               service->name, PlanList(*service)));
+                   fmt::format("plan_id {} is not a plan of {}; its plans are {}",
+                               core::GoQuote(req.plan_id), service->name, PlanList(*service)));
     }
     if (auto st = EngineFor(*service).ValidateParameters(req.parameters); !st.ok()) {
       return Error(400, "", st.message());
@@ -552,17 +556,17 @@ class Broker::Impl {
       InstanceRecord& rec = entry->record;
       if (req.service_id != rec.service_id) {
         return Error(400, "",
-                     fmt::format("service_id {:?} is not the instance's service {:?}; the "
+                     fmt::format("service_id {} is not the instance's service {}; the "
                                  "service of an instance cannot change",
-                                 req.service_id, rec.service_id));
+                                 core::GoQuote(req.service_id), core::GoQuote(rec.service_id)));
       }
       const Service* service = FindService(rec.service_id);
       const Plan* from = FindPlan(*service, rec.plan_id);
       const Plan* to = req.plan_id ? FindPlan(*service, *req.plan_id) : from;
       if (to == nullptr) {
         return Error(400, "",
-                     fmt::format("plan_id {:?} is not a plan of {}; its plans are {}", *req.plan_id,
-                                 service->name, PlanList(*service)));
+                     fmt::format("plan_id {} is not a plan of {}; its plans are {}",
+                                 core::GoQuote(*req.plan_id), service->name, PlanList(*service)));
       }
       if (auto st = CheckPlanChange(*service, *from, *to); !st.ok()) {
         return Error(400, "", st.message());
@@ -616,9 +620,10 @@ class Broker::Impl {
       InstanceRecord& rec = entry->record;
       if (rec.state == kStateDeleting) return JsonResponse(202, {{"operation", rec.operation_key}});
       if (*r.Query("service_id") != rec.service_id) {
-        return Error(400, "",
-                     fmt::format("service_id {:?} is not the instance's service {:?}",
-                                 *r.Query("service_id"), rec.service_id));
+        return Error(
+            400, "",
+            fmt::format("service_id {} is not the instance's service {}",
+                        core::GoQuote(*r.Query("service_id")), core::GoQuote(rec.service_id)));
       }
       if (rec.state == kStateDeploying) {
         return Error(422, "ConcurrencyError",
@@ -661,9 +666,9 @@ class Broker::Impl {
     auto key = r.Query("operation");
     if (key && !key->empty() && *key != rec.operation_key) {
       return Error(400, "",
-                   fmt::format("operation {:?} is not the last operation of instance {} "
-                               "(that is {:?})",
-                               *key, id, rec.operation_key));
+                   fmt::format("operation {} is not the last operation of instance {} "
+                               "(that is {})",
+                               core::GoQuote(*key), id, core::GoQuote(rec.operation_key)));
     }
     Json body = {{"state", rec.operation_state.empty() ? "succeeded" : rec.operation_state}};
     std::string description = rec.operation_description;
@@ -682,7 +687,9 @@ class Broker::Impl {
     for (size_t i = 0; i < rec.ports.size(); ++i) {
       vm.push_back({{"node", i}, {"host", options_.engine.host}, {"port", rec.ports[i]}});
     }
-    std::string message = e.degraded ? e.degraded_detail : rec.message;
+    std::string message = ReportedState(e) == kStateFailed && rec.state == kStateProvisioned
+                              ? e.degraded_detail
+                              : rec.message;
     return {{"id", rec.number},
             {"plan_guid", rec.plan_id},
             {"service_guid", rec.service_id},
@@ -749,9 +756,10 @@ class Broker::Impl {
     if (req.service_id != snapshot.service_id || req.plan_id != snapshot.plan_id) {
       return Error(
           400, "",
-          fmt::format("service_id/plan_id {:?}/{:?} do not match instance {} "
-                      "({:?}/{:?})",
-                      req.service_id, req.plan_id, id, snapshot.service_id, snapshot.plan_id));
+          fmt::format("service_id/plan_id {}/{} do not match instance {} "
+                      "({}/{})",
+                      core::GoQuote(req.service_id), core::GoQuote(req.plan_id), id,
+                      core::GoQuote(snapshot.service_id), core::GoQuote(snapshot.plan_id)));
     }
     if (snapshot.state != kStateProvisioned) {
       return Error(
@@ -1038,9 +1046,9 @@ class Broker::Impl {
         update[k] = v;
       } else {
         return Error(400, "",
-                     fmt::format("unknown field {:?}; send encryption_key, "
+                     fmt::format("unknown field {}; send encryption_key, "
                                  "exclude_from_auto_backup or credentials_updated_by_user",
-                                 k));
+                                 core::GoQuote(k)));
       }
     }
     if (update.empty()) return Error(400, "", "send at least one setting");
@@ -1341,9 +1349,10 @@ class Broker::Impl {
     if (!up) {
       entry->degraded = true;
       entry->degraded_detail = fmt::format("{}; the broker is restarting it", detail);
-    } else if (all_up) {
+    } else if (all_up && entry->degraded) {
       entry->degraded = false;
-      entry->degraded_detail.clear();
+      entry->degraded_detail = "recovered from a crash of one of its servers; watching it";
+      entry->recovered_at = SteadyClock::now();
     }
     (void)node;
   }

@@ -40,6 +40,9 @@ struct BrokerOptions {
   int max_backups = 10;
   int min_backups = 1;
   std::chrono::hours retention{24 * 14};
+  // After a crashed node answers again, its instance keeps reporting `failed` this long, so
+  // that a platform polling now and then sees the outage and a crash loop does not flap.
+  std::chrono::milliseconds recovery_hold{3000};
   // On Shutdown, stop every instance (false: leave them running for the next broker).
   bool stop_instances_on_shutdown = true;
 };

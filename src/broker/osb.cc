@@ -62,9 +62,9 @@ Json ErrorBody(const OsbError& error) {
 std::optional<OsbError> CheckApiVersion(std::string_view header) {
   auto fail = [&] {
     return OsbError{412, "PreconditionFailed",
-                    fmt::format("X-Broker-API-Version {:?} is not supported: this broker speaks "
+                    fmt::format("X-Broker-API-Version {} is not supported: this broker speaks "
                                 "versions 2.11 to 2.17",
-                                header)};
+                                core::GoQuote(header))};
   };
   header = core::Trim(header);
   if (header.empty()) {
@@ -87,7 +87,8 @@ std::optional<OsbError> CheckId(std::string_view what, std::string_view id) {
     bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
               c == '-' || c == '_' || c == '.';
     if (!ok) {
-      return Bad(fmt::format("{} {:?} may only hold letters, digits, '-', '_' and '.'", what, id));
+      return Bad(fmt::format("{} {} may only hold letters, digits, '-', '_' and '.'", what,
+                             core::GoQuote(id)));
     }
   }
   return std::nullopt;

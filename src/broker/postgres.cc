@@ -218,8 +218,8 @@ core::Status CheckParameter(const std::string& key, const Json& value) {
   if (rule == nullptr) {
     std::vector<std::string> known;
     for (const auto& r : Rules()) known.emplace_back(r.broker_key);
-    return core::Invalid(fmt::format("unknown parameter {:?}; PostgreSQL instances accept {}", key,
-                                     core::Join(known, ", ")));
+    return core::Invalid(fmt::format("unknown parameter {}; PostgreSQL instances accept {}",
+                                     core::GoQuote(key), core::Join(known, ", ")));
   }
   if (value.is_null()) return core::Status::Ok();  // reset to the default
   switch (rule->kind) {

@@ -141,7 +141,7 @@ class RespConnection {
         return r;
       }
       default:
-        return core::Internal(fmt::format("Redis: unexpected reply {:?}", line));
+        return core::Internal(fmt::format("Redis: unexpected reply {}", core::GoQuote(line)));
     }
   }
 
@@ -270,8 +270,8 @@ class RedisService final : public DataService {
       if (p == nullptr) {
         std::vector<std::string> known;
         for (const auto& k : kParams) known.emplace_back(k.key);
-        return core::Invalid(fmt::format("unknown parameter {:?}; KeyValue instances accept {}",
-                                         key, core::Join(known, ", ")));
+        return core::Invalid(fmt::format("unknown parameter {}; KeyValue instances accept {}",
+                                         core::GoQuote(key), core::Join(known, ", ")));
       }
       if (value.is_null()) continue;
       if (p->kind == KvParam::kSentinel) {

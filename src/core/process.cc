@@ -15,6 +15,8 @@
 #include <fstream>
 #include <thread>
 
+#include "core/strings.h"
+
 extern char** environ;
 
 namespace klutch::core {
@@ -144,7 +146,7 @@ Result<UserIds> LookupUser(std::string_view name) {
   std::vector<char> buffer(16384);
   if (::getpwnam_r(n.c_str(), &pw, buffer.data(), buffer.size(), &result) != 0 ||
       result == nullptr) {
-    return NotFound(fmt::format("user {:?} does not exist on this machine", n));
+    return NotFound(fmt::format("user {} does not exist on this machine", core::GoQuote(n)));
   }
   return UserIds{.uid = pw.pw_uid, .gid = pw.pw_gid, .name = n};
 }

@@ -1,0 +1,409 @@
+// klutch-bench-broker: `klutch broker` as a process against the floors measured in the same
+// run on the same machine (issue #13):
+//   - provision -> last_operation succeeded for postgresql-single-nano and
+//     keyvalue-single-nano-ssl, p50 of N runs, against `initdb` + `postgres` until it accepts
+//     connections, and `redis-server` until PING answers; target 2x floor + 0.5 s
+//   - bind -> credentials, p50; target < 300 ms
+//   - backup and restore of a database of ~100 MB (10 MB with --quick) through the backup
+//     manager against bare `pg_dump -Fc` / `pg_restore --clean`; target 1.5x
+//   - the broker's own RSS with 50 (3 with --quick) single-nano instances; target < 50 MiB
+// Prints ratios and verdicts; asserts nothing about time. Run as root, instances run as
+// `postgres`.
+#include <fmt/format.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <iostream>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "broker/engine.h"
+#include "core/file.h"
+#include "core/process.h"
+#include "core/random.h"
+#include "core/strings.h"
+#include "http/client.h"
+#include "machinery/json.h"
+#include "machinery/object.h"
+#include "test/bench/bench_util.h"
+#include "test/support/process.h"
+#include "test/support/wait.h"
+
+namespace klutch::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using machinery::Json;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+const std::string kKlutch = std::string(KLUTCH_BIN_DIR) + "/klutch";
+const fs::path kPgBin = "/usr/lib/postgresql/15/bin";
+constexpr char kPgService[] = "klutch-a9s-postgresql15";
+constexpr char kPgPlan[] = "klutch-postgresql-single-nano";
+constexpr char kKvService[] = "klutch-a9s-keyvalue8";
+constexpr char kKvPlan[] = "klutch-keyvalue-single-nano-ssl";
+
+std::optional<core::UserIds> RunAs() {
+  if (::getuid() != 0) return std::nullopt;
+  auto u = core::LookupUser("postgres");
+  if (!u.ok()) {
+    std::cerr << "the postgres account is needed when run as root\n";
+    std::exit(1);
+  }
+  return *u;
+}
+
+fs::path NewDir(const std::string& prefix) {
+  fs::path dir = fs::path("/tmp") / (prefix + core::RandomSuffix(6));
+  fs::create_directories(dir);
+  fs::permissions(dir, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec);
+  return dir;
+}
+
+void Chown(const fs::path& p, const std::optional<core::UserIds>& user) {
+  if (user) (void)!::chown(p.c_str(), user->uid, user->gid);
+}
+
+int FreePortNumber() {
+  auto port = broker::FreePort("127.0.0.1");
+  if (!port.ok()) {
+    std::cerr << port.status().message() << "\n";
+    std::exit(1);
+  }
+  return *port;
+}
+
+// initdb + postgres until a connection succeeds; seconds.
+double PostgresFloor(const std::optional<core::UserIds>& user) {
+  fs::path dir = NewDir("kbf-");
+  fs::path data = dir / "data";
+  Chown(dir, user);
+  core::WriteFileAtomic(dir / "pw", "floorpassword\n").ok();
+  Chown(dir / "pw", user);
+  int port = FreePortNumber();
+  auto start = BenchClock::now();
+  auto init = core::RunProcess({.argv = {(kPgBin / "initdb").string(), "--pgdata", data.string(),
+                                         "--username", "admin", "--pwfile", (dir / "pw").string(),
+                                         "--auth", "scram-sha-256", "--encoding", "UTF8",
+                                         "--locale", "C.UTF-8", "--no-sync"},
+                                .user = user},
+                               seconds(120));
+  if (!init.ok() || init->exit_code != 0) {
+    std::cerr << "initdb failed: " << (init.ok() ? init->output : init.status().message()) << "\n";
+    std::exit(1);
+  }
+  auto pid = core::SpawnProcess({.argv = {(kPgBin / "postgres").string(), "-D", data.string(), "-p",
+                                          std::to_string(port), "-c", "listen_addresses=127.0.0.1",
+                                          "-c", "unix_socket_directories="},
+                                 .user = user,
+                                 .output_file = dir / "log"});
+  bool up = Eventually(
+      [&] {
+        auto r = core::RunProcess({.argv = {(kPgBin / "pg_isready").string(), "-h", "127.0.0.1", "-p",
+                                            std::to_string(port), "-q"}},
+                                  seconds(2));
+        return r.ok() && r->exit_code == 0;
+      },
+      seconds(60));
+  double s = Seconds(start, BenchClock::now());
+  if (pid.ok()) core::StopProcess(*pid, seconds(10), SIGINT);
+  fs::remove_all(dir);
+  if (!up) {
+    std::cerr << "postgres did not start\n";
+    std::exit(1);
+  }
+  return s;
+}
+
+// redis-server until PING answers; seconds.
+double RedisFloor(const std::optional<core::UserIds>& user) {
+  fs::path dir = NewDir("kbr-");
+  Chown(dir, user);
+  int port = FreePortNumber();
+  auto start = BenchClock::now();
+  auto pid = core::SpawnProcess({.argv = {"/usr/bin/redis-server", "--port", std::to_string(port),
+                                          "--bind", "127.0.0.1", "--dir", dir.string(), "--save", ""},
+                                 .user = user,
+                                 .output_file = dir / "log"});
+  bool up = Eventually(
+      [&] {
+        auto r = core::RunProcess({.argv = {"redis-cli", "-p", std::to_string(port), "PING"}}, seconds(2));
+        return r.ok() && r->output.find("PONG") != std::string::npos;
+      },
+      seconds(30));
+  double s = Seconds(start, BenchClock::now());
+  if (pid.ok()) core::StopProcess(*pid, seconds(10));
+  fs::remove_all(dir);
+  if (!up) {
+    std::cerr << "redis-server did not start\n";
+    std::exit(1);
+  }
+  return s;
+}
+
+class BrokerProcess {
+ public:
+  explicit BrokerProcess(const fs::path& dir) : dir_(dir) {
+    child_ = std::make_unique<ChildProcess>(
+        std::vector<std::string>{kKlutch, "broker", "--listen", "127.0.0.1:0", "--state-dir",
+                                 (dir / "state").string(), "--workers", "2"},
+        dir / "broker.log");
+    std::regex serving(R"(serving on http://127\.0\.0\.1:(\d+))");
+    std::smatch m;
+    bool up = Eventually([&] {
+      std::string log = ReadFileOrEmpty(dir / "broker.log");
+      if (std::regex_search(log, m, serving)) {
+        port_ = std::stoi(m[1].str());
+        return true;
+      }
+      return !child_->running();
+    });
+    if (!up || port_ == 0) {
+      std::cerr << "klutch broker did not start:\n" << ReadFileOrEmpty(dir / "broker.log");
+      std::exit(1);
+    }
+    auto creds = machinery::ParseJson(ReadFileOrEmpty(dir / "state" / "credentials.json"));
+    if (creds.ok()) creds_ = *creds;
+  }
+  ~BrokerProcess() {
+    child_->Signal(SIGTERM, seconds(120));
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+
+  pid_t pid() const { return child_->pid(); }
+
+  Json Call(const std::string& base, const std::string& method, const std::string& target,
+            const Json& body = nullptr, int* status = nullptr) {
+    http::Client client({.port = static_cast<uint16_t>(port_)});
+    http::Headers h;
+    std::string user = machinery::GetString(creds_, {base, "username"});
+    std::string pass = machinery::GetString(creds_, {base, "password"});
+    h.Add("Authorization", "Basic " + core::Base64Encode(user + ":" + pass));
+    h.Add("X-Broker-API-Version", "2.14");
+    auto r = client.Do(method, "/" + base + target, h, body.is_null() ? "" : machinery::Dump(body));
+    if (!r.ok()) {
+      std::cerr << method << " " << target << ": " << r.status().message() << "\n";
+      std::exit(1);
+    }
+    if (status != nullptr) *status = r->status;
+    auto j = machinery::ParseJson(r->body);
+    return j.ok() ? *j : Json();
+  }
+
+  // Provision, then poll last_operation every 5 ms; seconds until succeeded.
+  double Provision(const std::string& base, const std::string& id, const std::string& service,
+                   const std::string& plan) {
+    auto start = BenchClock::now();
+    int status = 0;
+    Json r = Call(base, "PUT", "/v2/service_instances/" + id + "?accepts_incomplete=true",
+                  {{"service_id", service}, {"plan_id", plan}, {"organization_guid", "o"}, {"space_guid", "s"}},
+                  &status);
+    if (status != 202) {
+      std::cerr << "provision: " << status << " " << machinery::Dump(r) << "\n";
+      std::exit(1);
+    }
+    WaitOperation(base, id, machinery::GetString(r, {"operation"}));
+    return Seconds(start, BenchClock::now());
+  }
+
+  void WaitOperation(const std::string& base, const std::string& id, const std::string& op) {
+    while (true) {
+      int status = 0;
+      Json r = Call(base, "GET", "/v2/service_instances/" + id + "/last_operation?operation=" + op, nullptr, &status);
+      std::string state = machinery::GetString(r, {"state"});
+      if (status == 410 || state == "succeeded") return;
+      if (state == "failed") {
+        std::cerr << "operation failed: " << machinery::Dump(r) << "\n";
+        std::exit(1);
+      }
+      std::this_thread::sleep_for(milliseconds(5));
+    }
+  }
+
+  Json Bind(const std::string& base, const std::string& id, const std::string& binding,
+            const std::string& service, const std::string& plan) {
+    int status = 0;
+    Json r = Call(base, "PUT", "/v2/service_instances/" + id + "/service_bindings/" + binding,
+                  {{"service_id", service}, {"plan_id", plan}}, &status);
+    if (status != 201) {
+      std::cerr << "bind: " << status << " " << machinery::Dump(r) << "\n";
+      std::exit(1);
+    }
+    return r["credentials"];
+  }
+
+  void Deprovision(const std::string& base, const std::string& id, const std::string& service) {
+    Json r = Call(base, "DELETE",
+                  "/v2/service_instances/" + id + "?service_id=" + service + "&plan_id=p&accepts_incomplete=true");
+    WaitOperation(base, id, machinery::GetString(r, {"operation"}));
+  }
+
+  // POST then poll every 10 ms until done; seconds.
+  double BackupManagerJob(const std::string& type, const std::string& post_target,
+                          const std::string& get_prefix) {
+    auto start = BenchClock::now();
+    int status = 0;
+    Json r = Call(type + "-backup-manager", "POST", post_target, nullptr, &status);
+    if (status != 201 && status != 202) {
+      std::cerr << post_target << ": " << status << " " << machinery::Dump(r) << "\n";
+      std::exit(1);
+    }
+    int64_t id = r["id"].get<int64_t>();
+    while (true) {
+      Json s = Call(type + "-backup-manager", "GET", get_prefix + std::to_string(id));
+      std::string st = machinery::GetString(s, {"status"});
+      if (st == "done") break;
+      if (st == "failed") {
+        std::cerr << "job failed: " << machinery::Dump(s) << "\n";
+        std::exit(1);
+      }
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+    last_job_id_ = id;
+    return Seconds(start, BenchClock::now());
+  }
+  int64_t last_job_id() const { return last_job_id_; }
+
+ private:
+  fs::path dir_;
+  std::unique_ptr<ChildProcess> child_;
+  int port_ = 0;
+  Json creds_;
+  int64_t last_job_id_ = 0;
+};
+
+int Run(bool quick) {
+  auto user = RunAs();
+  const int runs = quick ? 2 : 10;
+  const int instances = quick ? 3 : 50;
+  const int megabytes = quick ? 10 : 100;
+  fs::path dir = NewDir("kbb-");
+
+  std::vector<double> pg_floor, kv_floor, pg_claim, kv_claim, bind;
+  for (int i = 0; i < runs; ++i) pg_floor.push_back(PostgresFloor(user));
+  for (int i = 0; i < runs; ++i) kv_floor.push_back(RedisFloor(user));
+
+  BrokerProcess broker(dir);
+  for (int i = 0; i < runs; ++i) {
+    std::string id = "bench-pg-" + std::to_string(i);
+    pg_claim.push_back(broker.Provision("postgresql", id, kPgService, kPgPlan));
+    auto start = BenchClock::now();
+    broker.Bind("postgresql", id, "b", kPgService, kPgPlan);
+    bind.push_back(Seconds(start, BenchClock::now()));
+    broker.Deprovision("postgresql", id, kPgService);
+  }
+  for (int i = 0; i < runs; ++i) {
+    std::string id = "bench-kv-" + std::to_string(i);
+    kv_claim.push_back(broker.Provision("keyvalue", id, kKvService, kKvPlan));
+    broker.Deprovision("keyvalue", id, kKvService);
+  }
+
+  // Backup and restore of a database of `megabytes` MB against bare pg_dump / pg_restore.
+  broker.Provision("postgresql", "bench-data", kPgService, "klutch-postgresql-single-small");
+  Json creds = broker.Bind("postgresql", "bench-data", "b", kPgService, "klutch-postgresql-single-small");
+  std::string uri = creds["uri"].get<std::string>();
+  auto fill = core::RunProcess(
+      {.argv = {"psql", uri, "-v", "ON_ERROR_STOP=1", "-qc",
+                fmt::format("CREATE TABLE filler AS SELECT g AS id, repeat(md5(g::text), 8) AS payload "
+                            "FROM generate_series(1, {}) g",
+                            megabytes * 1024 * 1024 / 300)}},
+      seconds(600));
+  if (!fill.ok() || fill->exit_code != 0) {
+    std::cerr << "filling the database failed: " << (fill.ok() ? fill->output : "") << "\n";
+    return 1;
+  }
+  auto size = core::RunProcess({.argv = {"psql", uri, "-tAc", "SELECT pg_database_size(current_database())"}},
+                               seconds(30));
+  fs::path dump = dir / "bare.dump";
+  std::string port = std::to_string(creds["port"].get<int>());
+  std::string user_name = creds["username"].get<std::string>();
+  std::string db = creds["name"].get<std::string>();
+  std::vector<std::string> env = {"PGPASSWORD=" + creds["password"].get<std::string>()};
+  auto t0 = BenchClock::now();
+  auto bare_dump = core::RunProcess({.argv = {(kPgBin / "pg_dump").string(), "--format=custom", "--no-sync", "-h",
+                                              "127.0.0.1", "-p", port, "-U", user_name, "-d", db, "-f",
+                                              dump.string()},
+                                     .env = env},
+                                    seconds(600));
+  double bare_dump_s = Seconds(t0, BenchClock::now());
+  t0 = BenchClock::now();
+  auto bare_restore = core::RunProcess({.argv = {(kPgBin / "pg_restore").string(), "--clean", "--if-exists",
+                                                 "--single-transaction", "-h", "127.0.0.1", "-p", port, "-U",
+                                                 user_name, "-d", db, dump.string()},
+                                        .env = env},
+                                       seconds(600));
+  double bare_restore_s = Seconds(t0, BenchClock::now());
+  if (!bare_dump.ok() || bare_dump->exit_code != 0 || !bare_restore.ok() || bare_restore->exit_code != 0) {
+    std::cerr << "bare pg_dump/pg_restore failed: " << (bare_dump.ok() ? bare_dump->output : "")
+              << (bare_restore.ok() ? bare_restore->output : "") << "\n";
+    return 1;
+  }
+  double backup_s = broker.BackupManagerJob("postgresql", "/instances/bench-data/backups",
+                                            "/instances/bench-data/backups/");
+  int64_t backup_id = broker.last_job_id();
+  double restore_s = broker.BackupManagerJob(
+      "postgresql", fmt::format("/instances/bench-data/backups/{}/restore", backup_id),
+      "/instances/bench-data/restores/");
+  broker.Deprovision("postgresql", "bench-data", kPgService);
+
+  // Many instances: the broker's own memory.
+  long rss_before = RssKiB(broker.pid());
+  auto many_start = BenchClock::now();
+  for (int i = 0; i < instances; ++i) {
+    std::string id = "bench-many-" + std::to_string(i);
+    int status = 0;
+    broker.Call("postgresql", "PUT", "/v2/service_instances/" + id + "?accepts_incomplete=true",
+                {{"service_id", kPgService}, {"plan_id", kPgPlan}, {"organization_guid", "o"}, {"space_guid", "s"}},
+                &status);
+  }
+  bool all = Eventually(
+      [&] {
+        Json list = broker.Call("postgresql", "GET", "/instances");
+        int ready = 0;
+        for (const auto& r : list["resources"]) ready += r["state"] == "provisioned";
+        return ready == instances;
+      },
+      seconds(1800));
+  double many_s = Seconds(many_start, BenchClock::now());
+  long rss_many = RssKiB(broker.pid());
+
+  double pg_floor50 = Percentile(pg_floor, 0.5), kv_floor50 = Percentile(kv_floor, 0.5);
+  double pg50 = Percentile(pg_claim, 0.5), kv50 = Percentile(kv_claim, 0.5), bind50 = Percentile(bind, 0.5);
+  std::cout << fmt::format("klutch-bench-broker ({} runs each{})\n", runs, quick ? ", quick" : "");
+  std::cout << fmt::format(
+      "provision postgresql-single-nano: p50 {:.3f} s; floor (initdb + postgres accepting) p50 {:.3f} s; "
+      "ratio {:.2f}; target 2x floor + 0.5 s = {:.3f} s: {}\n",
+      pg50, pg_floor50, pg50 / pg_floor50, 2 * pg_floor50 + 0.5, Verdict(pg50 <= 2 * pg_floor50 + 0.5));
+  std::cout << fmt::format(
+      "provision keyvalue-single-nano-ssl: p50 {:.3f} s; floor (redis-server answering PING) p50 {:.3f} s; "
+      "ratio {:.2f}; target 2x floor + 0.5 s = {:.3f} s: {}\n",
+      kv50, kv_floor50, kv50 / kv_floor50, 2 * kv_floor50 + 0.5, Verdict(kv50 <= 2 * kv_floor50 + 0.5));
+  std::cout << fmt::format("bind postgresql: p50 {:.1f} ms (max {:.1f} ms); target < 300 ms: {}\n", bind50 * 1000,
+                           Percentile(bind, 1.0) * 1000, Verdict(bind50 < 0.3));
+  std::cout << fmt::format(
+      "backup of a {} MB database ({} bytes): {:.3f} s vs bare pg_dump {:.3f} s, ratio {:.2f}; target 1.5x: {}\n",
+      megabytes, size.ok() ? std::string(core::Trim(size->output)) : "?", backup_s, bare_dump_s,
+      backup_s / bare_dump_s, Verdict(backup_s <= 1.5 * bare_dump_s));
+  std::cout << fmt::format(
+      "restore of it: {:.3f} s vs bare pg_restore --clean {:.3f} s, ratio {:.2f}; target 1.5x: {}\n", restore_s,
+      bare_restore_s, restore_s / bare_restore_s, Verdict(restore_s <= 1.5 * bare_restore_s));
+  std::cout << fmt::format(
+      "{} single-nano instances: all provisioned {} in {:.1f} s; broker RSS {:.1f} MiB (idle {:.1f} MiB); "
+      "target < 50 MiB: {}\n",
+      instances, all ? "yes" : "NO", many_s, rss_many / 1024.0, rss_before / 1024.0,
+      Verdict(rss_many < 50 * 1024));
+  return all ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace klutch::testing
+
+int main(int argc, char** argv) {
+  bool quick = argc > 1 && std::string(argv[1]) == "--quick";
+  return klutch::testing::Run(quick);
+}
