@@ -14,6 +14,7 @@
 #include "compose/engine.h"
 #include "core/duration.h"
 #include "core/random.h"
+#include "providers/anynines.h"
 #include "providers/kubernetes_object.h"
 #include "reconcile/manager.h"
 #include "serving/endpoints.h"
@@ -63,6 +64,9 @@ void AddManagerFlags(CLI::App* cmd, ManagerFlags& f) {
                 "Do not run the composition engine (providers only)");
   cmd->add_flag("!--disable-provider-kubernetes", f.enable_provider_kubernetes,
                 "Do not run the kubernetes.crossplane.io Object provider");
+  cmd->add_flag("!--disable-provider-anynines", f.enable_provider_anynines,
+                "Do not run the dataservices.anynines.com provider (OSB brokers and backup "
+                "managers)");
 }
 
 int RunManager(const ManagerFlags& f) {
@@ -108,6 +112,7 @@ int RunManager(const ManagerFlags& f) {
   std::atomic<bool> lost{false};
   // The composer's per-XRD controllers run outside the manager's: they stop with the lease.
   std::atomic<compose::Composer*> leading_composer{nullptr};
+  std::atomic<providers::AnyninesProvider*> leading_anynines{nullptr};
   reconcile::Manager manager(
       **rest,
       {.name = "klutch-manager",
@@ -116,10 +121,11 @@ int RunManager(const ManagerFlags& f) {
        .leader_election = reconcile::LeaderElectionOptions{.lease_namespace = lease_namespace,
                                                            .lease_name = f.lease_name,
                                                            .identity = identity},
-       .on_lost_leadership = [&lost, &leading_composer] {
+       .on_lost_leadership = [&lost, &leading_composer, &leading_anynines] {
          std::cerr << "klutch manager: lost the lease; stopping\n";
          lost = true;
          if (compose::Composer* c = leading_composer.load()) c->Stop();
+         if (providers::AnyninesProvider* a = leading_anynines.load()) a->Stop();
          ::kill(::getpid(), SIGTERM);
        }});
   (*rest)->SetRequestObserver([&manager](std::string_view verb, int code, double s) {
@@ -134,18 +140,29 @@ int RunManager(const ManagerFlags& f) {
     if (auto s = composer->Setup(); !s.ok()) return Fail(s.message());
     leading_composer = composer.get();
   }
+  const std::chrono::milliseconds poll_interval(poll->seconds * 1000 + poll->nanos / 1000000);
   std::unique_ptr<providers::ObjectProvider> objects;
   if (f.enable_provider_kubernetes) {
     objects = std::make_unique<providers::ObjectProvider>(
-        manager, providers::ObjectProviderOptions{.workers = f.concurrent_syncs,
-                                                  .poll_interval = std::chrono::milliseconds(
-                                                      poll->seconds * 1000 + poll->nanos / 1000000),
-                                                  .instance = identity});
+        manager,
+        providers::ObjectProviderOptions{
+            .workers = f.concurrent_syncs, .poll_interval = poll_interval, .instance = identity});
     if (auto s = objects->Setup(); !s.ok()) return Fail(s.message());
   }
-  // Controllers stop before the lease is released (manager.Stop()), on every way out.
+  std::unique_ptr<providers::AnyninesProvider> anynines;
+  if (f.enable_provider_anynines) {
+    anynines = std::make_unique<providers::AnyninesProvider>(
+        manager,
+        providers::AnyninesProviderOptions{
+            .workers = f.concurrent_syncs, .poll_interval = poll_interval, .instance = identity});
+    if (auto s = anynines->Setup(); !s.ok()) return Fail(s.message());
+    leading_anynines = anynines.get();
+  }
+  // Controllers stop before the lease is released (manager.Stop()), on every way out. The
+  // anynines provider's controllers run outside the manager: they stop first.
   auto stop_all = [&] {
     if (composer) composer->Stop();
+    if (anynines) anynines->Stop();
     manager.Stop();
     if (objects) objects->Stop();
   };

@@ -24,6 +24,7 @@ struct ManagerFlags {
   int concurrent_syncs = 4;
   bool enable_composition = true;
   bool enable_provider_kubernetes = true;
+  bool enable_provider_anynines = true;
   std::string poll_interval = "1m";
 };
 

@@ -6,8 +6,8 @@
 // asynchronous provision / update / deprovision that finish after `polls_to_finish`
 // last_operation polls (or stay in progress while held), bindings with PostgreSQL-shaped
 // credentials and a fresh password each, backups and restores that go queued -> running ->
-// done over polls. Tests inject answers (Inject), stop it (Stop: connection refused), and read
-// what was asked (requests(), the state accessors). Thread-safe.
+// done over polls (held: they stay running). Tests inject answers (Inject), stop it (Stop:
+// connection refused), and read what was asked (requests(), the state accessors). Thread-safe.
 #pragma once
 
 #include <fmt/format.h>
@@ -253,8 +253,11 @@ class FakeBroker {
     return inst.operation;
   }
 
+  // One poll of a backup or restore: queued -> running -> done; held jobs stop at running.
   void Advance(Job& job) REQUIRES(mu_) {
-    if (hold_ || job.status == "done" || job.status == "failed" || job.status == "deleted") {
+    if (job.status != "queued" && job.status != "running") return;
+    if (hold_) {
+      job.status = "running";
       return;
     }
     ++job.polls;
