@@ -71,9 +71,14 @@ TEST(OsbClient, ResolvesServiceByPrefixAndPlanExactly) {
   EXPECT_EQ(ids->plan_id, "plan-small");
   auto service = osb->ResolvePlan("a9s-mongodb", "x");
   EXPECT_TRUE(IsUserError(service.status()));
-  EXPECT_EQ(service.status().message(), "no entry for the service name \"a9s-mongodb\"");
+  EXPECT_EQ(service.status().message(),
+            "no entry for the service name \"a9s-mongodb\" (the broker offers: "
+            "a9s-postgresql15-ms-1687789907, a9s-keyvalue8)");
   auto plan = osb->ResolvePlan("a9s-postgresql", "postgresql-single");
-  EXPECT_EQ(plan.status().message(), "no entry for the plan name \"postgresql-single\"");
+  EXPECT_EQ(plan.status().message(),
+            "no entry for the plan name \"postgresql-single\" (service "
+            "a9s-postgresql15-ms-1687789907 offers: postgresql-single-nano, "
+            "postgresql-single-small, postgresql-replica-small)");
 }
 
 TEST(OsbClient, ProvisionsAsynchronouslyAndFollowsTheOperation) {

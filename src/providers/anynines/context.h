@@ -66,6 +66,11 @@ inline constexpr std::string_view kAnnotationBindingCreatedAt =
     "klutch.anynines.com/binding-created-at";
 inline constexpr std::string_view kAnnotationSupersededBindings =
     "klutch.anynines.com/superseded-bindings";
+// On a Backup / Restore MR while its creation request is unanswered: the highest backup /
+// restore ID the manager listed before the request, so that a lost answer is adopted, not
+// repeated.
+inline constexpr std::string_view kAnnotationBackupPending = "klutch.anynines.com/backup-pending";
+inline constexpr std::string_view kAnnotationRestorePending = "klutch.anynines.com/restore-pending";
 
 inline constexpr std::string_view kManagedFinalizer = "finalizer.managedresource.crossplane.io";
 inline constexpr std::string_view kInUseFinalizer = "in-use.crossplane.io";

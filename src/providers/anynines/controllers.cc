@@ -318,6 +318,37 @@ core::Result<Result> ManagedReconciler::Finalize(Pass& p) {
   return Result::Done();
 }
 
+core::Result<int64_t> ManagedReconciler::CreateOnce(
+    Pass& p, std::string_view pending_key, std::string_view id_key,
+    const std::function<core::Result<Json>()>& list,
+    const std::function<core::Result<int64_t>()>& create, const std::function<bool(int64_t)>& taken,
+    bool& adopted) {
+  adopted = false;
+  KLUTCH_ASSIGN_OR_RETURN(Json listed, list());
+  std::vector<int64_t> ids;
+  if (listed.is_array()) {
+    for (const Json& item : listed) {
+      if (auto id = IntField(item, "id")) ids.push_back(*id);
+    }
+  }
+  std::sort(ids.begin(), ids.end());
+  if (auto before = core::ParseInt64(machinery::Annotation(p.mr, pending_key))) {
+    for (int64_t id : ids) {
+      if (id <= *before || taken(id)) continue;
+      KLUTCH_RETURN_IF_ERROR(
+          Annotate(p, {{std::string(id_key), std::to_string(id)}, {std::string(pending_key), {}}}));
+      adopted = true;
+      return id;
+    }
+  }
+  const int64_t highest = ids.empty() ? 0 : ids.back();
+  KLUTCH_RETURN_IF_ERROR(Annotate(p, {{std::string(pending_key), std::to_string(highest)}}));
+  KLUTCH_ASSIGN_OR_RETURN(int64_t id, create());
+  KLUTCH_RETURN_IF_ERROR(
+      Annotate(p, {{std::string(id_key), std::to_string(id)}, {std::string(pending_key), {}}}));
+  return id;
+}
+
 void ManagedReconciler::Wrote(const Pass& p) {
   core::MutexLock lock(memo_mu_);
   written_[p.key] = machinery::ResourceVersion(p.original);
@@ -1035,14 +1066,32 @@ core::Result<Result> BackupReconciler::Run(Pass& p) {
       SetReady(p.mr, "Creating", "management policies do not allow taking the backup", ctx_.clock);
       return Steady(p);
     }
-    auto created = manager.CreateBackup(instance_id);
+    const std::string uid = machinery::Uid(p.mr);
+    bool adopted = false;
+    auto created = CreateOnce(
+        p, kAnnotationBackupPending, kAnnotationBackupId,
+        [&] { return manager.ListBackups(instance_id); },
+        [&] { return manager.CreateBackup(instance_id); },
+        [&](int64_t candidate) {
+          for (const auto& other : ctx_.backups->indexer().List()) {
+            if (machinery::Uid(*other) == uid ||
+                GetString(*other, {"status", "atProvider", "instanceId"}) != instance_id) {
+              continue;
+            }
+            if (IntAnnotation(*other, kAnnotationBackupId) == candidate ||
+                IntAt(*other, {"status", "atProvider", "id"}) == candidate) {
+              return true;
+            }
+          }
+          return false;
+        },
+        adopted);
     if (!created.ok()) return Fail(p, created.status(), "CannotCreateExternalResource");
-    KLUTCH_RETURN_IF_ERROR(
-        Annotate(p, {{std::string(kAnnotationBackupId), std::to_string(*created)}}));
     AtProvider(p.mr)["id"] = *created;
-    Event(
-        p, reconcile::kEventTypeNormal, "CreatedExternalResource",
-        fmt::format("the backup manager started backup {} of instance {}", *created, instance_id));
+    Event(p, reconcile::kEventTypeNormal, "CreatedExternalResource",
+          fmt::format("the backup manager {} backup {} of instance {}",
+                      adopted ? "had started (answer lost, adopted)" : "started", *created,
+                      instance_id));
     SetReady(p.mr, "Creating", "the backup manager is taking the backup", ctx_.clock);
     KLUTCH_RETURN_IF_ERROR(ForceStatus(p));
     return Fast(p);
@@ -1149,10 +1198,38 @@ core::Result<Result> RestoreReconciler::Run(Pass& p) {
                ctx_.clock);
       return Steady(p);
     }
-    auto created = manager.CreateRestore(instance_id, *backup_id);
+    const std::string uid = machinery::Uid(p.mr);
+    bool adopted = false;
+    auto created = CreateOnce(
+        p, kAnnotationRestorePending, kAnnotationRestoreId,
+        [&]() -> core::Result<Json> {
+          // Only restores of this backup are candidates.
+          KLUTCH_ASSIGN_OR_RETURN(Json all, manager.ListRestores(instance_id));
+          Json mine = Json::array();
+          if (all.is_array()) {
+            for (const Json& r : all) {
+              auto of = IntField(r, "backup_id");
+              if (!of || *of == *backup_id) mine.push_back(r);
+            }
+          }
+          return mine;
+        },
+        [&] { return manager.CreateRestore(instance_id, *backup_id); },
+        [&](int64_t candidate) {
+          for (const auto& other : ctx_.restores->indexer().List()) {
+            if (machinery::Uid(*other) == uid ||
+                GetString(*other, {"status", "atProvider", "instanceId"}) != instance_id) {
+              continue;
+            }
+            if (IntAnnotation(*other, kAnnotationRestoreId) == candidate ||
+                IntAt(*other, {"status", "atProvider", "restoreId"}) == candidate) {
+              return true;
+            }
+          }
+          return false;
+        },
+        adopted);
     if (!created.ok()) return Fail(p, created.status(), "CannotCreateExternalResource");
-    KLUTCH_RETURN_IF_ERROR(
-        Annotate(p, {{std::string(kAnnotationRestoreId), std::to_string(*created)}}));
     AtProvider(p.mr)["restoreId"] = *created;
     Event(p, reconcile::kEventTypeNormal, "CreatedExternalResource",
           fmt::format("the backup manager started restore {} of backup {} into instance {}",

@@ -26,10 +26,14 @@
 //    every binding it still holds.
 //  * Backup: a backup the manager reports deleted (or forgets) outside deletion is reported
 //    (Ready=False), not taken again.
+//  * Backup, Restore: a creation whose answer was lost (the manager crashed after taking it) is
+//    adopted on the next pass instead of repeated (CreateOnce).
+//  * Unknown service or plan names list what the broker's catalog offers.
 //
 // Thread-safe: reconcilers keep only pacing and memo state, under their own locks.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -76,6 +80,14 @@ class ManagedReconciler : public reconcile::Reconciler {
   // Sets (value) or removes (nullopt) annotations with a merge patch without precondition;
   // p.original takes the stored object, p.mr its metadata.
   core::Status Annotate(Pass& p, const std::map<std::string, std::optional<std::string>>& changes);
+  // Creates a backup or restore once across lost answers: before `create` the highest ID that
+  // `list` returns is recorded in annotation `pending_key`; a later pass that finds the mark
+  // adopts the lowest newer ID that `taken` does not claim instead of asking again. On success
+  // `id_key` holds the ID and the mark is gone; `adopted` says which way it went.
+  core::Result<int64_t> CreateOnce(Pass& p, std::string_view pending_key, std::string_view id_key,
+                                   const std::function<core::Result<Json>()>& list,
+                                   const std::function<core::Result<int64_t>()>& create,
+                                   const std::function<bool(int64_t)>& taken, bool& adopted);
   // Removes the finalizer: the pass is over.
   core::Result<reconcile::Result> Finalize(Pass& p);
   void Event(const Pass& p, std::string_view type, std::string_view reason,

@@ -91,11 +91,13 @@ class FakeBroker {
   }
 
   // The next `times` requests whose method matches and whose path contains `path_part` get
-  // `status` with `body`.
-  void Inject(std::string method, std::string path_part, int status, Json body, int times = 1) {
+  // `status` with `body`; with `served`, the request is carried out first and only its answer
+  // is replaced (an answer lost on the way).
+  void Inject(std::string method, std::string path_part, int status, Json body, int times = 1,
+              bool served = false) {
     core::MutexLock lock(mu_);
     injections_.push_back(
-        {std::move(method), std::move(path_part), status, std::move(body), times});
+        {std::move(method), std::move(path_part), status, std::move(body), times, served});
   }
   void ClearInjections() {
     core::MutexLock lock(mu_);
@@ -161,6 +163,7 @@ class FakeBroker {
     int status;
     Json body;
     int times;
+    bool served;
   };
 
   static http::Response Answer(int status, const Json& body) {
@@ -187,6 +190,7 @@ class FakeBroker {
       std::string query;
       auto q = r.target.find('?');
       if (q != std::string::npos) query = r.target.substr(q + 1);
+      std::optional<http::Response> replacement;
       {
         core::MutexLock lock(mu_);
         requests_.push_back({r.method, r.path, query, r.body,
@@ -194,11 +198,17 @@ class FakeBroker {
                              std::string(r.headers.Get("Authorization"))});
         for (auto it = injections_.begin(); it != injections_.end(); ++it) {
           if (it->method == r.method && r.path.find(it->path_part) != std::string::npos) {
-            http::Response injected = Answer(it->status, it->body);
+            replacement = Answer(it->status, it->body);
+            bool served = it->served;
             if (--it->times <= 0) injections_.erase(it);
-            return injected;
+            if (!served) return *replacement;
+            break;
           }
         }
+      }
+      if (replacement) {
+        (void)fn(r, p);
+        return *replacement;
       }
       std::string want = "Basic " + core::Base64Encode(options_.username + ":" + options_.password);
       if (r.headers.Get("Authorization") != want) return Error(401, "", "");
@@ -412,6 +422,27 @@ class FakeBroker {
                    job = {.id = jobs_, .instance_id = id, .status = "queued"};
                    return Answer(201, {{"id", job.id}, {"message", "queued"}});
                  }));
+    router_.Get(base + "/instances/{id}/backups",
+                Wrap(false, [this](http::Request&, const http::PathParams& p) {
+                  core::MutexLock lock(mu_);
+                  Json out = Json::array();
+                  for (const auto& [id, j] : backups_) {
+                    if (j.instance_id == p.Get("id"))
+                      out.push_back({{"id", id}, {"status", j.status}});
+                  }
+                  return Answer(200, out);
+                }));
+    router_.Get(base + "/instances/{id}/restores",
+                Wrap(false, [this](http::Request&, const http::PathParams& p) {
+                  core::MutexLock lock(mu_);
+                  Json out = Json::array();
+                  for (const auto& [id, j] : restores_) {
+                    if (j.instance_id == p.Get("id")) {
+                      out.push_back({{"id", id}, {"backup_id", j.backup_id}, {"status", j.status}});
+                    }
+                  }
+                  return Answer(200, out);
+                }));
     router_.Get(base + "/instances/{id}/backups/{bid:int}",
                 Wrap(false, [this](http::Request&, const http::PathParams& p) {
                   core::MutexLock lock(mu_);

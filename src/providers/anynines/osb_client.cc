@@ -85,15 +85,22 @@ core::Result<std::vector<CatalogService>> OsbClient::Catalog() {
 core::Result<PlanIds> OsbClient::ResolvePlan(std::string_view service_name,
                                              std::string_view plan_name) {
   KLUTCH_ASSIGN_OR_RETURN(std::vector<CatalogService> catalog, Catalog());
+  std::vector<std::string> services;
   for (const CatalogService& s : catalog) {
+    services.push_back(s.name);
     // Catalog names of real a9s brokers carry a deployment suffix, hence the prefix match.
     if (!s.name.starts_with(service_name)) continue;
+    std::vector<std::string> plans;
     for (const CatalogPlan& p : s.plans) {
       if (p.name == plan_name) return PlanIds{s.id, p.id};
+      plans.push_back(p.name);
     }
-    return UserError(fmt::format("no entry for the plan name \"{}\"", plan_name));
+    // Upstream's words, then what the broker does offer.
+    return UserError(fmt::format("no entry for the plan name \"{}\" (service {} offers: {})",
+                                 plan_name, s.name, core::Join(plans, ", ")));
   }
-  return UserError(fmt::format("no entry for the service name \"{}\"", service_name));
+  return UserError(fmt::format("no entry for the service name \"{}\" (the broker offers: {})",
+                               service_name, core::Join(services, ", ")));
 }
 
 core::Result<OsbOperation> OsbClient::AsyncAnswer(const ApiResponse& r, bool accepts_incomplete,

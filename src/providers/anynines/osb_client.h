@@ -80,7 +80,8 @@ class OsbClient {
   core::Result<std::vector<CatalogService>> Catalog();
   // §3.4: the first service whose name starts with `service_name`, the plan of that service
   // named exactly `plan_name`. UserErrors `no entry for the service name "<s>"` and
-  // `no entry for the plan name "<p>"`.
+  // `no entry for the plan name "<p>"`, each followed by what the catalog offers
+  // (` (the broker offers: a, b)`, ` (service <s> offers: x, y)`).
   core::Result<PlanIds> ResolvePlan(std::string_view service_name, std::string_view plan_name);
 
   // PUT /v2/service_instances/{id}: 200/201 done, 202 async (only with accepts_incomplete).
