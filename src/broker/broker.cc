@@ -139,6 +139,12 @@ class Broker::Impl {
     RegisterMetrics();
     BuildRouter();
 
+    // Unencrypted dumps a crashed backup or restore left behind: the operation runs again.
+    std::error_code ec;
+    for (auto it = fs::recursive_directory_iterator(state_.root() / "backups", ec);
+         !ec && it != fs::end(it); it.increment(ec)) {
+      if (it->path().extension() == ".plain") fs::remove(it->path(), ec);
+    }
     std::vector<std::string> errors;
     for (auto& record : state_.LoadAll(&errors)) {
       auto entry = std::make_shared<Entry>();
