@@ -1381,10 +1381,15 @@ class Broker::Impl {
         const Service* s = FindService(rec.service_id);
         const Plan* plan = s != nullptr ? FindPlan(*s, rec.plan_id) : nullptr;
         if (plan == nullptr) continue;
+        Plan limited = *plan;
+        if (options_.max_disk_per_instance > 0) {
+          limited.limits.disk_quota_bytes =
+              std::min(limited.limits.disk_quota_bytes, options_.max_disk_per_instance);
+        }
         std::string message;
         {
           core::MutexLock engine_lock(entry->engine_mu);
-          message = EngineFor(*s).EnforceQuota(rec, *plan);
+          message = EngineFor(*s).EnforceQuota(rec, limited);
         }
         core::MutexLock lock(entry->mu);
         if (entry->record.message != message && entry->record.state == kStateProvisioned) {

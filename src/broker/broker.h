@@ -35,6 +35,8 @@ struct BrokerOptions {
   int workers = 2;
   // How often instances' disk use is checked against their plan's quota.
   std::chrono::milliseconds quota_interval{30000};
+  // Caps every plan's disk quota (bytes; 0 = the plans' own), for sandboxes on small disks.
+  int64_t max_disk_per_instance = 0;
   // Retention: per instance, keep at most `max_backups` backups and none older than
   // `retention`, but always the newest `min_backups`.
   int max_backups = 10;

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <functional>
 #include <thread>
 
 #include "broker/broker.h"
@@ -31,11 +32,14 @@ constexpr char kKvService[] = "klutch-a9s-keyvalue8";
 
 class BrokerHarness {
  public:
-  explicit BrokerHarness(fs::path dir, bool stop_on_shutdown = true) : dir_(std::move(dir)) {
+  explicit BrokerHarness(fs::path dir, bool stop_on_shutdown = true,
+                         const std::function<void(BrokerOptions&)>& tweak = {})
+      : dir_(std::move(dir)) {
     BrokerOptions options;
     options.state_dir = dir_;
     options.quota_interval = milliseconds(500);
     options.stop_instances_on_shutdown = stop_on_shutdown;
+    if (tweak) tweak(options);
     if (::getuid() == 0) {
       auto user = core::LookupUser("postgres");
       EXPECT_TRUE(user.ok()) << "the postgres account (Debian's postgresql-15) is needed as root";
@@ -394,10 +398,60 @@ TEST(BrokerInstancesTest, BadInputIsRefusedAndChangesNothing) {
   fs::remove_all(dir);
 }
 
+TEST(BrokerInstancesTest, PostgresqlTlsAndDiskQuota) {
+  fs::path dir = NewStateDir();
+  {
+    BrokerHarness h(dir, true, [](BrokerOptions& o) { o.max_disk_per_instance = 40 << 20; });
+    const std::string id = "pg-tls-" + core::RandomSuffix(6);
+    const std::string plan = "klutch-postgresql-single-nano-ssl";
+    ASSERT_EQ(h.Provision("postgresql", id, kPgService, plan), "succeeded");
+    Json c = h.Bind("postgresql", id, "b", kPgService, plan);
+    ASSERT_TRUE(c.contains("cacrt"));
+    fs::path ca = dir / "pg-ca.crt";
+    ASSERT_TRUE(core::WriteFileAtomic(ca, c["cacrt"].get<std::string>()).ok());
+    std::string base =
+        fmt::format("host={} port={} dbname={} user={} password={}", c["host"].get<std::string>(),
+                    c["port"].get<int>(), c["name"].get<std::string>(),
+                    c["username"].get<std::string>(), c["password"].get<std::string>());
+    // The server's certificate verifies against the broker CA for the address in the
+    // credentials; a connection without TLS is refused.
+    std::string verified = base + " sslmode=verify-full sslrootcert=" + ca.string();
+    EXPECT_EQ(PsqlOk(verified, "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()"), "t");
+    EXPECT_NE(Psql(base + " sslmode=disable", "SELECT 1").exit_code, 0);
+
+    // Over the quota (40 MiB here), new sessions are read-only and the instance says why;
+    // deleting data makes it writable again.
+    PsqlOk(verified,
+           "CREATE TABLE big AS SELECT g, repeat(md5(g::text), 8) AS pad FROM generate_series(1, "
+           "200000) g");
+    ASSERT_TRUE(testing::Eventually(
+        [&] {
+          auto doc =
+              BrokerHarness::Body(h.Call("postgresql", "GET", "/instances/" + id, {}, true, false));
+          return doc["message"].get<std::string>().find("disk quota exceeded") != std::string::npos;
+        },
+        seconds(30)));
+    auto refused = Psql(verified, "INSERT INTO big VALUES (0, 'x')");
+    EXPECT_NE(refused.exit_code, 0);
+    EXPECT_NE(refused.output.find("read-only"), std::string::npos) << refused.output;
+    PsqlOk(verified + " options='-c default_transaction_read_only=off'", "DROP TABLE big");
+    ASSERT_TRUE(testing::Eventually(
+        [&] {
+          auto doc =
+              BrokerHarness::Body(h.Call("postgresql", "GET", "/instances/" + id, {}, true, false));
+          return doc["message"] == "";
+        },
+        seconds(30)));
+    EXPECT_TRUE(testing::Eventually(
+        [&] { return Psql(verified, "CREATE TABLE small (x int)").exit_code == 0; }));
+  }
+  fs::remove_all(dir);
+}
+
 TEST(BrokerInstancesTest, KeyvalueLifecycleOverTls) {
   fs::path dir = NewStateDir();
   {
-    BrokerHarness h(dir);
+    BrokerHarness h(dir, true, [](BrokerOptions& o) { o.max_backups = 2; });
     const std::string id = "kv-" + core::RandomSuffix(6);
     const std::string plan = "klutch-keyvalue-single-nano-ssl";
     ASSERT_EQ(h.Provision("keyvalue", id, kKvService, plan, {{"maxmemory-policy", "allkeys-lru"}}),
@@ -446,6 +500,27 @@ TEST(BrokerInstancesTest, KeyvalueLifecycleOverTls) {
     ASSERT_TRUE(
         testing::Eventually([&] { return h.RestoreStatus("keyvalue", id, restore_id) == "done"; }));
     EXPECT_EQ(cli(c, {"GET", "greeting"}), "hello");
+
+    // Retention: with at most two backups kept, a third one deletes the oldest and its file.
+    std::vector<int64_t> more;
+    for (int i = 0; i < 2; ++i) {
+      auto r = h.Call("keyvalue-backup-manager", "POST", "/instances/" + id + "/backups", {}, true,
+                      false);
+      ASSERT_EQ(r.status, 201);
+      more.push_back(BrokerHarness::Body(r)["id"].template get<int64_t>());
+      ASSERT_TRUE(testing::Eventually(
+          [&] { return h.BackupStatus("keyvalue", id, more.back()) == "done"; }));
+    }
+    EXPECT_EQ(h.BackupStatus("keyvalue", id, backup_id), "deleted");
+    EXPECT_EQ(h.BackupStatus("keyvalue", id, more[0]), "done");
+    int files = 0;
+    for (const auto& e : fs::recursive_directory_iterator(dir / "backups"))
+      files += e.is_regular_file();
+    EXPECT_EQ(files, 2);
+    auto gone =
+        h.Call("keyvalue-backup-manager", "POST",
+               fmt::format("/instances/{}/backups/{}/restore", id, backup_id), {}, true, false);
+    EXPECT_EQ(gone.status, 422) << gone.body;
 
     auto unbind =
         h.Call("keyvalue", "DELETE",

@@ -569,7 +569,16 @@ class PostgresService final : public DataService {
   }
 
   std::string EnforceQuota(const InstanceRecord& in, const Plan& plan) override {
-    int64_t used = DirectorySize(DataDir(in, 0));
+    // The instance's data as PostgreSQL counts it (WAL and catalogs are the server's).
+    int64_t used = 0;
+    {
+      auto conn = Connect(in, 0, "postgres", plan.limits.tls);
+      if (!conn.ok()) return "";
+      auto rows =
+          conn->Query(fmt::format("SELECT pg_database_size({})", conn->Literal(in.database)));
+      if (!rows.ok() || rows->empty()) return "";
+      used = core::ParseInt64((*rows)[0][0]).value_or(0);
+    }
     bool over = used > plan.limits.disk_quota_bytes;
     fs::path marker = NodeDir(in, 0) / "over-quota";
     bool marked = fs::exists(marker);
@@ -579,6 +588,13 @@ class PostgresService final : public DataService {
         auto status =
             conn->Exec(fmt::format("ALTER DATABASE {} SET default_transaction_read_only = {}",
                                    conn->Ident(in.database), over ? "on" : "off"));
+        if (status.ok() && over) {
+          // Sessions already open would keep writing: end them; new ones start read-only.
+          status = conn->Exec(fmt::format(
+              "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = {} AND "
+              "usename <> {}",
+              conn->Literal(in.database), conn->Literal(kAdmin)));
+        }
         if (status.ok()) {
           if (over) {
             (void)core::WriteFileAtomic(marker, std::to_string(used));
@@ -591,8 +607,9 @@ class PostgresService final : public DataService {
     }
     if (!over) return "";
     return fmt::format(
-        "disk quota exceeded: {} MiB used of {} MiB; new sessions are read-only "
-        "(default_transaction_read_only) until data is deleted or the plan is upgraded",
+        "disk quota exceeded: {} MiB used of {} MiB; sessions are read-only until data is "
+        "deleted (connect with options='-c default_transaction_read_only=off' to delete) or "
+        "the plan is upgraded",
         used >> 20, plan.limits.disk_quota_bytes >> 20);
   }
 

@@ -81,6 +81,9 @@ void AddBrokerFlags(CLI::App* cmd, BrokerFlags& f) {
   cmd->add_option("--quota-interval", f.quota_interval,
                   "How often disk use is checked against the plans' quotas (Go duration)")
       ->capture_default_str();
+  cmd->add_option("--max-disk-per-instance-mib", f.max_disk_per_instance_mib,
+                  "Cap every plan's disk quota at this many MiB (0: the plans' own quotas)")
+      ->capture_default_str();
   cmd->add_flag("--leave-instances-running", f.leave_instances_running,
                 "On exit, leave the instances running for the next broker to adopt");
   cmd->add_option("--postgres-bin-dir", f.postgres_bin_dir, "Where postgres, initdb, pg_dump are")
@@ -108,6 +111,7 @@ int RunBroker(const BrokerFlags& f) {
   options.workers = f.workers;
   options.quota_interval = std::chrono::seconds(quota->seconds);
   options.stop_instances_on_shutdown = !f.leave_instances_running;
+  options.max_disk_per_instance = f.max_disk_per_instance_mib * 1024 * 1024;
   options.engine.postgres_bin = f.postgres_bin_dir;
   options.engine.redis_server = f.redis_server;
   std::string run_as = f.run_as;

@@ -17,6 +17,7 @@ struct BrokerFlags {
   int workers = 2;
   std::string quota_interval = "30s";
   bool leave_instances_running = false;
+  int64_t max_disk_per_instance_mib = 0;
   std::string postgres_bin_dir = "/usr/lib/postgresql/15/bin";
   std::string redis_server = "/usr/bin/redis-server";
   // Publishes the basic-auth credentials of every base path as Secrets
