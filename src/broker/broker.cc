@@ -145,21 +145,33 @@ class Broker::Impl {
          !ec && it != fs::end(it); it.increment(ec)) {
       if (it->path().extension() == ".plain") fs::remove(it->path(), ec);
     }
+    {
+      int64_t highest = state_.CleanUp();
+      core::MutexLock lock(mu_);
+      next_number_ = std::max(next_number_, highest + 1);
+    }
     std::vector<std::string> errors;
     for (auto& record : state_.LoadAll(&errors)) {
       auto entry = std::make_shared<Entry>();
       Op resume{OpKind::kStart};
       bool resume_op = true;
-      if (record.state == kStateDeploying) {
-        resume.kind = record.operation == "update" ? OpKind::kUpdate : OpKind::kProvision;
+      // Servers that outlived the last broker are adopted (kStart) before an interrupted
+      // update or deprovision runs again, so that it stops and restarts the real processes.
+      std::vector<Op> resume_ops;
+      if (record.state == kStateDeploying && record.operation == "provision") {
+        resume_ops = {Op{OpKind::kProvision}};
+      } else if (record.state == kStateDeploying) {
+        resume_ops = {Op{OpKind::kStart}, Op{OpKind::kUpdate}};
       } else if (record.state == kStateDeleting) {
-        resume.kind = OpKind::kDeprovision;
-      } else if (record.ports.empty()) {
-        resume_op = false;  // failed before anything ran
+        resume_ops = {Op{OpKind::kStart}, Op{OpKind::kDeprovision}};
+      } else if (!record.ports.empty()) {
+        resume_ops = {Op{OpKind::kStart}};
       }
+      (void)resume;
+      (void)resume_op;
       {
         core::MutexLock lock(entry->mu);
-        if (resume_op) entry->pending.push_back(resume);
+        for (const Op& op : resume_ops) entry->pending.push_back(op);
         for (const auto& b : record.backups) {
           if (b.status == "queued" || b.status == "running") {
             entry->pending.push_back(Op{OpKind::kBackup, b.id});
@@ -478,6 +490,8 @@ class Broker::Impl {
     }
     std::shared_ptr<Entry> entry;
     std::string operation;
+    std::shared_ptr<Entry> retry;
+    std::string retry_key;
     {
       core::MutexLock lock(mu_);
       if (shut_down_) return Error(503, "", "the broker is shutting down");
@@ -498,42 +512,62 @@ class Broker::Impl {
         if (rec.state == kStateDeploying && rec.operation == "provision") {
           return JsonResponse(202, {{"operation", rec.operation_key}});
         }
+        if (rec.state == kStateFailed && rec.operation == "provision") {
+          // The same provision again after it failed: try once more.
+          existing->record.state = kStateDeploying;
+          existing->record.operation_key = "provision-" + core::RandomSuffix(10);
+          existing->record.operation_state = "in progress";
+          existing->record.operation_description.clear();
+          if (auto st = state_.Save(existing->record); !st.ok())
+            return Error(500, "", st.message());
+          std::string key = existing->record.operation_key;
+          retry = existing;
+          retry_key = key;
+        }
         if (rec.state == kStateDeleting) {
           return Error(422, "ConcurrencyError", fmt::format("instance {} is being deleted", id));
         }
-        return JsonResponse(200, Json::object());
+        if (!retry) return JsonResponse(200, Json::object());
       }
-      entry = std::make_shared<Entry>();
-      InstanceRecord rec;
-      rec.id = id;
-      rec.number = next_number_++;
-      rec.service_id = req.service_id;
-      rec.plan_id = req.plan_id;
-      rec.organization_guid = req.organization_guid;
-      rec.space_guid = req.space_guid;
-      rec.parameters = req.parameters;
-      rec.context = req.context;
-      rec.state = kStateDeploying;
-      rec.operation = "provision";
-      rec.operation_key = "provision-" + core::RandomSuffix(10);
-      rec.operation_state = "in progress";
-      rec.database = fmt::format("d{}", rec.number);
-      rec.admin_password = RandomPassword(32);
-      rec.replication_password = RandomPassword(32);
-      rec.encryption_key = NewBackupKey();
-      rec.created_at = rec.updated_at = NowTimestamp();
-      for (int i = 0; i < plan->limits.nodes; ++i) {
-        auto port = AllocatePort();
-        if (!port.ok()) return Error(500, "", port.status().message());
-        rec.ports.push_back(*port);
+      if (retry) {
+        // fall through to enqueue outside the lock
+      } else {
+        entry = std::make_shared<Entry>();
+        InstanceRecord rec;
+        rec.id = id;
+        rec.number = next_number_++;
+        rec.service_id = req.service_id;
+        rec.plan_id = req.plan_id;
+        rec.organization_guid = req.organization_guid;
+        rec.space_guid = req.space_guid;
+        rec.parameters = req.parameters;
+        rec.context = req.context;
+        rec.state = kStateDeploying;
+        rec.operation = "provision";
+        rec.operation_key = "provision-" + core::RandomSuffix(10);
+        rec.operation_state = "in progress";
+        rec.database = fmt::format("d{}", rec.number);
+        rec.admin_password = RandomPassword(32);
+        rec.replication_password = RandomPassword(32);
+        rec.encryption_key = NewBackupKey();
+        rec.created_at = rec.updated_at = NowTimestamp();
+        for (int i = 0; i < plan->limits.nodes; ++i) {
+          auto port = AllocatePort();
+          if (!port.ok()) return Error(500, "", port.status().message());
+          rec.ports.push_back(*port);
+        }
+        if (auto st = state_.Save(rec); !st.ok()) return Error(500, "", st.message());
+        operation = rec.operation_key;
+        {
+          core::MutexLock elock(entry->mu);
+          entry->record = std::move(rec);
+        }
+        instances_[id] = entry;
       }
-      if (auto st = state_.Save(rec); !st.ok()) return Error(500, "", st.message());
-      operation = rec.operation_key;
-      {
-        core::MutexLock elock(entry->mu);
-        entry->record = std::move(rec);
-      }
-      instances_[id] = entry;
+    }
+    if (retry) {
+      Enqueue(retry, Op{OpKind::kProvision});
+      return JsonResponse(202, {{"operation", retry_key}});
     }
     Enqueue(entry, Op{OpKind::kProvision});
     return JsonResponse(202, {{"operation", operation}});
@@ -591,6 +625,7 @@ class Broker::Impl {
         return JsonResponse(200, Json::object());
       }
       rec.previous_plan_id = rec.plan_id;
+      rec.previous_parameters = rec.parameters;
       rec.plan_id = to->id;
       rec.parameters = params;
       rec.state = kStateDeploying;
@@ -752,6 +787,17 @@ class Broker::Impl {
     if (auto e = ParseBind(r.body, &req)) return Error(*e);
     auto entry = Find(id, type);
     if (entry == nullptr) return InstanceNotFound(id);
+    {
+      core::MutexLock lock(entry->mu);
+      if (auto it = entry->record.bindings.find(binding_id); it != entry->record.bindings.end()) {
+        return JsonResponse(200, {{"credentials", it->second.credentials}});
+      }
+      if (entry->record.state != kStateProvisioned) {
+        return Error(
+            422, "ConcurrencyError",
+            fmt::format("instance {} is {}; bind when it is provisioned", id, entry->record.state));
+      }
+    }
     core::MutexLock engine_lock(entry->engine_mu);
     InstanceRecord snapshot;
     BindingRecord binding;
@@ -778,11 +824,14 @@ class Broker::Impl {
     const Service* service = FindService(snapshot.service_id);
     const Plan* plan = FindPlan(*service, snapshot.plan_id);
     binding.id = binding_id;
-    binding.username = "b" + core::ToLower(core::RandomSuffix(12));
+    binding.username = BindingUsername(snapshot.id, binding_id);
     binding.password = RandomPassword(24);
     binding.created_at = NowTimestamp();
     auto credentials = EngineFor(*service).Bind(snapshot, *plan, binding);
     if (!credentials.ok()) {
+      // Whatever part of the account was made goes again (the name is derived from the
+      // binding ID, so a retry would also find it).
+      (void)EngineFor(*service).Unbind(snapshot, binding);
       KLUTCH_LOG(kError, "broker", "bind {} on {}: {}", binding_id, id,
                  credentials.status().message());
       return Error(500, "",
@@ -887,6 +936,7 @@ class Broker::Impl {
     {
       core::MutexLock lock(entry->mu);
       auto& rec = entry->record;
+      if (entry->removed) return NoInstance(id);
       if (rec.state != kStateProvisioned && rec.state != kStateFailed) {
         return Error(
             422, "",
@@ -936,6 +986,7 @@ class Broker::Impl {
     if (!bid) return Error(400, "", "backup_id must be a positive integer");
     core::MutexLock lock(entry->mu);
     auto& rec = entry->record;
+    if (entry->removed) return NoInstance(p.Get("instance"));
     for (const auto& x : rec.restores) {
       if (x.backup_id == *bid && (x.status == "queued" || x.status == "running")) {
         return Error(423, "",
@@ -973,6 +1024,12 @@ class Broker::Impl {
     {
       core::MutexLock lock(entry->mu);
       auto& rec = entry->record;
+      if (entry->removed) return NoInstance(p.Get("instance"));
+      if (rec.state != kStateProvisioned && rec.state != kStateFailed) {
+        return Error(
+            422, "",
+            fmt::format("instance {} is {}; restore once it is provisioned", rec.id, rec.state));
+      }
       const BackupRecord* backup = nullptr;
       for (const auto& b : rec.backups) {
         if (b.id == *bid) backup = &b;
@@ -1060,6 +1117,7 @@ class Broker::Impl {
     if (update.empty()) return Error(400, "", "send at least one setting");
     core::MutexLock lock(entry->mu);
     auto& rec = entry->record;
+    if (entry->removed) return NoInstance(p.Get("instance"));
     for (const auto& [k, v] : update.items()) {
       if (k == "encryption_key") {
         // Backups from now on use a key derived from the user's; older ones keep theirs.
@@ -1074,6 +1132,9 @@ class Broker::Impl {
   }
 
   static std::string DeriveKey(const std::string& passphrase);
+  // "b" and 12 hex digits derived from the instance and binding IDs: a bind interrupted by a
+  // crash finds its half-made account again instead of leaving one behind.
+  static std::string BindingUsername(const std::string& instance, const std::string& binding);
 
   // --- operations ------------------------------------------------------------------------
 
@@ -1121,7 +1182,9 @@ class Broker::Impl {
       }
       auto started = SteadyClock::now();
       core::Status status;
-      {
+      if (op.kind == OpKind::kBackup || op.kind == OpKind::kRestore) {
+        status = Run(*entry, op);  // binds may go on meanwhile
+      } else {
         core::MutexLock engine_lock(entry->engine_mu);
         status = Run(*entry, op);
       }
@@ -1224,6 +1287,11 @@ class Broker::Impl {
                                     : fmt::format("{} failed: {}", rec.operation, status.message());
     rec.state = status.ok() ? kStateProvisioned : kStateFailed;
     rec.message = status.ok() ? "" : rec.operation_description;
+    if (!status.ok() && rec.operation == "update" && !rec.previous_plan_id.empty()) {
+      // The instance stays what it was: the platform may retry the update.
+      rec.plan_id = rec.previous_plan_id;
+      rec.parameters = rec.previous_parameters;
+    }
     rec.updated_at = NowTimestamp();
     if (status.ok() && rec.provisioned_at.empty()) rec.provisioned_at = rec.updated_at;
     if (status.ok()) entry.degraded = false;
@@ -1259,6 +1327,7 @@ class Broker::Impl {
     fs::path dir = state_.BackupDir(rec.number);
     std::error_code ec;
     fs::create_directories(dir, ec);
+    fs::permissions(dir, fs::perms::owner_all, ec);
     fs::path plain = dir / fmt::format("{}.plain", id);
     std::string file = fmt::format("{}.enc", id);
     core::Status status =
@@ -1402,7 +1471,6 @@ class Broker::Impl {
 
   BrokerOptions options_;
   StateDir state_;
-  Supervisor supervisor_;
   std::map<Engine, std::unique_ptr<DataService>> engines_;
   std::map<std::string, BasicCredentials> credentials_;
   serving::MetricRegistry metrics_;
@@ -1426,6 +1494,9 @@ class Broker::Impl {
   int64_t next_number_ GUARDED_BY(mu_) = 1;
   std::vector<std::thread> workers_;
   std::thread quota_thread_;
+  // Last: destroyed first, so that its watcher thread never calls OnNodeChange on members
+  // that are gone.
+  Supervisor supervisor_;
 };
 
 std::string Broker::Impl::DeriveKey(const std::string& passphrase) {
@@ -1434,6 +1505,13 @@ std::string Broker::Impl::DeriveKey(const std::string& passphrase) {
   unsigned char digest[SHA256_DIGEST_LENGTH];
   SHA256(reinterpret_cast<const unsigned char*>(input.data()), input.size(), digest);
   return std::string(reinterpret_cast<const char*>(digest), sizeof(digest));
+}
+
+std::string Broker::Impl::BindingUsername(const std::string& instance, const std::string& binding) {
+  std::string input = instance + "/" + binding;
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(input.data()), input.size(), digest);
+  return "b" + core::HexEncode(std::string_view(reinterpret_cast<const char*>(digest), 6));
 }
 
 core::Result<std::unique_ptr<Broker>> Broker::Open(BrokerOptions options) {

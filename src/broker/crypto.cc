@@ -57,7 +57,26 @@ core::Status IoError(const char* what, const fs::path& path) {
 
 std::string NewBackupKey() { return core::HexEncode(core::RandomBytes(32)); }
 
+static core::Status EncryptFileTo(const fs::path& in, const fs::path& out,
+                                  std::string_view hex_key);
+
 core::Status EncryptFile(const fs::path& in, const fs::path& out, std::string_view hex_key) {
+  // Into a temporary file, renamed when complete: a crash never leaves half a backup under
+  // the final name.
+  fs::path tmp = out;
+  tmp += ".partial";
+  core::Status status = EncryptFileTo(in, tmp, hex_key);
+  std::error_code ec;
+  if (status.ok()) {
+    fs::rename(tmp, out, ec);
+    if (ec) status = core::Internal(fmt::format("rename {}: {}", tmp.string(), ec.message()));
+  }
+  if (!status.ok()) fs::remove(tmp, ec);
+  return status;
+}
+
+static core::Status EncryptFileTo(const fs::path& in, const fs::path& out,
+                                  std::string_view hex_key) {
   auto key = DecodeKey(hex_key);
   if (!key) return core::Invalid("backup key: not 64 hex digits");
   File src(std::fopen(in.c_str(), "rb"));

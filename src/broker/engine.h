@@ -99,6 +99,15 @@ std::string RandomPassword(size_t length = 24);
 core::Status ChownTo(const std::filesystem::path& path, const std::optional<core::UserIds>& user);
 // Total bytes of the regular files under `path`.
 int64_t DirectorySize(const std::filesystem::path& path);
+// Starts (or adopts) a node through `runner` and waits until its readiness probe answers,
+// up to context.ready_timeout; kUnavailable with the tail of `log` otherwise. `what` names
+// the server in the message ("PostgreSQL node 1").
+core::Status StartAndWait(const EngineContext& context, NodeRunner& runner,
+                          const std::string& instance, int node, NodeSpec spec,
+                          const std::filesystem::path& log, std::string_view what);
+// Runs a client tool of the engine to completion (pg_dump, pg_restore, ...): kInternal with
+// its exit code and output when it fails.
+core::Status RunTool(core::ProcessSpec spec, std::chrono::milliseconds timeout);
 // Writes the instance's TLS server certificate and key (issued by the broker CA for the
 // loopback address) into `dir` as server.crt / server.key / ca.crt, once.
 core::Status EnsureServerCertificate(const EngineContext& context,

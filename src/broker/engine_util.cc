@@ -8,10 +8,12 @@
 #include <cerrno>
 #include <cstring>
 #include <system_error>
+#include <thread>
 
 #include "broker/engine.h"
 #include "core/file.h"
 #include "core/random.h"
+#include "core/strings.h"
 #include "http/certs.h"
 
 namespace klutch::broker {
@@ -77,6 +79,33 @@ int64_t DirectorySize(const fs::path& path) {
     }
   }
   return total;
+}
+
+core::Status StartAndWait(const EngineContext& context, NodeRunner& runner,
+                          const std::string& instance, int node, NodeSpec spec, const fs::path& log,
+                          std::string_view what) {
+  auto ready = spec.ready;
+  KLUTCH_RETURN_IF_ERROR(runner.Start(instance, node, std::move(spec)));
+  auto deadline = std::chrono::steady_clock::now() + context.ready_timeout;
+  while (!ready()) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      auto text = core::ReadFile(log);
+      std::string tail = text.ok() ? text->substr(text->size() > 600 ? text->size() - 600 : 0) : "";
+      return core::Unavailable(fmt::format("{} did not start: {}", what, core::Trim(tail)));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return core::Status::Ok();
+}
+
+core::Status RunTool(core::ProcessSpec spec, std::chrono::milliseconds timeout) {
+  std::string name = spec.argv.empty() ? "" : fs::path(spec.argv[0]).filename().string();
+  KLUTCH_ASSIGN_OR_RETURN(auto result, core::RunProcess(spec, timeout));
+  if (result.exit_code != 0) {
+    return core::Internal(
+        fmt::format("{} failed (exit {}): {}", name, result.exit_code, core::Trim(result.output)));
+  }
+  return core::Status::Ok();
 }
 
 core::Status EnsureServerCertificate(const EngineContext& context, const fs::path& dir) {

@@ -16,6 +16,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <regex>
 #include <set>
 #include <system_error>
 #include <thread>
@@ -66,6 +67,9 @@ class PgConnection {
                                                ? std::string(core::Trim(PQerrorMessage(conn.get())))
                                                : std::string("out of memory")));
     }
+    // Server notices ("... does not exist, skipping") are not the broker's output.
+    PQsetNoticeProcessor(
+        conn.get(), [](void*, const char*) {}, nullptr);
     return PgConnection(std::move(conn));
   }
 
@@ -99,6 +103,17 @@ class PgConnection {
         PQescapeIdentifier(conn_.get(), s.data(), s.size()), &PQfreemem);
     return q ? std::string(q.get()) : std::string();
   }
+  // The SCRAM verifier of `password` for `user` as a literal: the server never sees the
+  // password itself (not in query texts, pg_stat_activity or statement logs).
+  core::Result<std::string> PasswordLiteral(const std::string& user, const std::string& password) {
+    std::unique_ptr<char, decltype(&PQfreemem)> v(
+        PQencryptPasswordConn(conn_.get(), password.c_str(), user.c_str(), "scram-sha-256"),
+        &PQfreemem);
+    if (v == nullptr) {
+      return core::Internal(fmt::format("PostgreSQL: {}", core::Trim(PQerrorMessage(conn_.get()))));
+    }
+    return Literal(v.get());
+  }
   std::string Literal(std::string_view s) {
     std::unique_ptr<char, decltype(&PQfreemem)> q(PQescapeLiteral(conn_.get(), s.data(), s.size()),
                                                   &PQfreemem);
@@ -112,7 +127,7 @@ class PgConnection {
 
 // --- parameters --------------------------------------------------------------------------
 
-enum class ParamKind { kInt, kBoolOnOff, kEnum, kString, kStringList };
+enum class ParamKind { kInt, kMemory, kBoolOnOff, kEnum, kString, kStringList };
 
 struct ParamRule {
   const char* broker_key;
@@ -130,9 +145,9 @@ const std::vector<ParamRule>& Rules() {
                                                    "ERROR",  "LOG",    "FATAL",  "PANIC"};
   static const std::vector<ParamRule> rules = {
       {"max_connections", "max_connections", ParamKind::kInt, 10, 10000, {}, true},
-      {"effective_cache_size", "effective_cache_size", ParamKind::kInt, 1, INT32_MAX, {}},
-      {"work_mem", "work_mem", ParamKind::kInt, 64, INT32_MAX, {}},
-      {"maintenance_work_mem", "maintenance_work_mem", ParamKind::kInt, 1024, INT32_MAX, {}},
+      {"effective_cache_size", "effective_cache_size", ParamKind::kMemory, 1, INT32_MAX, {}},
+      {"work_mem", "work_mem", ParamKind::kMemory, 64, INT32_MAX, {}},
+      {"maintenance_work_mem", "maintenance_work_mem", ParamKind::kMemory, 1024, INT32_MAX, {}},
       {"temp_file_limit", "temp_file_limit", ParamKind::kInt, -1, INT32_MAX, {}},
       {"track_io_timing", "track_io_timing", ParamKind::kBoolOnOff, 0, 0, {}},
       {"archive_timeout", "archive_timeout", ParamKind::kInt, 10, 1073741823, {}},
@@ -146,7 +161,7 @@ const std::vector<ParamRule>& Rules() {
       {"wal_level_logical", "wal_level", ParamKind::kBoolOnOff, 0, 0, {}, true},
       {"wal_writer_delay", "wal_writer_delay", ParamKind::kInt, 1, 10000, {}},
       {"max_replication_slots", "max_replication_slots", ParamKind::kInt, 0, 1000, {}, true},
-      {"max_wal_senders", "max_wal_senders", ParamKind::kInt, 4, 1000, {}, true},
+      {"max_wal_senders", "max_wal_senders", ParamKind::kInt, 0, 1000, {}, true},
       {"synchronous_commit",
        "synchronous_commit",
        ParamKind::kEnum,
@@ -169,12 +184,7 @@ const std::vector<ParamRule>& Rules() {
        0,
        {"TERSE", "DEFAULT", "VERBOSE"}},
       {"data_checksums", "", ParamKind::kEnum, 0, 0, {"enabled", "disabled"}},
-      {"role_privileges",
-       "",
-       ParamKind::kStringList,
-       0,
-       0,
-       {"CREATEDB", "CREATEROLE", "REPLICATION"}},
+      {"role_privileges", "", ParamKind::kStringList, 0, 0, {"CREATEDB"}},
   };
   return rules;
 }
@@ -213,6 +223,15 @@ std::optional<bool> AsBool(const Json& v) {
   return std::nullopt;
 }
 
+core::Status CheckIntRange(const std::string& key, const Json& value, const ParamRule& rule) {
+  auto v = AsInt(value);
+  if (!v || *v < rule.min || *v > rule.max) {
+    return core::Invalid(fmt::format("parameter {}: {} is not an integer from {} to {}", key,
+                                     machinery::GoSprint(value), rule.min, rule.max));
+  }
+  return core::Status::Ok();
+}
+
 core::Status CheckParameter(const std::string& key, const Json& value) {
   const ParamRule* rule = FindRule(key);
   if (rule == nullptr) {
@@ -223,11 +242,17 @@ core::Status CheckParameter(const std::string& key, const Json& value) {
   }
   if (value.is_null()) return core::Status::Ok();  // reset to the default
   switch (rule->kind) {
-    case ParamKind::kInt: {
-      auto v = AsInt(value);
-      if (!v || *v < rule->min || *v > rule->max) {
-        return core::Invalid(fmt::format("parameter {}: {} is not an integer from {} to {}", key,
-                                         machinery::GoSprint(value), rule->min, rule->max));
+    case ParamKind::kInt:
+      return CheckIntRange(key, value, *rule);
+    case ParamKind::kMemory: {
+      // An integer (the setting's unit, kB or 8 kB pages) or a number with a unit: "64MB".
+      if (AsInt(value)) return CheckIntRange(key, value, *rule);
+      const auto* s = value.get_ptr<const std::string*>();
+      static const std::regex kMemory("^[1-9][0-9]{0,9}(kB|MB|GB|TB)$");
+      if (s == nullptr || !std::regex_match(*s, kMemory)) {
+        return core::Invalid(
+            fmt::format("parameter {}: {} is not an amount of memory such as 4096 (kB) or \"64MB\"",
+                        key, machinery::GoSprint(value)));
       }
       return core::Status::Ok();
     }
@@ -259,7 +284,9 @@ core::Status CheckParameter(const std::string& key, const Json& value) {
       }
       if (!ok) {
         return core::Invalid(
-            fmt::format("parameter {}: must be a list of {}", key, core::Join(rule->values, ", ")));
+            fmt::format("parameter {}: must be a list of {} (CREATEROLE and REPLICATION are not "
+                        "granted: they would reach the server's files and every database on it)",
+                        key, core::Join(rule->values, ", ")));
       }
       return core::Status::Ok();
     }
@@ -320,8 +347,14 @@ std::string RenderConfig(const EngineContext& ctx, const InstanceRecord& in, con
     std::string rendered;
     if (key == "wal_level_logical") {
       rendered = AsBool(value).value_or(false) ? "logical" : "replica";
-    } else if (rule->kind == ParamKind::kInt) {
-      rendered = std::to_string(AsInt(value).value_or(0));
+    } else if (rule->kind == ParamKind::kInt ||
+               (rule->kind == ParamKind::kMemory && AsInt(value))) {
+      int64_t v = AsInt(value).value_or(0);
+      // A plan's size is a limit: parameters may lower max_connections, not raise it; and
+      // replica plans keep enough WAL senders for their standbys and a base backup.
+      if (key == "max_connections") v = std::min<int64_t>(v, plan.limits.max_connections);
+      if (key == "max_wal_senders") v = std::max<int64_t>(v, plan.limits.nodes + 2);
+      rendered = std::to_string(v);
     } else if (rule->kind == ParamKind::kBoolOnOff) {
       rendered = AsBool(value).value_or(false) ? "on" : "off";
     } else if (const auto* s = value.get_ptr<const std::string*>()) {
@@ -431,6 +464,8 @@ class PostgresService final : public DataService {
       auto old_conf = core::ReadFile(DataDir(in, node) / "klutch.restart");
       if (old_conf.ok()) restart_before = *old_conf;
       KLUTCH_RETURN_IF_ERROR(WriteConfig(in, to, node, &restart_after));
+      // A node restarted by the supervisor since also runs the new settings, but only a
+      // start through StartNode records that: compare with what the last such start had.
       if (restart_before != restart_after) {
         runner.Stop(in.id, node);
         KLUTCH_RETURN_IF_ERROR(StartNode(in, to, node, runner));
@@ -454,7 +489,7 @@ class PostgresService final : public DataService {
         list != nullptr && list->is_array()) {
       for (const auto& p : *list) {
         if (const auto* s = p.get_ptr<const std::string*>()) {
-          for (const auto& allowed : {"CREATEDB", "CREATEROLE", "REPLICATION"}) {
+          for (const auto& allowed : {"CREATEDB"}) {
             if (EqualsIgnoreCase(*s, allowed)) privileges += std::string(" ") + allowed;
           }
         }
@@ -462,16 +497,17 @@ class PostgresService final : public DataService {
     }
     std::string role = conn.Ident(binding.username);
     std::string owner = conn.Ident(OwnerRole(in));
+    KLUTCH_ASSIGN_OR_RETURN(std::string password,
+                            conn.PasswordLiteral(binding.username, binding.password));
     KLUTCH_ASSIGN_OR_RETURN(auto rows,
                             conn.Query(fmt::format("SELECT 1 FROM pg_roles WHERE rolname = {}",
                                                    conn.Literal(binding.username))));
     if (rows.empty()) {
-      KLUTCH_RETURN_IF_ERROR(
-          conn.Exec(fmt::format("CREATE ROLE {} LOGIN PASSWORD {} IN ROLE {}{}", role,
-                                conn.Literal(binding.password), owner, privileges)));
+      KLUTCH_RETURN_IF_ERROR(conn.Exec(fmt::format("CREATE ROLE {} LOGIN PASSWORD {} IN ROLE {}{}",
+                                                   role, password, owner, privileges)));
     } else {
-      KLUTCH_RETURN_IF_ERROR(conn.Exec(
-          fmt::format("ALTER ROLE {} LOGIN PASSWORD {}", role, conn.Literal(binding.password))));
+      KLUTCH_RETURN_IF_ERROR(
+          conn.Exec(fmt::format("ALTER ROLE {} LOGIN PASSWORD {}", role, password)));
     }
     KLUTCH_RETURN_IF_ERROR(
         conn.Exec(fmt::format("ALTER ROLE {} SET role = {}", role, conn.Literal(OwnerRole(in)))));
@@ -532,20 +568,30 @@ class PostgresService final : public DataService {
         "PGPASSWORD=" + in.admin_password,
         std::string("PGSSLMODE=") + (plan != nullptr && plan->limits.tls ? "require" : "disable"),
         "PGCONNECT_TIMEOUT=10"};
-    KLUTCH_ASSIGN_OR_RETURN(auto result, core::RunProcess(spec, std::chrono::hours(6)));
-    if (result.exit_code != 0) {
-      return core::Internal(fmt::format("pg_dump failed (exit {}): {}", result.exit_code,
-                                        std::string(core::Trim(result.output))));
-    }
-    return core::Status::Ok();
+    return RunTool(std::move(spec), std::chrono::hours(6));
   }
 
+  // Restores into a new database and swaps it in, so that the instance holds exactly the
+  // backup's data (tables created since are gone) and a failed restore changes nothing.
+  // Everything restored belongs to the owner role; the dump's owners and grants (which may
+  // name rotated-away binding roles) are skipped.
   core::Status Restore(const InstanceRecord& in, const Plan& plan, const fs::path& file,
                        NodeRunner& /*runner*/) override {
+    KLUTCH_ASSIGN_OR_RETURN(auto conn, Connect(in, 0, "postgres", plan.limits.tls));
+    const std::string live = conn.Ident(in.database);
+    const std::string restoring = conn.Ident(in.database + "_restoring");
+    const std::string replaced = conn.Ident(in.database + "_replaced");
+    const std::string owner = conn.Ident(OwnerRole(in));
+    // Leftovers of an interrupted restore.
+    KLUTCH_RETURN_IF_ERROR(conn.Exec("DROP DATABASE IF EXISTS " + restoring + " WITH (FORCE)"));
+    KLUTCH_RETURN_IF_ERROR(conn.Exec("DROP DATABASE IF EXISTS " + replaced + " WITH (FORCE)"));
+    KLUTCH_RETURN_IF_ERROR(conn.Exec(fmt::format("CREATE DATABASE {} OWNER {}", restoring, owner)));
+    KLUTCH_RETURN_IF_ERROR(PrepareDatabase(in, in.database + "_restoring", plan.limits.tls));
     core::ProcessSpec spec;
     spec.argv = {(ctx_.postgres_bin / "pg_restore").string(),
-                 "--clean",
-                 "--if-exists",
+                 "--no-owner",
+                 "--no-privileges",
+                 "--role=" + OwnerRole(in),
                  "--single-transaction",
                  "--exit-on-error",
                  "--host",
@@ -555,17 +601,28 @@ class PostgresService final : public DataService {
                  "--username",
                  kAdmin,
                  "--dbname",
-                 in.database,
+                 in.database + "_restoring",
                  file.string()};
     spec.env = {"PGPASSWORD=" + in.admin_password,
                 std::string("PGSSLMODE=") + (plan.limits.tls ? "require" : "disable"),
                 "PGCONNECT_TIMEOUT=10"};
-    KLUTCH_ASSIGN_OR_RETURN(auto result, core::RunProcess(spec, std::chrono::hours(6)));
-    if (result.exit_code != 0) {
-      return core::Internal(fmt::format("pg_restore failed (exit {}): {}", result.exit_code,
-                                        std::string(core::Trim(result.output))));
+    if (auto status = RunTool(std::move(spec), std::chrono::hours(6)); !status.ok()) {
+      (void)conn.Exec("DROP DATABASE IF EXISTS " + restoring + " WITH (FORCE)");
+      return status;
     }
-    return core::Status::Ok();
+    // The swap: no new sessions on the live database, end the open ones, rename both.
+    KLUTCH_RETURN_IF_ERROR(
+        conn.Exec(fmt::format("ALTER DATABASE {} ALLOW_CONNECTIONS false", live)));
+    KLUTCH_RETURN_IF_ERROR(conn.Exec(
+        fmt::format("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = {}",
+                    conn.Literal(in.database))));
+    KLUTCH_RETURN_IF_ERROR(
+        conn.Exec(fmt::format("ALTER DATABASE {} RENAME TO {}", live, replaced)));
+    KLUTCH_RETURN_IF_ERROR(
+        conn.Exec(fmt::format("ALTER DATABASE {} RENAME TO {}", restoring, live)));
+    std::error_code ec;
+    fs::remove(NodeDir(in, 0) / "over-quota", ec);
+    return conn.Exec(fmt::format("DROP DATABASE {} WITH (FORCE)", replaced));
   }
 
   std::string EnforceQuota(const InstanceRecord& in, const Plan& plan) override {
@@ -631,13 +688,15 @@ class PostgresService final : public DataService {
     std::string restart;
     KLUTCH_RETURN_IF_ERROR(
         core::WriteFileAtomic(data / "klutch.conf", RenderConfig(ctx_, in, plan, node, &restart)));
-    KLUTCH_RETURN_IF_ERROR(core::WriteFileAtomic(data / "klutch.restart", restart));
+    // The restart-only settings the running server has are in klutch.restart, written once a
+    // start with them succeeded (StartNode); until then they wait in klutch.restart.pending.
+    KLUTCH_RETURN_IF_ERROR(core::WriteFileAtomic(data / "klutch.restart.pending", restart));
     KLUTCH_RETURN_IF_ERROR(core::WriteFileAtomic(data / "pg_hba.conf", RenderHba(in, plan)));
     if (plan.limits.tls)
       KLUTCH_RETURN_IF_ERROR(EnsureServerCertificate(ctx_, NodeDir(in, node) / "tls"));
     if (restart_settings != nullptr) *restart_settings = restart;
     KLUTCH_RETURN_IF_ERROR(ChownTo(data / "klutch.conf", ctx_.user));
-    KLUTCH_RETURN_IF_ERROR(ChownTo(data / "klutch.restart", ctx_.user));
+    KLUTCH_RETURN_IF_ERROR(ChownTo(data / "klutch.restart.pending", ctx_.user));
     return ChownTo(data / "pg_hba.conf", ctx_.user);
   }
 
@@ -744,18 +803,13 @@ class PostgresService final : public DataService {
   }
 
   core::Status StartNode(const InstanceRecord& in, const Plan& plan, int node, NodeRunner& runner) {
-    NodeSpec spec = Node(in, plan, node);
-    auto ready = spec.ready;
-    KLUTCH_RETURN_IF_ERROR(runner.Start(in.id, node, std::move(spec)));
-    auto deadline = std::chrono::steady_clock::now() + ctx_.ready_timeout;
-    while (!ready()) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        auto log = core::ReadFile(NodeDir(in, node) / "postgres.log");
-        std::string tail = log.ok() ? log->substr(log->size() > 600 ? log->size() - 600 : 0) : "";
-        return core::Unavailable(fmt::format("PostgreSQL node {} did not start: {}", node,
-                                             std::string(core::Trim(tail))));
-      }
-      std::this_thread::sleep_for(milliseconds(20));
+    KLUTCH_RETURN_IF_ERROR(StartAndWait(ctx_, runner, in.id, node, Node(in, plan, node),
+                                        NodeDir(in, node) / "postgres.log",
+                                        fmt::format("PostgreSQL node {}", node)));
+    std::error_code ec;
+    fs::path data = DataDir(in, node);
+    if (fs::exists(data / "klutch.restart.pending")) {
+      fs::rename(data / "klutch.restart.pending", data / "klutch.restart", ec);
     }
     return core::Status::Ok();
   }
@@ -770,12 +824,14 @@ class PostgresService final : public DataService {
                                            conn.Literal(kReplicator), conn.Literal(owner))));
     std::set<std::string> have;
     for (const auto& row : roles) have.insert(row[0]);
+    KLUTCH_ASSIGN_OR_RETURN(std::string replication_password,
+                            conn.PasswordLiteral(kReplicator, in.replication_password));
     if (!have.contains(kReplicator)) {
       KLUTCH_RETURN_IF_ERROR(
           conn.Exec(fmt::format("CREATE ROLE {} REPLICATION LOGIN", kReplicator)));
     }
-    KLUTCH_RETURN_IF_ERROR(conn.Exec(fmt::format("ALTER ROLE {} PASSWORD {}", kReplicator,
-                                                 conn.Literal(in.replication_password))));
+    KLUTCH_RETURN_IF_ERROR(
+        conn.Exec(fmt::format("ALTER ROLE {} PASSWORD {}", kReplicator, replication_password)));
     if (!have.contains(owner)) {
       KLUTCH_RETURN_IF_ERROR(conn.Exec(fmt::format("CREATE ROLE {} NOLOGIN", conn.Ident(owner))));
     }
@@ -790,11 +846,26 @@ class PostgresService final : public DataService {
         conn.Exec(fmt::format("REVOKE ALL ON DATABASE {} FROM PUBLIC", conn.Ident(in.database))));
     KLUTCH_RETURN_IF_ERROR(conn.Exec(fmt::format("GRANT CONNECT, TEMPORARY ON DATABASE {} TO {}",
                                                  conn.Ident(in.database), conn.Ident(owner))));
-    // Bindings may watch their own server (pg_stat_replication, pg_stat_activity in full).
-    KLUTCH_RETURN_IF_ERROR(conn.Exec(fmt::format("GRANT pg_monitor TO {}", conn.Ident(owner))));
-    KLUTCH_ASSIGN_OR_RETURN(auto db, Connect(in, 0, in.database, tls));
+    // Bindings may watch their own server (pg_stat_replication, pg_stat_activity in full), not
+    // read its settings (primary_conninfo holds the replication password).
     KLUTCH_RETURN_IF_ERROR(
-        db.Exec(fmt::format("ALTER SCHEMA public OWNER TO {}", db.Ident(owner))));
+        conn.Exec(fmt::format("GRANT pg_read_all_stats TO {}", conn.Ident(owner))));
+    return PrepareDatabase(in, in.database, tls);
+  }
+
+  // Who may use a database of the instance: only the owner role (and so every binding), with
+  // the public schema its own.
+  core::Status PrepareDatabase(const InstanceRecord& in, const std::string& name, bool tls) {
+    {
+      KLUTCH_ASSIGN_OR_RETURN(auto conn, Connect(in, 0, "postgres", tls));
+      KLUTCH_RETURN_IF_ERROR(
+          conn.Exec(fmt::format("REVOKE ALL ON DATABASE {} FROM PUBLIC", conn.Ident(name))));
+      KLUTCH_RETURN_IF_ERROR(conn.Exec(fmt::format("GRANT CONNECT, TEMPORARY ON DATABASE {} TO {}",
+                                                   conn.Ident(name), conn.Ident(OwnerRole(in)))));
+    }
+    KLUTCH_ASSIGN_OR_RETURN(auto db, Connect(in, 0, name, tls));
+    KLUTCH_RETURN_IF_ERROR(
+        db.Exec(fmt::format("ALTER SCHEMA public OWNER TO {}", db.Ident(OwnerRole(in)))));
     return db.Exec("REVOKE ALL ON SCHEMA public FROM PUBLIC");
   }
 

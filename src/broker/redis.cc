@@ -251,7 +251,9 @@ class RedisService final : public DataService {
     spec.process.user = ctx_.user;
     spec.process.output_file = NodeDir(in, index) / "redis.log";
     spec.pid_file = NodeDir(in, index) / "redis.pid";
-    spec.match = "redis-server";
+    // The process title names the config file (proc-title-template below), so that adoption
+    // never picks up another instance's server through a stale PID file.
+    spec.match = (NodeDir(in, index) / "redis.conf").string();
     fs::path socket = Socket(in, index);
     spec.ready = [socket] {
       auto conn = RespConnection::Open(socket, milliseconds(500));
@@ -357,7 +359,29 @@ class RedisService final : public DataService {
 
   core::Status Backup(const InstanceRecord& in, const fs::path& out) override {
     KLUTCH_ASSIGN_OR_RETURN(auto conn, Admin(in, 0));
-    KLUTCH_RETURN_IF_ERROR(conn.Must({"SAVE"}).status());
+    // BGSAVE keeps serving clients while the snapshot is written (the fork happens before
+    // it answers); wait for it to finish and check how it went.
+    auto saving = [&conn]() -> core::Result<bool> {
+      KLUTCH_ASSIGN_OR_RETURN(Reply info, conn.Must({"INFO", "persistence"}));
+      return info.text.find("rdb_bgsave_in_progress:1") != std::string::npos;
+    };
+    while (true) {
+      KLUTCH_ASSIGN_OR_RETURN(Reply started, conn.Command({"BGSAVE"}));
+      if (!started.is_error()) break;
+      if (started.text.find("in progress") == std::string::npos) {
+        return core::Internal("Redis BGSAVE: " + started.text);
+      }
+      std::this_thread::sleep_for(milliseconds(20));  // another save runs; then ours
+    }
+    while (true) {
+      KLUTCH_ASSIGN_OR_RETURN(bool running, saving());
+      if (!running) break;
+      std::this_thread::sleep_for(milliseconds(20));
+    }
+    KLUTCH_ASSIGN_OR_RETURN(Reply info, conn.Must({"INFO", "persistence"}));
+    if (info.text.find("rdb_last_bgsave_status:ok") == std::string::npos) {
+      return core::Internal("Redis BGSAVE failed; see the node's redis.log");
+    }
     std::error_code ec;
     fs::copy_file(NodeDir(in, 0) / "data" / "dump.rdb", out, fs::copy_options::overwrite_existing,
                   ec);
@@ -402,6 +426,7 @@ class RedisService final : public DataService {
     int port = in.ports[static_cast<size_t>(node)];
     std::string conf = "# Written by klutch broker; changes here are replaced.\n";
     conf += fmt::format("bind {}\nprotected-mode yes\ndaemonize no\n", ctx_.host);
+    conf += "proc-title-template \"{title} {config-file}\"\n";
     if (plan.limits.tls) {
       KLUTCH_RETURN_IF_ERROR(EnsureServerCertificate(ctx_, dir / "tls"));
       conf += fmt::format(
@@ -458,20 +483,8 @@ class RedisService final : public DataService {
   }
 
   core::Status StartNode(const InstanceRecord& in, const Plan& plan, int node, NodeRunner& runner) {
-    NodeSpec spec = Node(in, plan, node);
-    auto ready = spec.ready;
-    KLUTCH_RETURN_IF_ERROR(runner.Start(in.id, node, std::move(spec)));
-    auto deadline = std::chrono::steady_clock::now() + ctx_.ready_timeout;
-    while (!ready()) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        auto log = core::ReadFile(NodeDir(in, node) / "redis.log");
-        std::string tail = log.ok() ? log->substr(log->size() > 600 ? log->size() - 600 : 0) : "";
-        return core::Unavailable(
-            fmt::format("Redis node {} did not start: {}", node, core::Trim(tail)));
-      }
-      std::this_thread::sleep_for(milliseconds(10));
-    }
-    return core::Status::Ok();
+    return StartAndWait(ctx_, runner, in.id, node, Node(in, plan, node),
+                        NodeDir(in, node) / "redis.log", fmt::format("Redis node {}", node));
   }
 
   EngineContext ctx_;

@@ -7,6 +7,8 @@
 #include <system_error>
 
 #include "core/file.h"
+#include "core/random.h"
+#include "core/strings.h"
 #include "machinery/object.h"
 
 namespace klutch::broker {
@@ -74,6 +76,7 @@ Json ToJson(const InstanceRecord& r) {
           {"operation_state", r.operation_state},
           {"operation_description", r.operation_description},
           {"previous_plan_id", r.previous_plan_id},
+          {"previous_parameters", r.previous_parameters},
           {"ports", r.ports},
           {"database", r.database},
           {"admin_password", r.admin_password},
@@ -109,6 +112,7 @@ core::Result<InstanceRecord> InstanceFromJson(const Json& j) {
   r.operation_state = Str(j, "operation_state");
   r.operation_description = Str(j, "operation_description");
   r.previous_plan_id = Str(j, "previous_plan_id");
+  r.previous_parameters = Obj(j, "previous_parameters");
   if (const Json* ports = machinery::Find(j, {"ports"}); ports != nullptr && ports->is_array()) {
     for (const auto& p : *ports) {
       // Unsigned and signed integers share nlohmann's storage; get_ptr<int64_t> reads both.
@@ -164,7 +168,13 @@ core::Status StateDir::Init() const {
     fs::create_directories(dir, ec);
     if (ec) return core::Internal(fmt::format("create {}: {}", dir.string(), ec.message()));
   }
-  fs::permissions(root_, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec, ec);
+  // The instances' account must traverse the root and i/ to reach its own directories (the
+  // broker runs with umask 077); backups/ and tls/ stay the broker's alone.
+  for (const fs::path& dir : {root_, root_ / "i"}) {
+    fs::permissions(dir, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec, ec);
+  }
+  fs::permissions(root_ / "backups", fs::perms::owner_all, ec);
+  fs::permissions(TlsDir(), fs::perms::owner_all, ec);
   return core::Status::Ok();
 }
 
@@ -203,12 +213,36 @@ std::vector<InstanceRecord> StateDir::LoadAll(std::vector<std::string>* errors) 
 }
 
 core::Status StateDir::Remove(int64_t number) const {
+  // Renamed away first (one atomic step), then deleted: a crash in between leaves a trash
+  // directory that the next start deletes, never half an instance.
   std::error_code ec;
-  fs::remove_all(BackupDir(number), ec);
-  if (ec) return core::Internal(fmt::format("remove backups of {}: {}", number, ec.message()));
-  fs::remove_all(InstanceDir(number), ec);
-  if (ec) return core::Internal(fmt::format("remove instance {}: {}", number, ec.message()));
+  std::string suffix = fmt::format(".trash-{}-{}", number, core::RandomSuffix(6));
+  for (const fs::path& dir : {BackupDir(number), InstanceDir(number)}) {
+    if (!fs::exists(dir)) continue;
+    fs::path trash = dir.parent_path() / suffix;
+    fs::rename(dir, trash, ec);
+    if (ec) return core::Internal(fmt::format("remove {}: {}", dir.string(), ec.message()));
+    fs::remove_all(trash, ec);
+    if (ec) return core::Internal(fmt::format("remove {}: {}", trash.string(), ec.message()));
+  }
   return core::Status::Ok();
+}
+
+int64_t StateDir::CleanUp() const {
+  int64_t highest = 0;
+  std::error_code ec;
+  for (const fs::path& parent : {root_ / "i", root_ / "backups"}) {
+    for (auto it = fs::directory_iterator(parent, ec); !ec && it != fs::end(it); it.increment(ec)) {
+      std::string name = it->path().filename().string();
+      std::error_code rm;
+      if (name.starts_with(".trash-")) {
+        fs::remove_all(it->path(), rm);
+        continue;
+      }
+      if (auto n = core::ParseInt64(name)) highest = std::max(highest, *n);
+    }
+  }
+  return highest;
 }
 
 std::string NowTimestamp() {

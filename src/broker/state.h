@@ -69,7 +69,8 @@ struct InstanceRecord {
   std::string operation_key;
   std::string operation_state;  // in progress, succeeded, failed
   std::string operation_description;
-  std::string previous_plan_id;  // the plan an update comes from
+  std::string previous_plan_id;               // the plan an update comes from
+  Json previous_parameters = Json::object();  // and its parameters
 
   std::vector<int> ports;  // one per node; node 0 is the primary
   std::string database;
@@ -112,6 +113,10 @@ class StateDir {
   std::vector<InstanceRecord> LoadAll(std::vector<std::string>* errors) const;
   // Removes the instance's directory and its backups.
   core::Status Remove(int64_t number) const;
+  // Deletes what an interrupted Remove left and returns the highest instance number any
+  // directory uses (so that a number is never given out twice, even for an instance whose
+  // record is unreadable).
+  int64_t CleanUp() const;
 
  private:
   std::filesystem::path root_;

@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 #include <signal.h>
 
+#include <atomic>
 #include <map>
+#include <optional>
 #include <thread>
 
 #include "core/file.h"
@@ -21,14 +23,18 @@ namespace {
 enum class NodeState { kStarting, kUp, kDown };
 
 struct Node {
+  // Held across every look at or change of the process (spawn, reap, stop), so that Stop and
+  // a restart never race: after Stop nothing is spawned for this node.
+  core::Mutex mu;
+  bool stopped GUARDED_BY(mu) = false;
   NodeSpec spec;
   pid_t pid = -1;
   bool child = true;  // false: adopted from an earlier broker (cannot be reaped here)
-  NodeState state = NodeState::kStarting;
+  std::atomic<NodeState> state{NodeState::kStarting};
   Clock::time_point restart_at{};
   Clock::time_point up_since{};
   milliseconds backoff{200};
-  int64_t restarts = 0;
+  std::atomic<int64_t> restarts{0};
 };
 
 // The PID in `pid_file` when it names a live process whose command line contains `match`.
@@ -91,6 +97,8 @@ class Supervisor::Impl {
       node = it->second;
       nodes_.erase(it);
     }
+    core::MutexLock lock(node->mu);
+    node->stopped = true;
     return core::StopProcess(node->pid, std::chrono::seconds(30), node->spec.stop_signal);
   }
 
@@ -102,9 +110,12 @@ class Supervisor::Impl {
     }
     // Signal all first, then wait: instances shut down in parallel.
     for (auto& [key, node] : nodes) {
+      core::MutexLock lock(node->mu);
+      node->stopped = true;
       if (node->pid > 0) ::kill(node->pid, node->spec.stop_signal);
     }
     for (auto& [key, node] : nodes) {
+      core::MutexLock lock(node->mu);
       core::StopProcess(node->pid, std::chrono::seconds(30), node->spec.stop_signal);
     }
   }
@@ -148,49 +159,46 @@ class Supervisor::Impl {
     }
   }
 
-  bool StillWatched(const std::string& instance, int index, const Node& node) {
-    core::MutexLock lock(mu_);
-    auto it = nodes_.find({instance, index});
-    return it != nodes_.end() && it->second.get() == &node;
-  }
-
   void Check(const std::string& instance, int index, Node& node) {
-    auto now = Clock::now();
-    if (node.state == NodeState::kDown) {
-      if (now < node.restart_at || !StillWatched(instance, index, node)) return;
-      auto pid = core::SpawnProcess(node.spec.process);
-      ++node.restarts;
-      if (!pid.ok()) {
-        node.backoff = std::min(node.backoff * 2, milliseconds(10000));
-        node.restart_at = now + node.backoff;
+    std::optional<std::pair<bool, std::string>> notify;
+    {
+      core::MutexLock lock(node.mu);
+      if (node.stopped) return;
+      auto now = Clock::now();
+      if (node.state == NodeState::kDown) {
+        if (now < node.restart_at) return;
+        auto pid = core::SpawnProcess(node.spec.process);
+        ++node.restarts;
+        if (!pid.ok()) {
+          node.backoff = std::min(node.backoff * 2, milliseconds(10000));
+          node.restart_at = now + node.backoff;
+          return;
+        }
+        node.pid = *pid;
+        node.child = true;
+        node.state = NodeState::kStarting;
+        KLUTCH_LOG(kInfo, "broker", "restarted node {}/{} (pid {})", instance, index, node.pid);
         return;
       }
-      node.pid = *pid;
-      node.child = true;
-      node.state = NodeState::kStarting;
-      KLUTCH_LOG(kInfo, "broker", "restarted node {}/{} (pid {})", instance, index, node.pid);
-      return;
-    }
-    if (!Alive(node)) {
-      if (!StillWatched(instance, index, node)) return;
-      bool was_up = node.state == NodeState::kUp;
-      node.state = NodeState::kDown;
-      if (was_up && now - node.up_since > std::chrono::seconds(60))
-        node.backoff = milliseconds(200);
-      node.restart_at = now + node.backoff;
-      node.backoff = std::min(node.backoff * 2, milliseconds(10000));
-      KLUTCH_LOG(kWarn, "broker", "node {}/{} (pid {}) exited; restarting", instance, index,
-                 node.pid);
-      if (listener_) {
-        listener_(instance, index, false, fmt::format("node {} (pid {}) exited", index, node.pid));
+      if (!Alive(node)) {
+        bool was_up = node.state == NodeState::kUp;
+        node.state = NodeState::kDown;
+        if (was_up && now - node.up_since > std::chrono::seconds(60)) {
+          node.backoff = milliseconds(200);
+        }
+        node.restart_at = now + node.backoff;
+        node.backoff = std::min(node.backoff * 2, milliseconds(10000));
+        KLUTCH_LOG(kWarn, "broker", "node {}/{} (pid {}) exited; restarting", instance, index,
+                   node.pid);
+        notify = std::make_pair(false, fmt::format("node {} (pid {}) exited", index, node.pid));
+      } else if (node.state == NodeState::kStarting && node.spec.ready && node.spec.ready()) {
+        node.state = NodeState::kUp;
+        node.up_since = now;
+        notify = std::make_pair(true, std::string());
       }
-      return;
     }
-    if (node.state == NodeState::kStarting && node.spec.ready && node.spec.ready()) {
-      node.state = NodeState::kUp;
-      node.up_since = now;
-      if (listener_) listener_(instance, index, true, "");
-    }
+    // Outside the node's lock: the listener asks InstanceUp, which reads every node.
+    if (notify && listener_) listener_(instance, index, notify->first, notify->second);
   }
 
   Listener listener_;

@@ -1,6 +1,7 @@
 // `klutch broker` (see broker.h and src/broker/README.md).
 #include "cli/broker.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -100,6 +101,8 @@ void AddBrokerFlags(CLI::App* cmd, BrokerFlags& f) {
 
 int RunBroker(const BrokerFlags& f) {
   serving::BlockShutdownSignals();
+  // Everything the broker writes (state, keys, dumps on their way to encryption) is private.
+  ::umask(077);
   auto listen = serving::ParseBindAddress(f.listen);
   if (!listen.ok()) return Fail("--listen " + listen.status().message());
   auto quota = core::ParseGoDuration(f.quota_interval);

@@ -48,12 +48,24 @@ Status WriteFileAtomic(const fs::path& path, const std::string& data, fs::perms 
     }
     written += static_cast<size_t>(n);
   }
+  // On disk before the rename makes it visible: after a power cut the file is the old or
+  // the new version, never empty.
+  if (err == 0 && ::fdatasync(fd) != 0) err = errno;
   if (::close(fd) != 0 && err == 0) err = errno;
   std::error_code ec;
   if (err == 0) {
     // open() applied the umask; the caller asked for exactly `perms`.
     fs::permissions(tmp, perms, ec);
     if (!ec) fs::rename(tmp, path, ec);
+  }
+  if (err == 0 && !ec) {
+    // And the rename itself.
+    fs::path dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
+    int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+      (void)::fsync(dfd);
+      ::close(dfd);
+    }
   }
   if (err != 0 || ec) {
     std::error_code ignored;

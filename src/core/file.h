@@ -13,8 +13,9 @@ namespace klutch::core {
 // error otherwise.
 Result<std::string> ReadFile(const std::filesystem::path& path);
 
-// Writes `data` to a temporary file beside `path`, sets `perms` on it, and renames it over
-// `path`, so readers see the old or the new content, never a part. Parent directories must
+// Writes `data` to a temporary file beside `path`, sets `perms` on it, syncs it and renames
+// it over `path` (then syncs the directory), so readers see the old or the new content, never
+// a part, also after a crash of the machine. Parent directories must
 // exist. kInternal naming the path on failure.
 Status WriteFileAtomic(const std::filesystem::path& path, const std::string& data,
                        std::filesystem::perms perms = std::filesystem::perms::owner_read |

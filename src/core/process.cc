@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <pwd.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -89,41 +90,31 @@ Result<Prepared> Prepare(const ProcessSpec& spec) {
     p.uid = spec.user->uid;
     p.gid = spec.user->gid;
   }
-  if (!p.output.empty()) {
-    // Created here (not in the child) so that it belongs to the child's user.
-    int fd = ::open(p.output.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-    if (fd < 0) {
-      return Internal(fmt::format("process: open {}: {}", p.output, std::strerror(errno)));
-    }
-    if (p.has_user && ::fchown(fd, p.uid, p.gid) != 0) {
-      ::close(fd);
-      return Internal(fmt::format("process: chown {}: {}", p.output, std::strerror(errno)));
-    }
-    ::close(fd);
-  }
   return p;
 }
 
 // In the child after fork: only async-signal-safe calls. Never returns.
-[[noreturn]] void ExecChild(const Prepared& p, int stdin_fd, int output_fd) {
+[[noreturn]] void ExecChild(const Prepared& p, int stdin_fd, int output_fd, bool die_with_parent,
+                            pid_t parent) {
   ::setsid();
+  // A tool run to completion (initdb, pg_dump, ...) must not outlive a killed parent and race
+  // the operation that runs again after its restart.
+  if (die_with_parent) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(126);
+  }
   if (stdin_fd >= 0) {
     ::dup2(stdin_fd, 0);
   } else {
     int null_fd = ::open("/dev/null", O_RDONLY);
     if (null_fd >= 0) ::dup2(null_fd, 0);
   }
-  if (output_fd < 0 && !p.output.empty()) {
-    output_fd = ::open(p.output.c_str(), O_WRONLY | O_APPEND);
-  }
-  if (output_fd < 0) output_fd = ::open("/dev/null", O_WRONLY);
-  if (output_fd >= 0) {
+  if (output_fd >= 0) {  // the capture pipe of RunProcess
     ::dup2(output_fd, 1);
     ::dup2(output_fd, 2);
   }
   // Close everything else the parent had open (sockets, files of other threads).
-  long max_fd = ::sysconf(_SC_OPEN_MAX);
-  for (int fd = 3; fd < max_fd && fd < 65536; ++fd) ::close(fd);
+  ::close_range(3, ~0U, 0);
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -132,6 +123,20 @@ Result<Prepared> Prepare(const ProcessSpec& spec) {
   if (p.has_user) {
     if (::setgroups(0, nullptr) != 0 && ::getuid() == 0) ::_exit(126);
     if (::setgid(p.gid) != 0 || ::setuid(p.uid) != 0) ::_exit(126);
+  }
+  // The output file is opened as the child's own user and never through a symlink, so that a
+  // file in a directory that user controls cannot point the parent's rights elsewhere.
+  if (output_fd < 0) {
+    int fd = -1;
+    if (!p.output.empty()) {
+      fd = ::open(p.output.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW, 0600);
+    }
+    if (fd < 0) fd = ::open("/dev/null", O_WRONLY);
+    if (fd >= 0) {
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+      if (fd > 2) ::close(fd);
+    }
   }
   ::execve(p.program.c_str(), p.argv.data(), p.envp.data());
   ::_exit(127);
@@ -155,7 +160,7 @@ Result<pid_t> SpawnProcess(const ProcessSpec& spec) {
   KLUTCH_ASSIGN_OR_RETURN(Prepared p, Prepare(spec));
   pid_t pid = ::fork();
   if (pid < 0) return Internal(fmt::format("fork: {}", std::strerror(errno)));
-  if (pid == 0) ExecChild(p, -1, -1);
+  if (pid == 0) ExecChild(p, -1, -1, false, 0);
   return pid;
 }
 
@@ -171,6 +176,7 @@ Result<ProcessResult> RunProcess(const ProcessSpec& spec, std::chrono::milliseco
     ::close(in_pipe[1]);
     return Internal("pipe: " + std::string(strerror(errno)));
   }
+  pid_t parent = ::getpid();
   pid_t pid = ::fork();
   if (pid < 0) {
     for (int fd : {in_pipe[0], in_pipe[1], out_pipe[0], out_pipe[1]}) {
@@ -178,7 +184,7 @@ Result<ProcessResult> RunProcess(const ProcessSpec& spec, std::chrono::milliseco
     }
     return Internal(fmt::format("fork: {}", std::strerror(errno)));
   }
-  if (pid == 0) ExecChild(p, in_pipe[0], capture ? out_pipe[1] : -1);
+  if (pid == 0) ExecChild(p, in_pipe[0], capture ? out_pipe[1] : -1, true, parent);
   ::close(in_pipe[0]);
   if (capture) ::close(out_pipe[1]);
   int in_fd = in_pipe[1];

@@ -36,8 +36,9 @@ struct ProcessSpec {
   std::vector<std::string> env;   // "NAME=value", added to or replacing the parent's
   std::filesystem::path cwd;      // empty: the parent's
   std::optional<UserIds> user;    // setgid/setuid to this account before exec
-  // Where the child's stdout and stderr go (appended; created 0600 owned by `user`). Empty:
-  // /dev/null for SpawnProcess, captured for RunProcess.
+  // Where the child's stdout and stderr go (appended; created 0600 by the child itself, after
+  // it became `user`, and never through a symlink). Empty: /dev/null for SpawnProcess,
+  // captured for RunProcess.
   std::filesystem::path output_file;
 };
 
@@ -52,7 +53,8 @@ struct ProcessResult {
   bool timed_out = false;
 };
 
-// Runs a command to completion, feeding it `input` on stdin and capturing its output unless
+// Runs a command to completion (the child dies with the calling thread, so that a tool never
+// outlives a killed parent), feeding it `input` on stdin and capturing its output unless
 // spec.output_file is set. After `timeout` the child's process group is killed and
 // `timed_out` set. A non-zero exit is not an error here; kNotFound when the program does not
 // exist.

@@ -25,8 +25,9 @@ TEST(ProcessTest, RunCapturesOutputExitCodeAndInput) {
 
 TEST(ProcessTest, RunAddsEnvironmentAndWorkingDirectory) {
   auto dir = std::filesystem::temp_directory_path();
-  auto r = RunProcess({.argv = {"sh", "-c", "echo $KLUTCH_X; pwd"}, .env = {"KLUTCH_X=42"}, .cwd = dir},
-                      milliseconds(5000));
+  auto r =
+      RunProcess({.argv = {"sh", "-c", "echo $KLUTCH_X; pwd"}, .env = {"KLUTCH_X=42"}, .cwd = dir},
+                 milliseconds(5000));
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->output, "42\n" + std::filesystem::canonical(dir).string() + "\n");
 }
@@ -44,11 +45,13 @@ TEST(ProcessTest, MissingProgramIsNotFound) {
 }
 
 TEST(ProcessTest, SpawnWritesOutputFileAndStopEndsTheGroup) {
-  auto dir = std::filesystem::temp_directory_path() / ("klutch-process-test-" + std::to_string(::getpid()));
+  auto dir = std::filesystem::temp_directory_path() /
+             ("klutch-process-test-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   auto log = dir / "out.log";
   // The child starts a grandchild in its own group; StopProcess ends both.
-  auto pid = SpawnProcess({.argv = {"sh", "-c", "echo started; sleep 30 & wait"}, .output_file = log});
+  auto pid =
+      SpawnProcess({.argv = {"sh", "-c", "echo started; sleep 30 & wait"}, .output_file = log});
   ASSERT_TRUE(pid.ok());
   EXPECT_TRUE(ProcessExists(*pid));
   EXPECT_FALSE(ReapIfExited(*pid).has_value());

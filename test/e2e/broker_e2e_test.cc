@@ -521,7 +521,21 @@ spec:
   // 3. kill -9 of the broker during a provision: after a restart it converges, once.
   RestartBroker();
   ASSERT_TRUE(Run("apply -f " + Write("crash.yaml", claim_yaml("crash")).string()));
-  ASSERT_TRUE(Eventually([&] { return instance_files_mention("\"state\":\"deploying\""); }, 60s))
+  // Killed once initdb has begun (the node directory exists), not before anything ran.
+  ASSERT_TRUE(Eventually(
+      [&] {
+        std::error_code ec;
+        for (auto it = fs::directory_iterator(BrokerState() / "i", ec); !ec && it != fs::end(it);
+             ++it) {
+          if (ReadFileOrEmpty(it->path() / "instance.json").find("\"state\":\"deploying\"") !=
+                  std::string::npos &&
+              fs::exists(it->path() / "n0")) {
+            return true;
+          }
+        }
+        return false;
+      },
+      60s))
       << ManagerLog();
   suite->cp->KillBroker();
   RestartBroker();
@@ -542,18 +556,40 @@ spec:
   compositionRef:
     name: a9s-backup
 )");
+  // A session holding a lock for 15 s keeps pg_dump waiting, so that the kill lands while the
+  // backup is running (a killed psql would leave its backend holding the lock until then).
+  fs::path binding = Write("crash-sb.yaml", R"(apiVersion: anynines.com/v1
+kind: ServiceBinding
+metadata:
+  name: crash-sb
+  namespace: default
+spec:
+  instanceRef: crash
+  serviceInstanceType: postgresql
+  compositionRef:
+    name: a9s-servicebinding
+)");
+  ASSERT_TRUE(Run("apply -f " + binding.string()));
+  ASSERT_TRUE(Eventually([&] { return !SecretData("default", "crash-sb-creds").empty(); }, 120s));
+  std::string uri = SecretData("default", "crash-sb-creds")["uri"];
+  PsqlOk(uri, "CREATE TABLE locked (x int); INSERT INTO locked VALUES (7)");
+  auto locker = core::SpawnProcess(
+      {.argv = {
+           "psql", uri, "-c",
+           "BEGIN; LOCK TABLE locked IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(15); COMMIT;"}});
+  ASSERT_TRUE(locker.ok());
   ASSERT_TRUE(Run("apply -f " + backup.string()));
-  ASSERT_TRUE(Eventually(
-      [&] {
-        return instance_files_mention("\"status\":\"queued\"") ||
-               instance_files_mention("\"status\":\"running\"") ||
-               instance_files_mention("\"status\":\"done\"");
-      },
-      60s));
+  ASSERT_TRUE(Eventually([&] { return instance_files_mention("\"status\":\"running\""); }, 60s));
   suite->cp->KillBroker();
   RestartBroker();
+  core::StopProcess(*locker, 10s);
   ASSERT_TRUE(WaitReady("backup/crash -n default"));
   EXPECT_EQ(BackupFiles(), 1);
+  for (pid_t pid : ServerProcesses()) {
+    EXPECT_EQ(core::ProcessCommandLine(pid)[0].find("pg_dump"), std::string::npos)
+        << "a pg_dump is left";
+  }
+  ASSERT_TRUE(Run("delete -f " + binding.string() + " --timeout=120s"));
   EXPECT_TRUE(Eventually(
       [&] {
         Json pc = Get("providerconfigs.dataservices.anynines.com postgresql-service-broker");
