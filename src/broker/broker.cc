@@ -497,34 +497,33 @@ class Broker::Impl {
       if (shut_down_) return Error(503, "", "the broker is shutting down");
       if (auto it = instances_.find(id); it != instances_.end()) {
         auto existing = it->second;
-        core::MutexLock elock(existing->mu);
-        const InstanceRecord& rec = existing->record;
-        bool same = rec.service_id == req.service_id && rec.plan_id == req.plan_id &&
-                    rec.parameters == req.parameters &&
-                    rec.organization_guid == req.organization_guid &&
-                    rec.space_guid == req.space_guid;
-        if (!same || existing->removed) {
+        Entry& ex = *existing;
+        core::MutexLock elock(ex.mu);
+        bool same = ex.record.service_id == req.service_id && ex.record.plan_id == req.plan_id &&
+                    ex.record.parameters == req.parameters &&
+                    ex.record.organization_guid == req.organization_guid &&
+                    ex.record.space_guid == req.space_guid;
+        if (!same || ex.removed) {
           return Error(409, "",
                        fmt::format("instance {} already exists with other attributes "
                                    "(service, plan, parameters or context)",
                                    id));
         }
-        if (rec.state == kStateDeploying && rec.operation == "provision") {
-          return JsonResponse(202, {{"operation", rec.operation_key}});
+        if (ex.record.state == kStateDeploying && ex.record.operation == "provision") {
+          return JsonResponse(202, {{"operation", ex.record.operation_key}});
         }
-        if (rec.state == kStateFailed && rec.operation == "provision") {
+        if (ex.record.state == kStateFailed && ex.record.operation == "provision") {
           // The same provision again after it failed: try once more.
-          existing->record.state = kStateDeploying;
-          existing->record.operation_key = "provision-" + core::RandomSuffix(10);
-          existing->record.operation_state = "in progress";
-          existing->record.operation_description.clear();
-          if (auto st = state_.Save(existing->record); !st.ok())
-            return Error(500, "", st.message());
-          std::string key = existing->record.operation_key;
+          ex.record.state = kStateDeploying;
+          ex.record.operation_key = "provision-" + core::RandomSuffix(10);
+          ex.record.operation_state = "in progress";
+          ex.record.operation_description.clear();
+          if (auto st = state_.Save(ex.record); !st.ok()) return Error(500, "", st.message());
+          std::string key = ex.record.operation_key;
           retry = existing;
           retry_key = key;
         }
-        if (rec.state == kStateDeleting) {
+        if (ex.record.state == kStateDeleting) {
           return Error(422, "ConcurrencyError", fmt::format("instance {} is being deleted", id));
         }
         if (!retry) return JsonResponse(200, Json::object());
@@ -687,11 +686,11 @@ class Broker::Impl {
     std::string id(p.Get("instance"));
     auto entry = Find(id, type);
     if (entry == nullptr) return InstanceNotFound(id);
-    core::MutexLock lock(entry->mu);
-    const auto& rec = entry->record;
-    return JsonResponse(200, {{"service_id", rec.service_id},
-                              {"plan_id", rec.plan_id},
-                              {"parameters", rec.parameters},
+    Entry& e = *entry;
+    core::MutexLock lock(e.mu);
+    return JsonResponse(200, {{"service_id", e.record.service_id},
+                              {"plan_id", e.record.plan_id},
+                              {"parameters", e.record.parameters},
                               {"dashboard_url", ""}});
   }
 
@@ -702,52 +701,54 @@ class Broker::Impl {
     if (entry == nullptr) {
       return JsonResponse(410, {{"state", "succeeded"}, {"description", "the instance is gone"}});
     }
-    core::MutexLock lock(entry->mu);
-    const auto& rec = entry->record;
+    Entry& e = *entry;
+    core::MutexLock lock(e.mu);
     auto key = r.Query("operation");
-    if (key && !key->empty() && *key != rec.operation_key) {
+    if (key && !key->empty() && *key != e.record.operation_key) {
       return Error(400, "",
                    fmt::format("operation {} is not the last operation of instance {} "
                                "(that is {})",
-                               core::GoQuote(*key), id, core::GoQuote(rec.operation_key)));
+                               core::GoQuote(*key), id, core::GoQuote(e.record.operation_key)));
     }
-    Json body = {{"state", rec.operation_state.empty() ? "succeeded" : rec.operation_state}};
-    std::string description = rec.operation_description;
-    if (description.empty()) description = fmt::format("{} {}", rec.operation, rec.operation_state);
+    Json body = {
+        {"state", e.record.operation_state.empty() ? "succeeded" : e.record.operation_state}};
+    std::string description = e.record.operation_description;
+    if (description.empty())
+      description = fmt::format("{} {}", e.record.operation, e.record.operation_state);
     body["description"] = description;
     return JsonResponse(200, body);
   }
 
   Json InstanceDoc(const Entry& e) REQUIRES(e.mu) {
-    const auto& rec = e.record;
     Json creds = Json::array();
-    for (const auto& [bid, b] : rec.bindings) {
-      creds.push_back({{"id", bid}, {"instance_id", rec.number}, {"guid_at_tenant", bid}});
+    for (const auto& [bid, b] : e.record.bindings) {
+      creds.push_back({{"id", bid}, {"instance_id", e.record.number}, {"guid_at_tenant", bid}});
     }
     Json vm = Json::array();
-    for (size_t i = 0; i < rec.ports.size(); ++i) {
-      vm.push_back({{"node", i}, {"host", options_.engine.host}, {"port", rec.ports[i]}});
+    for (size_t i = 0; i < e.record.ports.size(); ++i) {
+      vm.push_back({{"node", i}, {"host", options_.engine.host}, {"port", e.record.ports[i]}});
     }
-    std::string message = ReportedState(e) == kStateFailed && rec.state == kStateProvisioned
+    std::string message = ReportedState(e) == kStateFailed && e.record.state == kStateProvisioned
                               ? e.degraded_detail
-                              : rec.message;
-    return {{"id", rec.number},
-            {"plan_guid", rec.plan_id},
-            {"service_guid", rec.service_id},
+                              : e.record.message;
+    return {{"id", e.record.number},
+            {"plan_guid", e.record.plan_id},
+            {"service_guid", e.record.service_id},
             {"context",
-             {{"organization_guid", rec.organization_guid},
-              {"space_guid", rec.space_guid},
-              {"parameters", rec.parameters}}},
+             {{"organization_guid", e.record.organization_guid},
+              {"space_guid", e.record.space_guid},
+              {"parameters", e.record.parameters}}},
             {"dashboard_url", ""},
-            {"deployment_name", fmt::format("klutch-{}", rec.number)},
+            {"deployment_name", fmt::format("klutch-{}", e.record.number)},
             {"state", ReportedState(e)},
             {"message", message},
-            {"guid_at_tenant", rec.id},
-            {"tenant_id", rec.organization_guid},
-            {"provisioned_at", rec.provisioned_at.empty() ? Json() : Json(rec.provisioned_at)},
+            {"guid_at_tenant", e.record.id},
+            {"tenant_id", e.record.organization_guid},
+            {"provisioned_at",
+             e.record.provisioned_at.empty() ? Json() : Json(e.record.provisioned_at)},
             {"deleted_at", nullptr},
-            {"created_at", rec.created_at},
-            {"updated_at", rec.updated_at},
+            {"created_at", e.record.created_at},
+            {"updated_at", e.record.updated_at},
             {"credentials", creds},
             {"vm_details", vm}};
   }

@@ -460,7 +460,9 @@ TEST(BrokerInstancesTest, KeyvalueLifecycleOverTls) {
     BrokerHarness h(dir, true, [](BrokerOptions& o) { o.max_backups = 2; });
     const std::string id = "kv-" + core::RandomSuffix(6);
     const std::string plan = "klutch-keyvalue-single-nano-ssl";
-    ASSERT_EQ(h.Provision("keyvalue", id, kKvService, plan, {{"maxmemory-policy", "allkeys-lru"}}),
+    ASSERT_EQ(h.Provision("keyvalue", id, kKvService, plan,
+                          {{"maxmemory-policy", "allkeys-lru"},
+                           {"snapshot", "['save 900 1','save 300 10']"}}),
               "succeeded");
     Json c = h.Bind("keyvalue", id, "b1", kKvService, plan);
     std::set<std::string> keys;

@@ -11,6 +11,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <regex>
 #include <system_error>
 #include <thread>
 
@@ -227,8 +228,19 @@ std::optional<std::string> Render(const KvParam& p, const Json& v) {
         if (*s == "true" || *s == "yes" || *s == "on") on = true;
         if (*s == "false" || *s == "no" || *s == "off") on = false;
       }
-      if (!on) return std::nullopt;
-      return *on ? std::string("3600 1 300 100 60 10000") : std::string("\"\"");
+      if (on) return *on ? std::string("3600 1 300 100 60 10000") : std::string("\"\"");
+      // The a9s KeyValue form the XRD validates: "['save 900 1','save 300 10']", "[]" for none.
+      const auto* s = v.get_ptr<const std::string*>();
+      static const std::regex kRules(
+          R"(^\[('save [1-9][0-9]{0,8} [1-9][0-9]{0,8}'(,'save [1-9][0-9]{0,8} [1-9][0-9]{0,8}')*)?\]$)");
+      if (s == nullptr || !std::regex_match(*s, kRules)) return std::nullopt;
+      std::string out;
+      static const std::regex kRule(R"('save ([0-9]+) ([0-9]+)')");
+      for (auto it = std::sregex_iterator(s->begin(), s->end(), kRule);
+           it != std::sregex_iterator(); ++it) {
+        out += fmt::format("{}{} {}", out.empty() ? "" : " ", (*it)[1].str(), (*it)[2].str());
+      }
+      return out.empty() ? std::string("\"\"") : out;
     }
     case KvParam::kSentinel:
       return std::nullopt;
