@@ -273,21 +273,17 @@ class YamlBuilder {
 
 }  // namespace
 
-core::Result<Json> ParseYaml(std::string_view text) {
-  // JSON is the common case on the wire (kubectl sends JSON as apply-patch+yaml); parse it
-  // exactly when it looks like JSON.
-  std::string_view trimmed = core::Trim(text);
-  if (!trimmed.empty() && (trimmed.front() == '{' || trimmed.front() == '[')) {
-    auto json = ParseJson(trimmed);
-    if (json.ok()) return json;
-  }
+namespace {
+
+// Parses the documents of a YAML stream; more than `max_documents` -> BadRequest.
+core::Result<std::vector<Json>> ParseYamlStream(std::string_view text, size_t max_documents) {
   yaml_parser_t parser;
   if (!yaml_parser_initialize(&parser)) return core::Internal("YAML parser setup failed");
   std::unique_ptr<yaml_parser_t, void (*)(yaml_parser_t*)> guard(&parser, yaml_parser_delete);
   yaml_parser_set_input_string(&parser, reinterpret_cast<const unsigned char*>(text.data()),
                                text.size());
+  std::vector<Json> documents;
   YamlBuilder builder(text.size());
-  int documents = 0;
   while (true) {
     yaml_event_t event;
     if (!yaml_parser_parse(&parser, &event)) {
@@ -299,9 +295,16 @@ core::Result<Json> ParseYaml(std::string_view text) {
     core::Status st;
     switch (event.type) {
       case YAML_STREAM_END_EVENT:
-        return builder.Result();
+        if (documents.empty()) documents.push_back(Json());
+        return documents;
       case YAML_DOCUMENT_START_EVENT:
-        if (++documents > 1) return core::BadRequest("expected one YAML document, found several");
+        if (documents.size() >= max_documents) {
+          return core::BadRequest("expected one YAML document, found several");
+        }
+        builder = YamlBuilder(text.size());
+        break;
+      case YAML_DOCUMENT_END_EVENT:
+        documents.push_back(builder.Result());
         break;
       case YAML_MAPPING_START_EVENT:
         st = builder.Start(true, event.data.mapping_start.anchor);
@@ -324,6 +327,170 @@ core::Result<Json> ParseYaml(std::string_view text) {
     }
     if (!st.ok()) return st;
   }
+}
+
+bool LooksLikeJson(std::string_view text) {
+  std::string_view trimmed = core::Trim(text);
+  return !trimmed.empty() && (trimmed.front() == '{' || trimmed.front() == '[');
+}
+
+// Whether a string must be quoted to read back as the same string.
+bool NeedsQuotes(const std::string& s) {
+  if (s.empty()) return true;
+  Json resolved = ResolvePlain(s);
+  if (!resolved.is_string()) return true;  // would read back as null, bool or a number
+  static constexpr std::string_view kIndicators = "-?:,[]{}#&*!|>'\"%@`";
+  if (kIndicators.find(s.front()) != std::string_view::npos &&
+      !(s.front() == '-' && s.size() > 1 && s[1] != ' ') &&
+      !(s.front() == '?' && s.size() > 1 && s[1] != ' ') &&
+      !(s.front() == ':' && s.size() > 1 && s[1] != ' ')) {
+    return true;
+  }
+  if (s.front() == ' ' || s.back() == ' ' || s.back() == ':') return true;
+  if (s.find(": ") != std::string::npos || s.find(" #") != std::string::npos) return true;
+  for (unsigned char c : s) {
+    if (c < 0x20 || c == 0x7f) return true;
+  }
+  static const char* const kWords[] = {"y",  "Y",  "yes", "Yes", "YES", "n",   "N",   "no", "No",
+                                       "NO", "on", "On",  "ON",  "off", "Off", "OFF", "~"};
+  for (const char* w : kWords) {
+    if (s == w) return true;
+  }
+  return false;
+}
+
+// A YAML double-quoted scalar: everything outside YAML's printable set escaped.
+void EmitQuoted(std::string& out, const std::string& s) {
+  out += '"';
+  size_t i = 0;
+  while (i < s.size()) {
+    size_t start = i;
+    int32_t cp = core::DecodeUtf8(s, i);
+    if (cp == '"' || cp == '\\') {
+      out += '\\';
+      out += static_cast<char>(cp);
+    } else if (cp == '\n') {
+      out += "\\n";
+    } else if (cp == '\t') {
+      out += "\\t";
+    } else if (cp < 0) {
+      out += fmt::format("\\x{:02x}", static_cast<unsigned char>(s[start]));
+    } else if (cp < 0x20 || (cp >= 0x7f && cp < 0xa0) || cp == 0x2028 || cp == 0x2029 ||
+               (cp >= 0xd800 && cp < 0xe000) || cp == 0xfeff || cp == 0xfffe || cp == 0xffff) {
+      // Control characters, and the line breaks YAML would fold (NEL, LS, PS).
+      out += fmt::format("\\u{:04x}", cp);
+    } else {
+      out.append(s, start, i - start);
+    }
+  }
+  out += '"';
+}
+
+bool IsPlainSafeUtf8(const std::string& s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    int32_t cp = core::DecodeUtf8(s, i);
+    if (cp < 0x20 || (cp >= 0x7f && cp < 0xa0) || cp == 0x2028 || cp == 0x2029 || cp == 0xfeff ||
+        cp >= 0xfffe) {
+      return false;
+    }
+  }
+  return true;
+}
+
+void EmitScalar(std::string& out, const Json& v) {
+  if (const auto* s = v.get_ptr<const std::string*>()) {
+    if (NeedsQuotes(*s) || !IsPlainSafeUtf8(*s)) {
+      EmitQuoted(out, *s);
+    } else {
+      out += *s;
+    }
+  } else {
+    out += Dump(v);
+  }
+}
+
+bool IsEmptyCollection(const Json& v) { return v.is_structured() && v.empty(); }
+
+void EmitYaml(std::string& out, const Json& v, int indent);
+
+// A value after "key:" or "- ": inline when scalar or empty, else on the next lines.
+void EmitValue(std::string& out, const Json& v, int indent, bool in_list) {
+  if (!v.is_structured() || IsEmptyCollection(v)) {
+    out += " ";
+    if (IsEmptyCollection(v)) {
+      out += v.is_object() ? "{}" : "[]";
+    } else {
+      EmitScalar(out, v);
+    }
+    out += "\n";
+    return;
+  }
+  out += "\n";
+  // Lists under a key are not indented further, as kubectl prints them.
+  EmitYaml(out, v, v.is_array() && !in_list ? indent : indent + 2);
+}
+
+void EmitYaml(std::string& out, const Json& v, int indent) {
+  std::string pad(indent, ' ');
+  if (v.is_object()) {
+    for (const auto& [key, value] : v.items()) {
+      out += pad;
+      Json k(key);
+      EmitScalar(out, k);
+      out += ":";
+      EmitValue(out, value, indent, false);
+    }
+  } else if (v.is_array()) {
+    for (const auto& item : v) {
+      out += pad + "-";
+      if (item.is_object() && !item.empty()) {
+        // The first key goes on the dash's line, the others line up under it.
+        std::string nested;
+        EmitYaml(nested, item, indent + 2);
+        out += " " + nested.substr(indent + 2);
+      } else {
+        EmitValue(out, item, indent, true);
+      }
+    }
+  } else {
+    out += pad;
+    EmitScalar(out, v);
+    out += "\n";
+  }
+}
+
+}  // namespace
+
+core::Result<Json> ParseYaml(std::string_view text) {
+  // JSON is the common case on the wire (kubectl sends JSON as apply-patch+yaml); parse it
+  // exactly when it looks like JSON.
+  if (LooksLikeJson(text)) {
+    auto json = ParseJson(core::Trim(text));
+    if (json.ok()) return json;
+  }
+  KLUTCH_ASSIGN_OR_RETURN(std::vector<Json> documents, ParseYamlStream(text, 1));
+  return std::move(documents.front());
+}
+
+core::Result<std::vector<Json>> ParseYamlDocuments(std::string_view text) {
+  if (LooksLikeJson(text)) {
+    auto json = ParseJson(core::Trim(text));
+    if (json.ok()) return std::vector<Json>{std::move(*json)};
+  }
+  KLUTCH_ASSIGN_OR_RETURN(std::vector<Json> documents, ParseYamlStream(text, SIZE_MAX));
+  std::vector<Json> out;
+  for (auto& d : documents) {
+    if (!d.is_null()) out.push_back(std::move(d));
+  }
+  return out;
+}
+
+std::string ToYaml(const Json& value) {
+  std::string out;
+  if (IsEmptyCollection(value)) return value.is_object() ? "{}\n" : "[]\n";
+  EmitYaml(out, value, 0);
+  return out;
 }
 
 std::string Dump(const Json& value) {

@@ -32,6 +32,15 @@ core::Result<Json> ParseJsonReportingDuplicates(std::string_view text,
 // Malformed input or more than one document -> BadRequest naming the line.
 core::Result<Json> ParseYaml(std::string_view text);
 
+// Every document of a YAML stream ("---"-separated; JSON is one document), empty documents
+// left out. Malformed input -> BadRequest naming the line.
+core::Result<std::vector<Json>> ParseYamlDocuments(std::string_view text);
+
+// Block-style YAML as kubectl prints it (-o yaml): keys in the object's order, lists under a
+// key not indented, strings quoted only when they would otherwise read back as something
+// else. ParseYaml(ToYaml(v)) == v for every v.
+std::string ToYaml(const Json& value);
+
 // Compact serialization (sorted keys, as Go's encoding of unstructured objects).
 std::string Dump(const Json& value);
 

@@ -74,5 +74,103 @@ TEST(ParseYaml, AcceptsJsonAndRejectsSeveralDocuments) {
   EXPECT_NE(bad.status().message().find("line"), std::string::npos);
 }
 
+TEST(ParseYamlDocuments, SplitsStreamsAndSkipsEmptyDocuments) {
+  auto docs = ParseYamlDocuments("---\na: 1\n---\n# only a comment\n---\n- x\n");
+  ASSERT_TRUE(docs.ok()) << docs.status().ToString();
+  ASSERT_EQ(docs->size(), 2u);
+  EXPECT_EQ((*docs)[0], Json::parse(R"({"a":1})"));
+  EXPECT_EQ((*docs)[1], Json::parse(R"(["x"])"));
+  auto json = ParseYamlDocuments(R"({"kind":"List"})");
+  ASSERT_TRUE(json.ok());
+  EXPECT_EQ(json->size(), 1u);
+  auto none = ParseYamlDocuments("");
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
+  auto bad = ParseYamlDocuments("a: 1\n---\nb: [\n");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().reason(), core::Reason::kBadRequest);
+  // ParseYaml still insists on one document.
+  EXPECT_FALSE(ParseYaml("a: 1\n---\nb: 2\n").ok());
+}
+
+TEST(ToYaml, PrintsLikeKubectlAndReadsBack) {
+  Json v = Json::parse(R"({"apiVersion":"v1","kind":"Secret","metadata":{"name":"x",
+      "labels":{}},"data":{"a":"b"},"list":[{"name":"one","v":1},"two",[],[1,2]],
+      "empty":[]})");
+  EXPECT_EQ(ToYaml(v),
+            "apiVersion: v1\n"
+            "data:\n"
+            "  a: b\n"
+            "empty: []\n"
+            "kind: Secret\n"
+            "list:\n"
+            "- name: one\n"
+            "  v: 1\n"
+            "- two\n"
+            "- []\n"
+            "-\n"
+            "  - 1\n"
+            "  - 2\n"
+            "metadata:\n"
+            "  labels: {}\n"
+            "  name: x\n");
+  auto back = ParseYaml(ToYaml(v));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back, v);
+}
+
+TEST(ToYaml, QuotesStringsThatWouldReadBackAsSomethingElse) {
+  for (const char* text : {"",
+                           "true",
+                           "no",
+                           "Off",
+                           "null",
+                           "~",
+                           "123",
+                           "1.5",
+                           "1e3",
+                           "-",
+                           "- x",
+                           "a: b",
+                           "a #b",
+                           "#x",
+                           "*x",
+                           "&x",
+                           "!x",
+                           "%x",
+                           "@x",
+                           "`x",
+                           "{x",
+                           "[x",
+                           "|",
+                           ">",
+                           "'q'",
+                           "\"q\"",
+                           " lead",
+                           "trail ",
+                           "colon:",
+                           "line\nbreak",
+                           "tab\there",
+                           "ctl\x01",
+                           "del\x7f",
+                           "\xc2\x85",
+                           "ls\xe2\x80\xa8ps\xe2\x80\xa9",
+                           "\xef\xbb\xbf"
+                           "bom",
+                           "unicode \xc3\xa9",
+                           "back\\slash",
+                           "0x1F",
+                           ".inf",
+                           "y"}) {
+    Json v = Json::object({{"k", text}, {"list", Json::array({text})}});
+    auto back = ParseYaml(ToYaml(v));
+    ASSERT_TRUE(back.ok()) << text << ": " << back.status().ToString() << "\n" << ToYaml(v);
+    EXPECT_EQ(*back, v) << text << "\n" << ToYaml(v);
+  }
+  EXPECT_EQ(ToYaml(Json::object({{"k", "plain text"}})), "k: plain text\n");
+  EXPECT_EQ(ToYaml(Json("x")), "x\n");
+  EXPECT_EQ(ToYaml(Json::object()), "{}\n");
+}
+
 }  // namespace
 }  // namespace klutch::machinery
