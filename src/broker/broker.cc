@@ -16,6 +16,7 @@
 #include "broker/supervisor.h"
 #include "core/file.h"
 #include "core/log.h"
+#include "core/net.h"
 #include "core/random.h"
 #include "core/strings.h"
 #include "core/sync.h"
@@ -298,7 +299,7 @@ class Broker::Impl {
         BasicCredentials c{machinery::GetString(stored, {base, "username"}),
                            machinery::GetString(stored, {base, "password"})};
         if (c.username.empty() || c.password.empty()) {
-          c = {fmt::format("{}-{}", base, core::RandomSuffix(5)), RandomPassword(32)};
+          c = {fmt::format("{}-{}", base, core::RandomSuffix(5)), core::RandomPassword(32)};
           stored[base] = {{"username", c.username}, {"password", c.password}};
           changed = true;
         }
@@ -546,8 +547,8 @@ class Broker::Impl {
         rec.operation_key = "provision-" + core::RandomSuffix(10);
         rec.operation_state = "in progress";
         rec.database = fmt::format("d{}", rec.number);
-        rec.admin_password = RandomPassword(32);
-        rec.replication_password = RandomPassword(32);
+        rec.admin_password = core::RandomPassword(32);
+        rec.replication_password = core::RandomPassword(32);
         rec.encryption_key = NewBackupKey();
         rec.created_at = rec.updated_at = NowTimestamp();
         for (int i = 0; i < plan->limits.nodes; ++i) {
@@ -575,7 +576,7 @@ class Broker::Impl {
   core::Result<int> AllocatePort() {
     core::MutexLock lock(ports_mu_);
     for (int attempt = 0; attempt < 20; ++attempt) {
-      KLUTCH_ASSIGN_OR_RETURN(int port, FreePort(options_.engine.host));
+      KLUTCH_ASSIGN_OR_RETURN(int port, core::FreeTcpPort(options_.engine.host));
       if (used_ports_.insert(port).second) return port;
     }
     return core::Internal("no free loopback port for a new instance");
@@ -826,7 +827,7 @@ class Broker::Impl {
     const Plan* plan = FindPlan(*service, snapshot.plan_id);
     binding.id = binding_id;
     binding.username = BindingUsername(snapshot.id, binding_id);
-    binding.password = RandomPassword(24);
+    binding.password = core::RandomPassword(24);
     binding.created_at = NowTimestamp();
     auto credentials = EngineFor(*service).Bind(snapshot, *plan, binding);
     if (!credentials.ok()) {

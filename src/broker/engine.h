@@ -91,10 +91,6 @@ std::unique_ptr<DataService> NewPostgresService(const EngineContext& context);
 std::unique_ptr<DataService> NewRedisService(const EngineContext& context);
 
 // Helpers shared by the engines.
-// A free loopback TCP port (bound and released; the caller keeps it in the record).
-core::Result<int> FreePort(const std::string& host);
-// A random password of URL- and shell-safe characters.
-std::string RandomPassword(size_t length = 24);
 // Chowns `path` (recursively) to the engine user, when there is one.
 core::Status ChownTo(const std::filesystem::path& path, const std::optional<core::UserIds>& user);
 // Total bytes of the regular files under `path`.

@@ -20,35 +20,6 @@ namespace klutch::broker {
 
 namespace fs = std::filesystem;
 
-core::Result<int> FreePort(const std::string& host) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return core::Internal(fmt::format("socket: {}", std::strerror(errno)));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = 0;
-  if (::inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
-    ::close(fd);
-    return core::Invalid(fmt::format("not an IPv4 address: {}", host));
-  }
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    int err = errno;
-    ::close(fd);
-    return core::Internal(fmt::format("bind {}:0: {}", host, std::strerror(err)));
-  }
-  socklen_t len = sizeof(addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return static_cast<int>(ntohs(addr.sin_port));
-}
-
-std::string RandomPassword(size_t length) {
-  static constexpr char kAlphabet[] = "abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789";
-  std::string bytes = core::RandomBytes(length);
-  std::string out;
-  for (unsigned char c : bytes) out += kAlphabet[c % (sizeof(kAlphabet) - 1)];
-  return out;
-}
-
 core::Status ChownTo(const fs::path& path, const std::optional<core::UserIds>& user) {
   if (!user) return core::Status::Ok();
   auto chown_one = [&](const fs::path& p) -> core::Status {

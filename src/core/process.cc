@@ -277,8 +277,13 @@ std::optional<int> ReapIfExited(pid_t pid) {
 
 bool StopProcess(pid_t pid, std::chrono::milliseconds grace, int signal) {
   if (pid <= 0) return true;
-  ::kill(pid, signal);
-  ::kill(-pid, signal);
+  // A group leader gets the signal through its group, once: a process that takes a second
+  // SIGTERM as "exit at once" (serving/shutdown.h) would otherwise skip its graceful stop.
+  if (::getpgid(pid) == pid) {
+    ::kill(-pid, signal);
+  } else {
+    ::kill(pid, signal);
+  }
   // Done when the process and every member of its group are gone (a group member that
   // outlives its leader would keep files and ports).
   auto gone = [pid] {

@@ -69,6 +69,35 @@ TEST(ProcessTest, SpawnWritesOutputFileAndStopEndsTheGroup) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(ProcessTest, StopSendsTheSignalOnce) {
+  // A server that stops gracefully on SIGTERM and takes a second one as "exit at once" must
+  // see one: the group leader is signalled through its group only.
+  auto dir = std::filesystem::temp_directory_path() /
+             ("klutch-process-once-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto log = dir / "out.log";
+  auto pid = SpawnProcess(
+      {.argv = {"bash", "-c",
+                "trap 'echo term; done=1' TERM; echo ready; while [ -z \"$done\" ]; do sleep "
+                "0.02; done; sleep 0.3; exit 0"},
+       .output_file = log});
+  ASSERT_TRUE(pid.ok());
+  for (int i = 0; i < 300; ++i) {
+    auto text = ReadFile(log);
+    if (text.ok() && text->find("ready") != std::string::npos) break;
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  EXPECT_TRUE(StopProcess(*pid, milliseconds(5000)));
+  std::string out = *ReadFile(log);
+  size_t terms = 0;
+  for (size_t pos = out.find("term\n"); pos != std::string::npos;
+       pos = out.find("term\n", pos + 1)) {
+    ++terms;
+  }
+  EXPECT_EQ(terms, 1u) << out;
+  std::filesystem::remove_all(dir);
+}
+
 TEST(ProcessTest, LookupUser) {
   auto root = LookupUser("root");
   ASSERT_TRUE(root.ok());

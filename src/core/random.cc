@@ -52,4 +52,12 @@ std::string RandomSuffix(size_t n) {
   return out;
 }
 
+std::string RandomPassword(size_t length) {
+  static constexpr char kAlphabet[] = "abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789";
+  std::string bytes = RandomBytes(length);
+  std::string out;
+  for (unsigned char c : bytes) out += kAlphabet[c % (sizeof(kAlphabet) - 1)];
+  return out;
+}
+
 }  // namespace klutch::core

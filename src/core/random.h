@@ -14,5 +14,8 @@ std::string NewUuid();
 // n characters from Kubernetes' generateName alphabet (consonants and digits without
 // look-alikes: "bcdfghjklmnpqrstvwxz2456789").
 std::string RandomSuffix(size_t n);
+// A random password of `length` URL- and shell-safe characters (letters and digits without
+// look-alikes).
+std::string RandomPassword(size_t length = 24);
 
 }  // namespace klutch::core

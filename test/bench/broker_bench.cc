@@ -25,6 +25,7 @@
 #include "client/dynamic.h"
 #include "client/rest_client.h"
 #include "core/file.h"
+#include "core/net.h"
 #include "core/process.h"
 #include "core/random.h"
 #include "core/strings.h"
@@ -73,7 +74,7 @@ void Chown(const fs::path& p, const std::optional<core::UserIds>& user) {
 }
 
 int FreePortNumber() {
-  auto port = broker::FreePort("127.0.0.1");
+  auto port = core::FreeTcpPort("127.0.0.1");
   if (!port.ok()) {
     std::cerr << port.status().message() << "\n";
     std::exit(1);
