@@ -1,10 +1,9 @@
 # The two commands of the README, plus the ones developers use while iterating.
 #   make test   install Debian packages (idempotent), configure, build, run every test and
 #               every fuzzer for a bounded time
-#   make up     build and start the embedded API server (see README)
+#   make up     build and start the local Klutch sandbox (see README)
 
 DATA_DIR ?= $(CURDIR)/.data
-LISTEN   ?= 127.0.0.1:6443
 
 .PHONY: test up deps configure build fast bench fuzz format check-format clean
 
@@ -28,7 +27,7 @@ fast: build
 	ctest --preset fast
 
 up: build
-	./build/bin/klutch up --data-dir $(DATA_DIR) --listen $(LISTEN)
+	./build/bin/klutch up --state-dir $(DATA_DIR)
 
 bench: build
 	./build/bin/klutch-bench-apiserver

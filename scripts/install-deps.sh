@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# Installs the Debian packages the project needs. Idempotent: apt-get runs only when a package
-# is missing. Used by `make test` and `make up`; safe to run by hand.
+# Installs the Debian packages the project needs, and the npm packages of the browser tests
+# (test/browser, from its committed package-lock.json). Idempotent: apt-get runs only when a
+# package is missing, npm only when the lock file changed. Used by `make test` and `make up`;
+# safe to run by hand.
 set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 packages=(
   # toolchain
@@ -19,7 +23,14 @@ packages=(
   # the data services `klutch broker` runs and administers (issue #13): PostgreSQL 15 with its
   # client library and tools (pg_dump, pg_restore, pg_basebackup, psql), Redis 7
   postgresql-15 postgresql-client-15 libpq-dev redis-server redis-tools
+  # the browser the e2e tests drive headless through playwright-core (issue #14): Debian's
+  # chromium (never a browser download), with fonts so that screenshots show text
+  chromium fonts-liberation fonts-dejavu-core
 )
+# Node.js and npm run playwright-core. A machine that has them from elsewhere (NodeSource's
+# nodejs ships npm; Debian's `npm` would conflict with it) keeps them.
+if ! command -v node >/dev/null; then packages+=(nodejs); fi
+if ! command -v npm >/dev/null; then packages+=(npm); fi
 
 missing=()
 for p in "${packages[@]}"; do
@@ -28,13 +39,24 @@ for p in "${packages[@]}"; do
   fi
 done
 
-if [[ ${#missing[@]} -eq 0 ]]; then
-  exit 0
+if [[ ${#missing[@]} -gt 0 ]]; then
+  echo "install-deps: installing ${missing[*]}"
+  sudo=()
+  if [[ $(id -u) -ne 0 ]]; then sudo=(sudo); fi
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo[@]}" apt-get update -qq
+  "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-echo "install-deps: installing ${missing[*]}"
-sudo=()
-if [[ $(id -u) -ne 0 ]]; then sudo=(sudo); fi
-export DEBIAN_FRONTEND=noninteractive
-"${sudo[@]}" apt-get update -qq
-"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# playwright-core for the browser tests, into test/browser/node_modules (not in git), exactly
+# as package-lock.json pins it; redone only when the lock file changes (its hash is kept in
+# node_modules). playwright-core downloads no browser; the tests launch /usr/bin/chromium.
+browser_dir="$root/test/browser"
+lock_hash=$(sha256sum "$browser_dir/package-lock.json" | cut -d' ' -f1)
+stamp="$browser_dir/node_modules/.klutch-lock-sha256"
+if [[ ! -f "$stamp" || $(cat "$stamp") != "$lock_hash" ]]; then
+  echo "install-deps: npm ci in test/browser (playwright-core)"
+  (cd "$browser_dir" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund \
+    --ignore-scripts --loglevel=error)
+  echo "$lock_hash" >"$stamp"
+fi

@@ -25,4 +25,14 @@ std::span<const EmbeddedFile> KlutchDataFiles();
 // Every file of src/apis/crossplane/*.yaml, sorted by name. Never empty.
 std::span<const EmbeddedFile> CrossplaneDataFiles();
 
+// Every file of deploy/konnector/*.yaml, sorted by name. Never empty.
+std::span<const EmbeddedFile> KonnectorManifestFiles();
+
+// deploy/provider-anynines/crds, deploy/package/definitions, deploy/package/compositions and
+// deploy/provider-anynines/providerconfigs (*.yaml, sorted by name).
+std::span<const EmbeddedFile> ProviderAnyninesCrdFiles();
+std::span<const EmbeddedFile> PackageDefinitionFiles();
+std::span<const EmbeddedFile> PackageCompositionFiles();
+std::span<const EmbeddedFile> ProviderConfigTemplateFiles();
+
 }  // namespace klutch::apis::internal

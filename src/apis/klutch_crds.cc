@@ -17,4 +17,15 @@ std::string KlutchCrdYaml(std::string_view file_name) {
   return text;
 }
 
+std::vector<std::string_view> ProviderCrdFiles(bool control_plane_mode) {
+  std::vector<std::string_view> files = {
+      kApiServiceExportRequestsCrdFile, kApiServiceExportsCrdFile, kApiServiceNamespacesCrdFile,
+      kClusterBindingsCrdFile, kApiServiceExportTemplatesCrdFile};
+  if (control_plane_mode) {
+    files.push_back(kApiServiceBindingsCrdFile);
+    files.push_back(kAppClusterBindingsCrdFile);
+  }
+  return files;
+}
+
 }  // namespace klutch::apis

@@ -151,6 +151,88 @@ TEST(KlutchCrdYaml, ApiServiceBindingsSchemaIsValidAndItsRulesCompile) {
   EXPECT_EQ(rules->size(), 2u);  // kubeconfigSecretRef immutability, adopt/donate exclusion
 }
 
+// ---- the provider-side CRDs ----
+
+// Descriptions and CEL messages are prose; everything else is a fact that must agree.
+void StripProse(Json& node, bool field_names = false) {
+  if (node.is_array()) {
+    for (Json& element : node) StripProse(element);
+    return;
+  }
+  if (!node.is_object()) return;
+  if (!field_names) {
+    node.erase("description");
+    node.erase("message");
+  }
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    StripProse(it.value(), !field_names && it.key() == "properties");
+  }
+}
+
+// Every upstream CRD file has a counterpart of ours (named by its plural) agreeing on every
+// fact: names, scope, versions, printer columns, subresources and the whole schema
+// (properties, types, required, enums, patterns, defaults, CEL rules).
+TEST(KlutchCrdYaml, EveryUpstreamBindCrdAgreesWithOursExceptProse) {
+  const fs::path dir = fs::path(KLUTCH_SHARED_DIR) / "conformance/klutch/bind/deploy/crd";
+  size_t compared = 0;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.path().extension() != ".yaml") continue;
+    Json theirs = Parse(ReadFile(entry.path()), entry.path().string());
+    ASSERT_TRUE(theirs.is_object());
+    const std::string plural = theirs["spec"]["names"]["plural"];
+    const std::string file = plural + ".yaml";
+    const std::string text = KlutchCrdYaml(file);
+    ASSERT_FALSE(text.empty()) << "no embedded " << file << " for " << entry.path().filename();
+    Json ours = Parse(text, file);
+    ASSERT_TRUE(ours.is_object());
+    EXPECT_EQ(ours["metadata"]["name"], theirs["metadata"]["name"]) << file;
+    Json& spec = ours["spec"];
+    Json& upstream = theirs["spec"];
+    StripProse(spec);
+    StripProse(upstream);
+    EXPECT_TRUE(spec == upstream) << file << ": spec differs:\n" << Diff(spec, upstream);
+    ++compared;
+  }
+  EXPECT_EQ(compared, 6u);
+}
+
+TEST(KlutchCrdYaml, ProviderCrdsAreEmbeddedValidAndTheirRulesCompile) {
+  for (bool control_plane_mode : {false, true}) {
+    EXPECT_EQ(ProviderCrdFiles(control_plane_mode).size(), control_plane_mode ? 7u : 5u);
+  }
+  for (std::string_view file : ProviderCrdFiles(true)) {
+    Json crd = Parse(KlutchCrdYaml(file), std::string(file));
+    ASSERT_TRUE(crd.is_object()) << file;
+    EXPECT_EQ(crd["kind"], "CustomResourceDefinition") << file;
+    EXPECT_EQ(crd["spec"]["scope"], "Namespaced") << file;
+    EXPECT_EQ(crd["spec"]["versions"][0]["subresources"], Json({{"status", Json::object()}}))
+        << file;
+    const std::string path = "spec.versions[0].schema.openAPIV3Schema";
+    auto schema =
+        std::make_shared<const Json>(crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]);
+    std::vector<core::Cause> causes;
+    schema::ValidateCrdSchema(*schema, path, schema::CrdSchemaOptionsFor(nullptr), causes);
+    for (const core::Cause& cause : causes) {
+      ADD_FAILURE() << file << ": " << cause.field << ": " << cause.message;
+    }
+    causes.clear();
+    auto rules = schema::ValidationRules::Compile(schema, *schema, path, causes);
+    for (const core::Cause& cause : causes) {
+      ADD_FAILURE() << file << ": " << cause.field << ": " << cause.message;
+    }
+    EXPECT_NE(rules, nullptr) << file;
+  }
+  // The facts of §1.1 the backend relies on: a new request starts Pending with a status.
+  Json ser = Parse(KlutchCrdYaml(kApiServiceExportRequestsCrdFile), "ser");
+  const Json& status =
+      ser["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"];
+  EXPECT_EQ(status["default"], Json::object());
+  EXPECT_EQ(status["properties"]["phase"]["default"], "Pending");
+  Json tmpl = Parse(KlutchCrdYaml(kApiServiceExportTemplatesCrdFile), "template");
+  EXPECT_EQ(tmpl["metadata"]["name"],
+            "apiserviceexporttemplates.example-backend.klutch.anynines.com");
+}
+
 // ---- deploy/konnector ----
 
 struct Manifest {

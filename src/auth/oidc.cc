@@ -186,13 +186,16 @@ core::Result<std::shared_ptr<const Jwks>> OidcAuthenticator::KeysFor(std::string
   return keys_;
 }
 
-core::Result<std::optional<TokenResult>> OidcAuthenticator::Authenticate(std::string_view token) {
-  auto parsed = ParseJwt(token);
-  if (!parsed.ok()) return std::optional<TokenResult>();
-  const Jwt& jwt = *parsed;
+core::Result<machinery::Json> OidcAuthenticator::VerifyIdToken(std::string_view token) {
+  KLUTCH_ASSIGN_OR_RETURN(Jwt jwt, ParseJwt(token));
   if (machinery::GetString(jwt.claims, {"iss"}) != options_.issuer_url) {
-    return std::optional<TokenResult>();
+    return Refused("token of another issuer");
   }
+  KLUTCH_RETURN_IF_ERROR(VerifyOwn(jwt));
+  return std::move(jwt.claims);
+}
+
+core::Status OidcAuthenticator::VerifyOwn(const Jwt& jwt) {
   if (std::find(options_.signing_algs.begin(), options_.signing_algs.end(), jwt.alg) ==
       options_.signing_algs.end()) {
     return Refused(fmt::format("OIDC token signed with {}, not an accepted algorithm", jwt.alg));
@@ -211,6 +214,17 @@ core::Result<std::optional<TokenResult>> OidcAuthenticator::Authenticate(std::st
       return Refused(fmt::format("required claim {} missing or different", claim));
     }
   }
+  return core::Status::Ok();
+}
+
+core::Result<std::optional<TokenResult>> OidcAuthenticator::Authenticate(std::string_view token) {
+  auto parsed = ParseJwt(token);
+  if (!parsed.ok()) return std::optional<TokenResult>();
+  const Jwt& jwt = *parsed;
+  if (machinery::GetString(jwt.claims, {"iss"}) != options_.issuer_url) {
+    return std::optional<TokenResult>();
+  }
+  KLUTCH_RETURN_IF_ERROR(VerifyOwn(jwt));
 
   const std::string username = machinery::GetString(jwt.claims, {options_.username_claim});
   if (username.empty()) return Refused(fmt::format("claim {} missing", options_.username_claim));

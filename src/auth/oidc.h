@@ -48,6 +48,13 @@ class OidcAuthenticator final : public TokenAuthenticator {
   core::Result<std::optional<TokenResult>> Authenticate(std::string_view token) override;
   std::string_view name() const override { return "oidc"; }
 
+  // For relying parties (the bind backend's login): the claims of `token` once it is verified
+  // as an ID token of this issuer for this client: accepted algorithm, signature against the
+  // issuer's JWKS, iss, aud, exp and nbf as Authenticate checks them (required claims too, the
+  // username claim not). Nonce, if any, is the caller's to compare. kUnauthorized with a short
+  // reason (for logs) when it is not.
+  core::Result<machinery::Json> VerifyIdToken(std::string_view token);
+
   // Fetches discovery and JWKS now (the server calls it at startup, and logs a failure: the
   // provider may come up later).
   core::Status Refresh();
@@ -57,6 +64,8 @@ class OidcAuthenticator final : public TokenAuthenticator {
   // The cached keys, refetched when `kid` is not among them (rate-limited).
   core::Result<std::shared_ptr<const Jwks>> KeysFor(std::string_view kid);
   core::Result<std::string> Fetch(const std::string& url);
+  // Algorithm, signature, registered claims and required claims of a token of our issuer.
+  core::Status VerifyOwn(const Jwt& jwt);
 
   OidcOptions options_;
   std::string ca_pem_;

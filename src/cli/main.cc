@@ -3,10 +3,12 @@
 #include <iostream>
 
 #include "apiserver/server.h"
+#include "cli/backend.h"
 #include "cli/broker.h"
 #include "cli/commands.h"
 #include "cli/konnector.h"
 #include "cli/manager.h"
+#include "cli/up.h"
 #include "controllers/builtin_controllers.h"
 #include "core/duration.h"
 #include "core/log.h"
@@ -16,7 +18,7 @@
 namespace klutch::cli {
 namespace {
 
-int RunApiServer(const apiserver::ApiServerOptions& options, bool sandbox_banner) {
+int RunApiServer(const apiserver::ApiServerOptions& options) {
   serving::BlockShutdownSignals();
   auto server = apiserver::ApiServer::Start(options);
   if (!server.ok()) {
@@ -29,17 +31,9 @@ int RunApiServer(const apiserver::ApiServerOptions& options, bool sandbox_banner
               << "\n";
     return 1;
   }
-  if (sandbox_banner) {
-    std::cout << "\nklutch: API server ready at " << (*server)->url() << "\n"
-              << "  export KUBECONFIG=" << (*server)->admin_kubeconfig_path() << "\n"
-              << "  kubectl get namespaces\n"
-              << "Press Ctrl-C to stop.\n"
-              << std::flush;
-  } else {
-    std::cout << "ready: " << (*server)->url() << " kubeconfig "
-              << (*server)->admin_kubeconfig_path() << "\n"
-              << std::flush;
-  }
+  std::cout << "ready: " << (*server)->url() << " kubeconfig " << (*server)->admin_kubeconfig_path()
+            << "\n"
+            << std::flush;
   serving::WaitForShutdownSignal();
   (*controllers)->Stop();
   (*server)->Stop();
@@ -208,25 +202,30 @@ int Main(int argc, char** argv) {
       "on this machine");
   AddBrokerFlags(broker_cmd, broker_flags);
 
-  apiserver::ApiServerOptions up;
-  up.data_dir = ".data";
-  auto* up_cmd = app.add_subcommand("up", "Run the local sandbox (for now: the API server)");
-  up_cmd->add_option("--data-dir", up.data_dir, "Directory for all sandbox state")
-      ->capture_default_str();
-  up_cmd->add_option("--listen", up.listen, "API server address")->capture_default_str();
+  BackendFlags backend_flags;
+  auto* backend_cmd = app.add_subcommand(
+      "backend",
+      "Run the bind backend on the Control Plane: OIDC login, catalog and consumer pages, "
+      "/bind, and the controllers behind them");
+  AddBackendFlags(backend_cmd, backend_flags);
+
+  UpFlags up_flags;
+  auto* up_cmd = app.add_subcommand(
+      "up",
+      "Run the local Klutch sandbox: a Control Plane and App Clusters, identity provider, bind "
+      "backend, manager, broker and konnectors, on this machine");
+  AddUpFlags(up_cmd, up_flags);
 
   CLI11_PARSE(app, argc, argv);
   if (apiserver_cmd->parsed()) {
     FinishAccessFlags(api, oidc_issuer, std::move(oidc));
-    return RunApiServer(api, false);
+    return RunApiServer(api);
   }
   if (konnector_cmd->parsed()) return RunKonnector(konnector_flags);
   if (manager_cmd->parsed()) return RunManager(manager_flags);
   if (broker_cmd->parsed()) return RunBroker(broker_flags);
-  if (up_cmd->parsed()) {
-    up.data_dir = (std::filesystem::absolute(up.data_dir) / "apiserver").string();
-    return RunApiServer(up, true);
-  }
+  if (backend_cmd->parsed()) return RunBackend(backend_flags);
+  if (up_cmd->parsed()) return RunUp(up_flags);
   return 1;
 }
 

@@ -16,8 +16,11 @@ std::string KubeconfigYaml(const KubeconfigSpec& spec) {
   if (!spec.ca_pem.empty()) {
     out += fmt::format("    certificate-authority-data: {}\n", core::Base64Encode(spec.ca_pem));
   }
+  if (!spec.tls_server_name.empty()) {
+    out += fmt::format("    tls-server-name: {}\n", q(spec.tls_server_name));
+  }
   out += fmt::format("users:\n- name: {}\n  user:", q(spec.name));
-  if (spec.client_certificate_pem.empty() && spec.token.empty()) {
+  if (spec.client_certificate_pem.empty() && spec.token.empty() && spec.token_file.empty()) {
     out += " {}\n";
   } else {
     out += "\n";
@@ -27,6 +30,7 @@ std::string KubeconfigYaml(const KubeconfigSpec& spec) {
                          core::Base64Encode(spec.client_key_pem));
     }
     if (!spec.token.empty()) out += fmt::format("    token: {}\n", q(spec.token));
+    if (!spec.token_file.empty()) out += fmt::format("    tokenFile: {}\n", q(spec.token_file));
   }
   out += fmt::format("contexts:\n- name: {}\n  context:\n    cluster: {}\n    user: {}\n",
                      q(spec.name), q(spec.name), q(spec.name));

@@ -14,10 +14,12 @@ struct KubeconfigSpec {
   std::string name = "klutch";  // cluster, user and context names
   std::string server;           // https://host:port
   std::string ca_pem;           // certificate-authority-data
+  std::string tls_server_name;  // tls-server-name (SNI and the name to verify); "" = none
   // Credentials: a client certificate and key, or a bearer token.
   std::string client_certificate_pem, client_key_pem;
   std::string token;
-  std::string ns;  // the context's namespace; "" = none
+  std::string token_file;  // tokenFile: a file the client re-reads as it is renewed
+  std::string ns;          // the context's namespace; "" = none
 };
 
 // The kubeconfig as YAML text.

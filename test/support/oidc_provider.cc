@@ -16,6 +16,7 @@
 #include "http/certs.h"
 #include "http/client.h"
 #include "machinery/json.h"
+#include "sandbox/glewlwyd_files.h"
 
 namespace klutch::testing {
 
@@ -92,6 +93,11 @@ bool ReachableByOthers(const fs::path& dir) {
 
 std::string RandomToken() { return core::Base64UrlEncode(core::RandomBytes(18)); }
 
+// Options::serve_webapp: a copy of Debian's web app with a config.json of our own, served at
+// the root (sandbox/glewlwyd_files.h says why).
+core::Status WriteWebapp(const fs::path& dir) { return sandbox::WriteGlewlwydWebapp(dir); }
+std::string WebappConfig(const fs::path& dir) { return sandbox::GlewlwydWebappConfig(dir); }
+
 }  // namespace
 
 std::unique_ptr<OidcProvider> OidcProvider::Start(const fs::path& dir, std::string* error,
@@ -122,6 +128,9 @@ std::unique_ptr<OidcProvider> OidcProvider::Start(const fs::path& dir, std::stri
     if (auto s = WriteFile(dir_abs / name, content); !s.ok()) return fail(s.message());
   }
   fs::permissions(dir_abs / "tls.key", fs::perms::owner_read | fs::perms::owner_write, ec);
+  if (options.serve_webapp) {
+    if (auto s = WriteWebapp(dir_abs / "webapp"); !s.ok()) return fail(s.message());
+  }
 
   // The database: glewlwyd's schema (administrator admin/password), with a multi-valued
   // "groups" property allowed on users of the database backend (the groups claim reads it).
@@ -205,6 +214,7 @@ std::unique_ptr<OidcProvider> OidcProvider::Start(const fs::path& dir, std::stri
                          "hash_algorithm=\"SHA512\"\n"
                          "database = { type = \"sqlite3\" path = \"" +
                          (dir_abs / "glewlwyd.db").string() + "\" }\n";
+    if (options.serve_webapp) config += WebappConfig(dir_abs / "webapp");
     if (auto s = WriteFile(dir_abs / "glewlwyd.conf", config); !s.ok()) return fail(s.message());
     fs::remove(dir_abs / "glewlwyd.log", ec);
     std::vector<std::string> argv = prefix;
@@ -323,7 +333,11 @@ core::Status OidcProvider::Configure() {
       {"auth-type-none-enabled", false},
       {"auth-type-password-enabled", false},
       {"auth-type-client-enabled", true},
-      {"auth-type-device-enabled", false},
+      // The device authorization grant (RFC 8628) for `kubectl bind --headless`, with a short
+      // polling interval so tests do not wait 5 s per poll.
+      {"auth-type-device-enabled", true},
+      {"device-authorization-expiration", 600},
+      {"device-authorization-interval", 1},
       {"auth-type-refresh-enabled", true},
       {"pkce-allowed", true},
       {"pkce-method-plain-allowed", false},
@@ -364,7 +378,7 @@ core::Status OidcProvider::AddClient(const std::string& client_id,
       {"confidential", true},
       {"enabled", true},
       {"redirect_uri", Json::array({redirect_uri_})},
-      {"authorization_type", Json::array({"code", "refresh_token"})},
+      {"authorization_type", Json::array({"code", "refresh_token", "device_authorization"})},
       // Without it a confidential client's token requests fail with unauthorized_client.
       {"token_endpoint_auth_method", Json::array({"client_secret_basic", "client_secret_post"})},
       {"scope", Json::array()},
@@ -447,6 +461,60 @@ core::Result<std::string> OidcProvider::IdToken(const std::string& user,
     return core::Internal("token response without id_token: " + token.body);
   }
   return (*parsed)["id_token"].get<std::string>();
+}
+
+core::Result<std::string> OidcProvider::UserSession(const std::string& user,
+                                                    const std::string& password,
+                                                    const std::string& client_id) {
+  Json creds = {{"username", user}, {"password", password}};
+  KLUTCH_ASSIGN_OR_RETURN(
+      HttpResult login, Request("POST", "/api/auth/", machinery::Dump(creds), "application/json"));
+  if (login.status == 401) {
+    return core::Status(core::Reason::kUnauthorized, "glewlwyd rejected the login of " + user);
+  }
+  if (login.status != 200 || login.set_cookie.empty()) return Unexpected("login of " + user, login);
+  Json grant = {{"scope", "openid"}};
+  KLUTCH_ASSIGN_OR_RETURN(HttpResult consent,
+                          Request("PUT", "/api/auth/grant/" + core::PercentEncode(client_id),
+                                  machinery::Dump(grant), "application/json", login.set_cookie));
+  if (consent.status != 200) return Unexpected("granting scope openid", consent);
+  return login.set_cookie;
+}
+
+core::Result<std::string> OidcProvider::AuthorizeAs(const std::string& user,
+                                                    const std::string& password,
+                                                    const std::string& authorization_url) {
+  const std::string base = base_url();
+  if (authorization_url.rfind(base + "/", 0) != 0) {
+    return core::BadRequest("not an authorization URL of this provider: " + authorization_url);
+  }
+  std::string target = authorization_url.substr(base.size());
+  std::string client_id = QueryParam(authorization_url, "client_id");
+  KLUTCH_ASSIGN_OR_RETURN(std::string session, UserSession(user, password, client_id));
+  // g_continue: the login UI is done; glewlwyd answers with the redirect to the client.
+  target += target.find('?') == std::string::npos ? "?g_continue" : "&g_continue";
+  KLUTCH_ASSIGN_OR_RETURN(HttpResult auth, Request("GET", target, {}, {}, session));
+  if (auth.status != 302 || auth.location.empty()) {
+    return core::Internal("authorization request: HTTP " + std::to_string(auth.status) +
+                          " Location \"" + auth.location + "\" " + auth.body);
+  }
+  return auth.location;
+}
+
+core::Status OidcProvider::ApproveDevice(const std::string& user, const std::string& password,
+                                         const std::string& user_code,
+                                         const std::string& client_id) {
+  KLUTCH_ASSIGN_OR_RETURN(std::string session,
+                          UserSession(user, password, client_id.empty() ? client_id_ : client_id));
+  KLUTCH_ASSIGN_OR_RETURN(
+      HttpResult r,
+      Request("GET", "/api/oidc/device?code=" + core::PercentEncode(user_code) + "&g_continue", {},
+              {}, session));
+  if (r.status != 302 || r.location.find("prompt=deviceComplete") == std::string::npos) {
+    return core::Internal("confirming device code " + user_code + ": HTTP " +
+                          std::to_string(r.status) + " Location \"" + r.location + "\"");
+  }
+  return core::Status::Ok();
 }
 
 core::Status OidcProvider::UpdateSigningKeys() {

@@ -39,6 +39,11 @@ struct OidcProviderOptions {
   // Lifetime of the tokens the provider issues (the oidc plugin's access-token-duration,
   // which glewlwyd 2.7 also uses for the ID token: exp = iat + this). At least 1 s.
   std::chrono::seconds token_duration{3600};
+  // Also serve glewlwyd's web login (Debian's /usr/share/glewlwyd/webapp, with a config.json
+  // of our own in DIR/webapp) at base_url(), so that a browser sent to an authorization URL
+  // lands on base_url()/login.html and can log in through the real form
+  // (test/support/browser.h). Off by default: the REST login needs no web app.
+  bool serve_webapp = false;
 };
 
 class OidcProvider {
@@ -81,6 +86,21 @@ class OidcProvider {
   core::Result<std::string> IdToken(const std::string& user, const std::string& password,
                                     const std::string& client_id, const std::string& client_secret);
 
+  // The browser part of an authorization-code flow a relying party started: `authorization_url`
+  // (the issuer's /auth URL with the relying party's client_id, redirect_uri, state, nonce,
+  // PKCE challenge) is opened with `user` logged in (login API, consent for the client), and
+  // the Location glewlwyd redirects to is returned: redirect_uri?code=...&state=... (or
+  // ...?error=...). kUnauthorized for a wrong user or password.
+  core::Result<std::string> AuthorizeAs(const std::string& user, const std::string& password,
+                                        const std::string& authorization_url);
+  // The user's part of a device authorization grant (RFC 8628): logs `user` in, grants the
+  // client's scopes and confirms `user_code` at /api/oidc/device. kUnauthorized for a wrong
+  // user or password; kInternalError with glewlwyd's answer when it refuses the code.
+  core::Status ApproveDevice(const std::string& user, const std::string& password,
+                             const std::string& user_code, const std::string& client_id = "");
+  // The redirect URI registered for every client (never contacted by glewlwyd).
+  std::string redirect_uri() const { return redirect_uri_; }
+
   // Registers another confidential client (client_secret_basic, code flow, the same redirect
   // URI as client_id()). A client glewlwyd refuses (e.g. the id exists) -> kBadRequest with
   // glewlwyd's answer.
@@ -116,6 +136,10 @@ class OidcProvider {
   OidcProvider() = default;
   core::Status Configure();
   core::Status AdminLogin();
+  // Logs `user` in through the login API and grants `client_id` the openid scope: the
+  // session cookie.
+  core::Result<std::string> UserSession(const std::string& user, const std::string& password,
+                                        const std::string& client_id);
   core::Result<std::string> GenerateKey(const std::string& kid);
   core::Status UpdateSigningKeys();
   std::string LogTail() const;

@@ -160,7 +160,10 @@ bool ChildProcess::running() {
   if (reaped_) return false;
   int status = 0;
   pid_t r = waitpid(pid_, &status, WNOHANG);
-  if (r == pid_) reaped_ = true;
+  if (r == pid_) {
+    reaped_ = true;
+    status_ = status;
+  }
   return !reaped_;
 }
 
@@ -173,11 +176,18 @@ std::optional<int> ChildProcess::Signal(int signal, std::chrono::seconds timeout
     pid_t r = waitpid(pid_, &status, WNOHANG);
     if (r == pid_) {
       reaped_ = true;
+      status_ = status;
       return status;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   return std::nullopt;
+}
+
+std::optional<int> ChildProcess::exit_code() const {
+  if (!reaped_) return std::nullopt;
+  if (WIFEXITED(status_)) return WEXITSTATUS(status_);
+  return 128 + WTERMSIG(status_);
 }
 
 std::string ReadFileOrEmpty(const fs::path& p) {

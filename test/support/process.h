@@ -54,10 +54,13 @@ class ChildProcess {
   bool running();
   // Sends `signal` to the process group; waits for exit up to `timeout`; returns the status.
   std::optional<int> Signal(int signal, std::chrono::seconds timeout);
+  // Once reaped (by running() or Signal()): the exit status, or 128 + the signal that ended it.
+  std::optional<int> exit_code() const;
 
  private:
   pid_t pid_ = -1;
   bool reaped_ = false;
+  int status_ = 0;
 };
 
 // A `klutch apiserver` process on 127.0.0.1 with a random port.

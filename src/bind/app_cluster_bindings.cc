@@ -1,0 +1,632 @@
+// AppClusterBinding (control-plane mode, §2.6.5): an App Cluster connected from the Control
+// Plane side. Everything lives in the binding root namespace `klutch-bind-<ns>-<name>` and is
+// labelled with the two back-references; deleting the AppClusterBinding deletes its bindings
+// first (so the konnector releases the App Cluster's CRDs), then the root namespace.
+#include <cstdint>
+#include <map>
+#include <set>
+
+#include "bind/catalog.h"
+#include "bind/internal.h"
+#include "bind/names.h"
+#include "client/kubeconfig.h"
+#include "core/log.h"
+#include "core/strings.h"
+#include "reconcile/committer.h"
+
+namespace klutch::bind::internal {
+namespace {
+
+namespace resources = client::resources;
+constexpr std::string_view kSecretValid = "SecretValid";
+constexpr std::string_view kKonnectorDeployed = "KonnectorDeployed";
+constexpr std::string_view kResourcesReady = "ResourcesReady";
+constexpr std::string_view kSpecHashAnnotation = "klutch.anynines.com/spec-hash";
+
+// lowercase, runs of other characters -> '-', trimmed, at most `max` characters.
+std::string Sanitize(std::string_view s, size_t max) {
+  std::string out;
+  for (char c : s) {
+    const char l = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if ((l >= 'a' && l <= 'z') || (l >= '0' && l <= '9')) {
+      out.push_back(l);
+    } else if (!out.empty() && out.back() != '-') {
+      out.push_back('-');
+    }
+  }
+  while (!out.empty() && out.back() == '-') out.pop_back();
+  if (out.size() > max) out.resize(max);
+  while (!out.empty() && out.back() == '-') out.pop_back();
+  return out;
+}
+
+std::string Fnv32a(std::string_view s) {
+  uint32_t h = 2166136261u;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 16777619u;
+  }
+  char buf[9];
+  std::snprintf(buf, sizeof buf, "%08x", h);
+  return buf;
+}
+
+std::string RequestName(const std::string& binding, const std::string& template_name) {
+  const std::string head = "appclusterbinding-" + Sanitize(binding, 24) + "-";
+  const std::string tail = "-" + Fnv32a(template_name);
+  std::string middle = Sanitize(template_name, 24);
+  if (head.size() + middle.size() + tail.size() > 63) middle.resize(63 - head.size() - tail.size());
+  return head + middle + tail;
+}
+
+// Drops ""/0/false/null/[]/{} recursively (so an override never clears a default by accident).
+Json DropEmpty(const Json& v) {
+  if (v.is_object()) {
+    Json out = Json::object();
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      Json child = DropEmpty(it.value());
+      if (!child.is_null()) out[it.key()] = std::move(child);
+    }
+    return out.empty() ? Json() : out;
+  }
+  if (v.is_array()) {
+    Json out = Json::array();
+    for (const Json& e : v) {
+      Json child = DropEmpty(e);
+      if (!child.is_null()) out.push_back(std::move(child));
+    }
+    return out.empty() ? Json() : out;
+  }
+  if ((v.is_string() && v.get_ref<const std::string&>().empty()) ||  // json-ok: type checked
+      (v.is_boolean() && v == false) || (v.is_number() && v == 0)) {
+    return Json();
+  }
+  return v;
+}
+
+// Strategic-merge style: lists of env/ports/volumeMounts/volumeDevices merge by their key,
+// other lists replace, objects merge recursively.
+void MergeContainer(Json& base, const Json& overrides) {
+  static const std::map<std::string, std::string> kMergeKeys = {{"env", "name"},
+                                                                {"ports", "containerPort"},
+                                                                {"volumeMounts", "mountPath"},
+                                                                {"volumeDevices", "devicePath"}};
+  for (auto it = overrides.begin(); it != overrides.end(); ++it) {
+    const std::string& key = it.key();
+    auto merge_key = kMergeKeys.find(key);
+    if (merge_key != kMergeKeys.end() && it->is_array()) {
+      Json& list = base[key];
+      if (!list.is_array()) list = Json::array();
+      for (const Json& item : *it) {
+        const Json* id = item.is_object() ? machinery::Find(item, {merge_key->second}) : nullptr;
+        bool merged = false;
+        for (Json& existing : list) {
+          const Json* have = machinery::Find(existing, {merge_key->second});
+          if (id != nullptr && have != nullptr && *have == *id) {
+            existing.merge_patch(item);
+            merged = true;
+            break;
+          }
+        }
+        if (!merged) list.push_back(item);
+      }
+    } else if (it->is_object() && base.contains(key) && base[key].is_object()) {
+      MergeContainer(base[key], *it);
+    } else {
+      base[key] = *it;
+    }
+  }
+}
+
+Json Labels(const Json& acb) {
+  return {{std::string(kAppClusterBindingNameLabel), machinery::Name(acb)},
+          {std::string(kAppClusterBindingNamespaceLabel), machinery::Namespace(acb)}};
+}
+
+std::string LabelSelector(const Json& acb) {
+  return std::string(kAppClusterBindingNameLabel) + "=" + machinery::Name(acb) + "," +
+         std::string(kAppClusterBindingNamespaceLabel) + "=" + machinery::Namespace(acb);
+}
+
+bool HasLabels(const Json& object, const Json& labels) {
+  const Json* have = machinery::Find(object, {"metadata", "labels"});
+  return have != nullptr && machinery::Covers(*have, labels);
+}
+
+void AddLabels(Json& object, const Json& labels) {
+  Json& meta = machinery::MutableMetadata(object);
+  if (!meta["labels"].is_object()) meta["labels"] = Json::object();
+  for (auto it = labels.begin(); it != labels.end(); ++it) meta["labels"][it.key()] = it.value();
+}
+
+struct SecretCheck {
+  bool valid = false;
+  std::string reason, message;
+  Json secret;
+};
+
+// §2.6.5 SecretValid, plus: a kubeconfig that references files or runs plugins is refused,
+// since the konnector would read or run them on the Control Plane.
+SecretCheck CheckSecret(Context& ctx, const Json& acb) {
+  SecretCheck out;
+  const std::string ns = machinery::GetString(acb, {"spec", "kubeconfigSecretRef", "namespace"});
+  const std::string name = machinery::GetString(acb, {"spec", "kubeconfigSecretRef", "name"});
+  std::string key = machinery::GetString(acb, {"spec", "kubeconfigSecretRef", "key"});
+  if (key.empty()) key = kKubeconfigKey;
+  const std::string where = "Secret " + ns + "/" + name;
+  auto secret = client::ResourceClient(ctx.rest, resources::kSecrets, ns).Get(name);
+  if (!secret.ok()) {
+    out.reason = "KubeconfigSecretNotFound";
+    out.message = where + " cannot be read (" + secret.status().message() +
+                  "): create it with the App Cluster's kubeconfig under key " + key;
+    return out;
+  }
+  out.secret = *secret;
+  out.reason = "KubeconfigSecretInvalid";
+  auto text = core::Base64Decode(machinery::GetString(*secret, {"data", key}));
+  if (!text || text->empty()) {
+    out.message = where + " has no key " + core::GoQuote(key) + ": store the kubeconfig there";
+    return out;
+  }
+  auto parsed = client::ParseKubeconfig(*text, where, "/nonexistent");
+  if (!parsed.ok()) {
+    out.message = where + " holds no valid kubeconfig: " + parsed.status().message();
+    return out;
+  }
+  auto current = parsed->contexts.find(parsed->current_context);
+  if (parsed->current_context.empty() || current == parsed->contexts.end()) {
+    out.message = where + ": the kubeconfig has no current context; set current-context";
+    return out;
+  }
+  const auto& context = current->second;
+  auto user = parsed->users.find(context.user);
+  auto cluster = parsed->clusters.find(context.cluster);
+  if (user != parsed->users.end() &&
+      (user->second.exec || user->second.has_auth_provider || !user->second.token_file.empty() ||
+       !user->second.client_certificate.empty() || !user->second.client_key.empty())) {
+    out.message = where +
+                  ": the kubeconfig's user refers to files or credential plugins, which the "
+                  "Control Plane does not have; embed the credentials (token or *-data fields)";
+    return out;
+  }
+  if (cluster != parsed->clusters.end() && !cluster->second.certificate_authority.empty()) {
+    out.message = where +
+                  ": the kubeconfig's cluster refers to a CA file; embed it as "
+                  "certificate-authority-data";
+    return out;
+  }
+  auto config = client::ResolveKubeconfig(*parsed);
+  if (!config.ok()) {
+    out.message = where + ": " + config.status().message();
+    return out;
+  }
+  out.valid = true;
+  return out;
+}
+
+core::Status Upsert(client::RestClient& rest, const client::GroupVersionResource& gvr,
+                    const Json& desired, const std::function<bool(const Json&)>& up_to_date,
+                    const std::function<void(Json&)>& fix) {
+  client::ResourceClient rc(rest, gvr, machinery::Namespace(desired));
+  auto existing = rc.Get(machinery::Name(desired));
+  if (!existing.ok() && !core::IsNotFound(existing.status())) return existing.status();
+  if (!existing.ok()) {
+    auto created = rc.Create(desired, {.field_manager = std::string(kFieldManager)});
+    return created.ok() || core::IsAlreadyExists(created.status()) ? core::Status::Ok()
+                                                                   : created.status();
+  }
+  if (up_to_date(*existing)) return core::Status::Ok();
+  Json modified = *existing;
+  fix(modified);
+  auto updated = rc.Update(modified, {.field_manager = std::string(kFieldManager)});
+  return updated.ok() ? core::Status::Ok() : updated.status();
+}
+
+Json KonnectorDeployment(Context& ctx, const Json& acb, const std::string& root,
+                         const std::string& secret_name, const std::string& key) {
+  Json container = {
+      {"name", "konnector"},
+      {"image", ctx.options.konnector_image},
+      {"command", {"klutch", "konnector"}},
+      {"args",
+       {"--control-plane-mode", "--app-cluster-kubeconfig-secret-name=" + secret_name,
+        "--app-cluster-kubeconfig-secret-namespace=" + root,
+        "--app-cluster-kubeconfig-secret-key=" + key, "--binding-root-namespace=" + root,
+        "--lease-namespace=$(POD_NAMESPACE)", "--health-probe-bind-address=:8080",
+        "--metrics-bind-address=:8081"}},
+      {"env",
+       Json::array(
+           {{{"name", "POD_NAME"}, {"valueFrom", {{"fieldRef", {{"fieldPath", "metadata.name"}}}}}},
+            {{"name", "POD_NAMESPACE"},
+             {"valueFrom", {{"fieldRef", {{"fieldPath", "metadata.namespace"}}}}}}})},
+      {"ports", Json::array({{{"name", "health"}, {"containerPort", 8080}, {"protocol", "TCP"}},
+                             {{"name", "metrics"}, {"containerPort", 8081}, {"protocol", "TCP"}}})},
+      {"readinessProbe",
+       {{"httpGet", {{"path", "/readyz"}, {"port", 8080}}}, {"periodSeconds", 10}}},
+      {"livenessProbe",
+       {{"httpGet", {{"path", "/healthz"}, {"port", 8080}}},
+        {"initialDelaySeconds", 15},
+        {"periodSeconds", 20}}},
+      {"resources",
+       {{"requests", {{"cpu", "50m"}, {"memory", "64Mi"}}}, {"limits", {{"memory", "512Mi"}}}}},
+      {"securityContext",
+       {{"allowPrivilegeEscalation", false},
+        {"readOnlyRootFilesystem", true},
+        {"capabilities", {{"drop", {"ALL"}}}}}},
+      {"volumeMounts", Json::array({{{"name", "tmp"}, {"mountPath", "/tmp"}}})}};
+  if (const Json* overrides = machinery::Find(acb, {"spec", "konnector", "overrides"})) {
+    Json cleaned = DropEmpty(*overrides);
+    if (cleaned.is_object()) MergeContainer(container, cleaned);
+  }
+  Json labels = Labels(acb);
+  labels["app"] = "konnector";
+  Json selector = {{"app", "konnector"},
+                   {std::string(kAppClusterBindingNameLabel), machinery::Name(acb)}};
+  Json spec = {{"replicas", 1},
+               {"selector", {{"matchLabels", selector}}},
+               {"template",
+                {{"metadata", {{"labels", labels}}},
+                 {"spec",
+                  {{"serviceAccountName", kBinderName},
+                   {"restartPolicy", "Always"},
+                   {"securityContext",
+                    {{"runAsNonRoot", true},
+                     {"runAsUser", 65532},
+                     {"runAsGroup", 65532},
+                     {"seccompProfile", {{"type", "RuntimeDefault"}}}}},
+                   {"containers", Json::array({container})},
+                   {"volumes", Json::array({{{"name", "tmp"}, {"emptyDir", Json::object()}}})}}}}}};
+  return {{"apiVersion", "apps/v1"},
+          {"kind", "Deployment"},
+          {"metadata",
+           {{"name", "konnector-" + machinery::Name(acb)},
+            {"namespace", root},
+            {"labels", labels},
+            {"annotations", {{std::string(kSpecHashAnnotation), machinery::JsonHash(spec)}}}}},
+          {"spec", spec}};
+}
+
+// Deletes what the binding made; Done once the root namespace is gone.
+core::Result<Result> Cleanup(Context& ctx, const Json& acb) {
+  const std::string root = BindingRootNamespace(machinery::Namespace(acb), machinery::Name(acb));
+  client::ResourceClient bindings(ctx.rest, kApiServiceBindings, root);
+  auto listed = bindings.List({.label_selector = LabelSelector(acb)});
+  if (!listed.ok() && !core::IsNotFound(listed.status())) return listed.status();
+  if (listed.ok()) {
+    bool remaining = false;
+    for (const Json& b : (*listed)["items"]) {
+      remaining = true;
+      if (machinery::IsBeingDeleted(b)) continue;
+      auto deleted = bindings.Delete(machinery::Name(b));
+      if (!deleted.ok() && !core::IsNotFound(deleted.status())) return deleted.status();
+    }
+    // The konnector releases the App Cluster's CRDs when a binding goes; wait for that.
+    if (remaining) return Result::RequeueAfter(std::chrono::seconds(1));
+  }
+  const std::string legacy =
+      "klutch-konnector-" + machinery::Namespace(acb) + "-" + machinery::Name(acb);
+  for (const auto* gvr : {&resources::kClusterRoleBindings, &resources::kClusterRoles}) {
+    auto deleted = client::ResourceClient(ctx.rest, *gvr).Delete(legacy);
+    if (!deleted.ok() && !core::IsNotFound(deleted.status())) return deleted.status();
+  }
+  client::ResourceClient namespaces(ctx.rest, resources::kNamespaces);
+  auto ns = namespaces.Get(root);
+  if (ns.ok()) {
+    if (!machinery::IsBeingDeleted(*ns)) {
+      auto deleted = namespaces.Delete(root);
+      if (!deleted.ok() && !core::IsNotFound(deleted.status())) return deleted.status();
+    }
+    return Result::RequeueAfter(std::chrono::seconds(1));
+  }
+  if (!core::IsNotFound(ns.status())) return ns.status();
+  return Result::Done();
+}
+
+}  // namespace
+
+core::Result<Result> ReconcileAppClusterBinding(Context& ctx, const Request& request) {
+  ObjectPtr acb = ctx.app_cluster_bindings->indexer().Get(request.Key());
+  if (!acb) return Result::Done();
+  reconcile::Committer committer(client::ResourceClient(ctx.rest, kAppClusterBindings),
+                                 std::string(kFieldManager));
+  if (machinery::IsBeingDeleted(*acb)) {
+    if (!machinery::HasFinalizer(*acb, kAppClusterBindingFinalizer)) return Result::Done();
+    KLUTCH_ASSIGN_OR_RETURN(Result cleaned, Cleanup(ctx, *acb));
+    if (cleaned.requeue || cleaned.requeue_after.count() > 0) return cleaned;
+    Json modified = *acb;
+    machinery::RemoveFinalizer(modified, kAppClusterBindingFinalizer);
+    auto committed = committer.Commit(*acb, modified);
+    if (!committed.ok()) return committed.status();
+    return Result::Done();
+  }
+  if (!machinery::HasFinalizer(*acb, kAppClusterBindingFinalizer)) {
+    Json modified = *acb;
+    machinery::AddFinalizer(modified, kAppClusterBindingFinalizer);
+    auto committed = committer.Commit(*acb, modified);
+    if (!committed.ok()) return committed.status();
+    return Result::Done();
+  }
+
+  Json modified = *acb;
+  const std::string name = machinery::Name(*acb);
+  const std::string root = BindingRootNamespace(request.ns, name);
+  const Json labels = Labels(*acb);
+  SecretCheck check = CheckSecret(ctx, *acb);
+  std::vector<std::string> errors;
+  std::string konnector_error;
+  bool secret_changed;
+  if (!check.valid) {
+    secret_changed = reconcile::MarkFalse(modified, kSecretValid, check.reason,
+                                          reconcile::kSeverityError, check.message, ctx.clock);
+  } else {
+    secret_changed = reconcile::MarkTrue(modified, kSecretValid, ctx.clock);
+    std::string key = machinery::GetString(*acb, {"spec", "kubeconfigSecretRef", "key"});
+    if (key.empty()) key = kKubeconfigKey;
+    const std::string secret_name =
+        machinery::GetString(*acb, {"spec", "kubeconfigSecretRef", "name"});
+    auto note = [&](const core::Status& s, const std::string& what) {
+      if (!s.ok()) errors.push_back(what + ": " + s.message());
+      return s.ok();
+    };
+
+    // Root namespace, ServiceAccount, mirrored kubeconfig, ClusterBinding.
+    Json root_ns = {{"apiVersion", "v1"},
+                    {"kind", "Namespace"},
+                    {"metadata", {{"name", root}, {"labels", labels}}}};
+    bool ok = note(Upsert(
+                       ctx.rest, resources::kNamespaces, root_ns,
+                       [&](const Json& have) { return HasLabels(have, labels); },
+                       [&](Json& have) { AddLabels(have, labels); }),
+                   "namespace " + root);
+    if (ok) {
+      note(GetOrCreate(client::ResourceClient(ctx.rest, resources::kServiceAccounts, root),
+                       {{"apiVersion", "v1"},
+                        {"kind", "ServiceAccount"},
+                        {"metadata", {{"name", kBinderName}, {"namespace", root}}}})
+               .status(),
+           "ServiceAccount " + root + "/klutch-binder");
+      if (machinery::GetString(*acb, {"spec", "kubeconfigSecretRef", "namespace"}) != root) {
+        Json data = {{key, machinery::GetString(check.secret, {"data", key})}};
+        Json mirror = {
+            {"apiVersion", "v1"},
+            {"kind", "Secret"},
+            {"type", machinery::GetString(check.secret, {"type"}).empty()
+                         ? std::string("Opaque")
+                         : machinery::GetString(check.secret, {"type"})},
+            {"metadata", {{"name", secret_name}, {"namespace", root}, {"labels", labels}}},
+            {"data", data}};
+        note(Upsert(
+                 ctx.rest, resources::kSecrets, mirror,
+                 [&](const Json& have) {
+                   return HasLabels(have, labels) && have.contains("data") && have["data"] == data;
+                 },
+                 [&](Json& have) {
+                   AddLabels(have, labels);
+                   have["data"] = data;
+                 }),
+             "mirrored Secret " + root + "/" + secret_name);
+      }
+      Json cb_spec = {{"kubeconfigSecretRef", {{"name", secret_name}, {"key", key}}},
+                      {"providerPrettyName", name}};
+      Json cb = {
+          {"apiVersion", kApiVersion},
+          {"kind", "ClusterBinding"},
+          {"metadata", {{"name", kClusterBindingName}, {"namespace", root}, {"labels", labels}}},
+          {"spec", cb_spec}};
+      note(Upsert(
+               ctx.rest, kClusterBindings, cb,
+               [&](const Json& have) {
+                 return HasLabels(have, labels) && have.contains("spec") &&
+                        machinery::Covers(have["spec"], cb_spec);
+               },
+               [&](Json& have) {
+                 AddLabels(have, labels);
+                 have["spec"]["providerPrettyName"] = name;
+               }),
+           "ClusterBinding " + root + "/cluster");
+
+      // Role and RoleBinding of the control-plane konnector.
+      Json rules = Json::array(
+          {{{"apiGroups", {std::string(kGroup)}},
+            {"resources", {"apiservicebindings"}},
+            {"verbs", {"create", "delete", "get", "list", "patch", "update", "watch"}}},
+           {{"apiGroups", {std::string(kGroup)}},
+            {"resources", {"apiservicebindings/status"}},
+            {"verbs", {"patch", "update"}}},
+           {{"apiGroups", {"coordination.k8s.io"}},
+            {"resources", {"leases"}},
+            {"verbs", {"create", "delete", "get", "list", "patch", "update", "watch"}}},
+           {{"apiGroups", {""}}, {"resources", {"events"}}, {"verbs", {"create", "patch"}}}});
+      Json role = {
+          {"apiVersion", "rbac.authorization.k8s.io/v1"},
+          {"kind", "Role"},
+          {"metadata",
+           {{"name", kControlPlaneConnectorName}, {"namespace", root}, {"labels", labels}}},
+          {"rules", rules}};
+      note(Upsert(
+               ctx.rest, resources::kRoles, role,
+               [&](const Json& have) { return have.contains("rules") && have["rules"] == rules; },
+               [&](Json& have) { have["rules"] = rules; }),
+           "Role " + root + "/control-plane-connector");
+      note(EnsureRoleBinding(ctx.rest, root, std::string(kControlPlaneConnectorName), "Role",
+                             std::string(kControlPlaneConnectorName), root,
+                             std::string(kBinderName), labels),
+           "RoleBinding " + root + "/control-plane-connector");
+
+      // APIServiceBindings and export requests, one per offered API listed.
+      const std::vector<Json> templates = Objects(ctx.templates);
+      std::map<std::string, OfferedApi> desired;  // export name -> offered API
+      if (const Json* apis = machinery::Find(*acb, {"spec", "apiExports"});
+          apis && apis->is_array()) {
+        for (const Json& api : *apis) {
+          const std::string group(core::Trim(machinery::GetString(api, {"group"})));
+          const std::string resource(core::Trim(machinery::GetString(api, {"resource"})));
+          const std::string export_name = group.empty() ? resource : resource + "." + group;
+          const Json* tmpl = nullptr;
+          for (const Json& t : templates) {
+            if (core::Trim(machinery::GetString(t, {"spec", "APIServiceSelector", "group"})) ==
+                    group &&
+                core::Trim(machinery::GetString(t, {"spec", "APIServiceSelector", "resource"})) ==
+                    resource) {
+              tmpl = &t;
+              break;
+            }
+          }
+          if (tmpl == nullptr) {
+            errors.push_back("no APIServiceExportTemplate offers " + core::GoQuote(export_name) +
+                             ": fix spec.apiExports or ask for the API to be offered");
+            continue;
+          }
+          OfferedApi api_info;
+          api_info.group = group;
+          api_info.resource = resource;
+          api_info.template_name = machinery::Name(*tmpl);
+          const Json* claims = machinery::Find(*tmpl, {"spec", "permissionClaims"});
+          api_info.permission_claims =
+              claims != nullptr && claims->is_array() ? *claims : Json::array();
+          desired.emplace(export_name, std::move(api_info));
+        }
+      }
+      client::ResourceClient bindings(ctx.rest, kApiServiceBindings, root);
+      for (const auto& [export_name, api] : desired) {
+        Json accepted = Json::array();
+        for (Json claim : api.permission_claims) {
+          claim["state"] = "Accepted";
+          accepted.push_back(std::move(claim));
+        }
+        Json binding = {
+            {"apiVersion", kApiVersion},
+            {"kind", "APIServiceBinding"},
+            {"metadata", {{"name", export_name}, {"namespace", root}, {"labels", labels}}},
+            {"spec",
+             {{"kubeconfigSecretRef", {{"name", secret_name}, {"key", key}, {"namespace", root}}},
+              {"permissionClaims", accepted}}}};
+        note(Upsert(
+                 ctx.rest, kApiServiceBindings, binding,
+                 [&](const Json& have) { return HasLabels(have, labels); },
+                 [&](Json& have) { AddLabels(have, labels); }),
+             "APIServiceBinding " + root + "/" + export_name);
+      }
+      for (const ObjectPtr& b :
+           ctx.api_service_bindings->indexer().ByIndex(client::Indexer::kNamespaceIndex, root)) {
+        if (!HasLabels(*b, labels) || desired.contains(machinery::Name(*b))) continue;
+        auto deleted = bindings.Delete(machinery::Name(*b));
+        if (!deleted.ok() && !core::IsNotFound(deleted.status())) {
+          note(deleted.status(), "deleting APIServiceBinding " + machinery::Name(*b));
+        }
+      }
+      // Exports no longer wanted go; wanted ones without export or request get a request.
+      std::set<std::string> requested;
+      client::ResourceClient requests(ctx.rest, kApiServiceExportRequests, root);
+      for (const ObjectPtr& ser :
+           ctx.export_requests.indexer().ByIndex(client::Indexer::kNamespaceIndex, root)) {
+        const Json* resources_list = machinery::Find(*ser, {"spec", "resources"});
+        std::string first;
+        if (resources_list != nullptr && resources_list->is_array() && !resources_list->empty()) {
+          const std::string g = machinery::GetString((*resources_list)[0], {"group"});
+          const std::string r = machinery::GetString((*resources_list)[0], {"resource"});
+          first = g.empty() ? r : r + "." + g;
+        }
+        if (HasLabels(*ser, labels) && !desired.contains(first)) {
+          auto deleted = requests.Delete(machinery::Name(*ser));
+          if (!deleted.ok() && !core::IsNotFound(deleted.status())) {
+            note(deleted.status(), "deleting APIServiceExportRequest " + machinery::Name(*ser));
+          }
+          continue;
+        }
+        if (machinery::GetString(*ser, {"status", "phase"}) != "Failed") requested.insert(first);
+      }
+      client::ResourceClient exports(ctx.rest, kApiServiceExports, root);
+      for (const ObjectPtr& e :
+           ctx.exports.indexer().ByIndex(client::Indexer::kNamespaceIndex, root)) {
+        if (desired.contains(machinery::Name(*e))) continue;
+        auto deleted = exports.Delete(machinery::Name(*e));
+        if (!deleted.ok() && !core::IsNotFound(deleted.status())) {
+          note(deleted.status(), "deleting APIServiceExport " + machinery::Name(*e));
+        }
+      }
+      for (const auto& [export_name, api] : desired) {
+        if (ctx.exports.indexer().Get(root + "/" + export_name) ||
+            requested.contains(export_name)) {
+          continue;
+        }
+        Json ser = {
+            {"apiVersion", kApiVersion},
+            {"kind", "APIServiceExportRequest"},
+            {"metadata",
+             {{"name", RequestName(name, api.template_name)},
+              {"namespace", root},
+              {"labels", labels}}},
+            {"spec",
+             {{"resources", Json::array({{{"group", api.group},
+                                          {"resource", api.resource},
+                                          {"permissionClaims", api.permission_claims}}})}}}};
+        auto created = requests.Create(ser, {.field_manager = std::string(kFieldManager)});
+        if (!created.ok() && !core::IsAlreadyExists(created.status())) {
+          note(created.status(), "creating APIServiceExportRequest for " + export_name);
+        }
+      }
+
+      // The konnector.
+      client::ResourceClient deployments(ctx.rest, resources::kDeployments, root);
+      const std::string deployment_name = "konnector-" + name;
+      const Json* deploy = machinery::Find(*acb, {"spec", "konnector", "deploy"});
+      core::Status konnector;
+      if (deploy != nullptr && deploy->is_boolean() && *deploy == true) {
+        Json desired_deployment = KonnectorDeployment(ctx, *acb, root, secret_name, key);
+        const std::string hash = machinery::Annotation(desired_deployment, kSpecHashAnnotation);
+        konnector = Upsert(
+            ctx.rest, resources::kDeployments, desired_deployment,
+            [&](const Json& have) {
+              return machinery::Annotation(have, kSpecHashAnnotation) == hash;
+            },
+            [&](Json& have) {
+              have["spec"] = desired_deployment["spec"];
+              have["metadata"]["labels"] = desired_deployment["metadata"]["labels"];
+              machinery::SetAnnotation(have, kSpecHashAnnotation, hash);
+            });
+      } else {
+        auto deleted = deployments.Delete(deployment_name);
+        if (!deleted.ok() && !core::IsNotFound(deleted.status())) konnector = deleted.status();
+      }
+      if (konnector.ok()) {
+        reconcile::MarkTrue(modified, kKonnectorDeployed, ctx.clock);
+      } else {
+        konnector_error = "the konnector Deployment " + root + "/" + deployment_name +
+                          " could not be written: " + konnector.message();
+        reconcile::MarkFalse(modified, kKonnectorDeployed, "KonnectorDeploymentFailed",
+                             reconcile::kSeverityError, konnector_error, ctx.clock);
+      }
+    }
+  }
+  bool resources_changed = false;
+  if (check.valid) {
+    if (errors.empty()) {
+      resources_changed = reconcile::MarkTrue(modified, kResourcesReady, ctx.clock);
+    } else {
+      resources_changed =
+          reconcile::MarkFalse(modified, kResourcesReady, "ProvisioningFailed",
+                               reconcile::kSeverityError, core::Join(errors, "; "), ctx.clock);
+    }
+  }
+  reconcile::SetSummary(modified, ctx.clock);
+  auto committed = committer.CommitStatus(*acb, modified);
+  if (!committed.ok()) return committed.status();
+  if (!check.valid) {
+    if (secret_changed) {
+      ctx.events.Event(*acb, reconcile::kEventTypeWarning, check.reason, check.message);
+    }
+    return Result::Done();  // the Secret's events bring the next pass
+  }
+  if (!errors.empty() || !konnector_error.empty()) {
+    std::string message = core::Join(errors, "; ");
+    if (!konnector_error.empty()) message += (message.empty() ? "" : "; ") + konnector_error;
+    if (resources_changed || !konnector_error.empty()) {
+      ctx.events.Event(*acb, reconcile::kEventTypeWarning, "ProvisioningFailed", message);
+    }
+    return core::Status(core::Reason::kInternalError, message);
+  }
+  return Result::Done();
+}
+
+}  // namespace klutch::bind::internal

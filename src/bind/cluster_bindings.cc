@@ -1,0 +1,356 @@
+// Per-consumer state: ClusterBinding health and RBAC (§2.6.1), the kubeconfig token refresh
+// (ADR 0013) and APIServiceNamespaces -> provider namespaces (§2.6.2).
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "bind/internal.h"
+#include "bind/names.h"
+#include "core/duration.h"
+#include "core/log.h"
+#include "core/strings.h"
+#include "reconcile/committer.h"
+
+namespace klutch::bind::internal {
+namespace {
+
+namespace resources = client::resources;
+constexpr std::string_view kHealthy = "Healthy";
+constexpr std::string_view kPermissionsReady = "PermissionsReady";
+constexpr std::string_view kRbacApiVersion = "rbac.authorization.k8s.io/v1";
+
+std::chrono::milliseconds Ms(core::SystemTime::duration d) {
+  return std::max(std::chrono::duration_cast<std::chrono::milliseconds>(d),
+                  std::chrono::milliseconds(1));
+}
+
+Json OwnerIsNamespace(const Json& ns) {
+  return Json::array({{{"apiVersion", "v1"},
+                       {"kind", "Namespace"},
+                       {"name", machinery::Name(ns)},
+                       {"uid", machinery::Uid(ns)},
+                       {"controller", true}}});
+}
+
+Json BinderSubjects(const std::string& cluster_namespace) {
+  return Json::array(
+      {{{"kind", "ServiceAccount"}, {"name", kBinderName}, {"namespace", cluster_namespace}}});
+}
+
+// ClusterRole `klutch-binder-<ns>` with `rules`, owned by the cluster Namespace.
+core::Status EnsureBinderRole(Context& ctx, const Json& ns, const Json& rules) {
+  client::ResourceClient roles(ctx.rest, resources::kClusterRoles);
+  const std::string name = BinderRoleName(machinery::Name(ns));
+  auto existing = roles.Get(name);
+  if (!existing.ok() && !core::IsNotFound(existing.status())) return existing.status();
+  if (!existing.ok()) {
+    Json role = {{"apiVersion", kRbacApiVersion},
+                 {"kind", "ClusterRole"},
+                 {"metadata", {{"name", name}, {"ownerReferences", OwnerIsNamespace(ns)}}},
+                 {"rules", rules}};
+    auto created = roles.Create(role, {.field_manager = std::string(kFieldManager)});
+    return created.ok() || core::IsAlreadyExists(created.status()) ? core::Status::Ok()
+                                                                   : created.status();
+  }
+  Json modified = *existing;
+  modified["rules"] = rules;
+  modified["metadata"]["ownerReferences"] = OwnerIsNamespace(ns);
+  if (modified == *existing) return core::Status::Ok();
+  auto updated = roles.Update(modified, {.field_manager = std::string(kFieldManager)});
+  return updated.ok() ? core::Status::Ok() : updated.status();
+}
+
+// ClusterRoleBinding `klutch-binder-<ns>`: present exactly in Cluster consumer scope.
+core::Status EnsureBinderClusterRoleBinding(Context& ctx, const Json& ns) {
+  client::ResourceClient bindings(ctx.rest, resources::kClusterRoleBindings);
+  const std::string cns = machinery::Name(ns);
+  const std::string name = BinderRoleName(cns);
+  auto existing = bindings.Get(name);
+  if (!existing.ok() && !core::IsNotFound(existing.status())) return existing.status();
+  if (ctx.consumer_scope != "Cluster") {
+    if (!existing.ok()) return core::Status::Ok();
+    auto deleted = bindings.Delete(name);
+    return deleted.ok() || core::IsNotFound(deleted.status()) ? core::Status::Ok()
+                                                              : deleted.status();
+  }
+  Json desired = {
+      {"apiVersion", kRbacApiVersion},
+      {"kind", "ClusterRoleBinding"},
+      {"metadata", {{"name", name}, {"ownerReferences", OwnerIsNamespace(ns)}}},
+      {"subjects", BinderSubjects(cns)},
+      {"roleRef",
+       {{"apiGroup", "rbac.authorization.k8s.io"}, {"kind", "ClusterRole"}, {"name", name}}}};
+  if (!existing.ok()) {
+    auto created = bindings.Create(desired, {.field_manager = std::string(kFieldManager)});
+    return created.ok() || core::IsAlreadyExists(created.status()) ? core::Status::Ok()
+                                                                   : created.status();
+  }
+  if ((*existing)["subjects"] == desired["subjects"] &&
+      (*existing)["roleRef"] == desired["roleRef"]) {
+    return core::Status::Ok();
+  }
+  // roleRef is immutable: replace the binding.
+  auto deleted = bindings.Delete(name);
+  if (!deleted.ok() && !core::IsNotFound(deleted.status())) return deleted.status();
+  auto created = bindings.Create(desired, {.field_manager = std::string(kFieldManager)});
+  return created.ok() ? core::Status::Ok() : created.status();
+}
+
+}  // namespace
+
+// ---- ClusterBinding ----
+
+Health HeartbeatHealth(const Json& cb, core::SystemTime now, std::chrono::seconds drift) {
+  auto False = [](std::string reason, std::string_view severity, std::string message) {
+    return reconcile::SeverityCondition{.type = std::string(kHealthy),
+                                        .status = "False",
+                                        .severity = std::string(severity),
+                                        .reason = std::move(reason),
+                                        .message = std::move(message)};
+  };
+  const std::string last_text = machinery::GetString(cb, {"status", "lastHeartbeatTime"});
+  auto last = core::ParseTime(last_text);
+  if (!last) {
+    return {False("FirstHeartbeatPending", reconcile::kSeverityInfo,
+                  "waiting for the first heartbeat of the konnector: check that it runs in the "
+                  "consumer cluster and can reach this Control Plane"),
+            {}};
+  }
+  auto interval_text = machinery::GetString(cb, {"status", "heartbeatInterval"});
+  auto parsed = core::ParseGoDuration(interval_text);
+  std::chrono::nanoseconds interval{0};
+  if (parsed.ok()) {
+    interval = std::chrono::seconds(parsed->seconds) + std::chrono::nanoseconds(parsed->nanos);
+  }
+  if (interval.count() <= 0) {
+    return {False("HeartbeatIntervalMissing", reconcile::kSeverityInfo,
+                  "the konnector reports no heartbeat interval; upgrade the konnector"),
+            {}};
+  }
+  if (*last > now + drift) {
+    return {False("HeartbeatTimeDrift", reconcile::kSeverityWarning,
+                  "the last heartbeat (" + last_text +
+                      ") lies in the future; synchronise the "
+                      "clocks of the consumer cluster and the Control Plane"),
+            Ms(*last - now)};
+  }
+  const auto deadline =
+      *last + 2 * std::chrono::duration_cast<core::SystemTime::duration>(interval);
+  if (now > deadline) {
+    return {False("HeartbeatTimeout", reconcile::kSeverityError,
+                  "no heartbeat since " + last_text + " (expected every " + interval_text +
+                      "): check that the konnector runs and can reach this Control Plane"),
+            {}};
+  }
+  return {{.type = std::string(kHealthy), .status = "True"},
+          Ms(deadline - now + std::chrono::seconds(1))};
+}
+
+Json BinderRules(const std::vector<ObjectPtr>& exports) {
+  std::map<std::string, std::set<std::string>> full;    // group -> resources
+  std::map<std::string, std::set<std::string>> status;  // group -> resource/status
+  for (const ObjectPtr& e : exports) {
+    const std::string group = machinery::GetString(*e, {"spec", "group"});
+    const std::string plural = machinery::GetString(*e, {"spec", "names", "plural"});
+    if (!plural.empty()) {
+      full[group].insert(plural);
+      status[group].insert(plural + "/status");
+    }
+    const Json* claims = machinery::Find(*e, {"spec", "permissionClaims"});
+    if (claims == nullptr || !claims->is_array()) continue;
+    for (const Json& c : *claims) {
+      const std::string resource = machinery::GetString(c, {"resource"});
+      if (!resource.empty()) full[machinery::GetString(c, {"group"})].insert(resource);
+    }
+  }
+  Json rules = Json::array();
+  auto add = [&](const std::map<std::string, std::set<std::string>>& by_group, const Json& verbs) {
+    for (const auto& [group, names] : by_group) {
+      rules.push_back({{"apiGroups", Json::array({group})},
+                       {"resources", Json(std::vector<std::string>(names.begin(), names.end()))},
+                       {"verbs", verbs}});
+    }
+  };
+  add(full, Json::array({"create", "delete", "get", "list", "patch", "update", "watch"}));
+  add(status, Json::array({"get", "patch", "update"}));
+  return rules;
+}
+
+core::Result<Result> ReconcileClusterBinding(Context& ctx, const Request& request) {
+  ObjectPtr cb = ctx.cluster_bindings.indexer().Get(request.Key());
+  if (!cb || machinery::IsBeingDeleted(*cb)) return Result::Done();
+  ObjectPtr ns = ctx.namespaces.indexer().Get(request.ns);
+  if (!ns || machinery::IsBeingDeleted(*ns)) return Result::Done();
+
+  Json modified = *cb;
+  Health health = HeartbeatHealth(*cb, ctx.clock.Now(), ctx.options.heartbeat_drift);
+  const bool health_changed =
+      reconcile::SetSeverityCondition(modified, health.condition, ctx.clock);
+
+  // The consumer's RBAC (§2.7).
+  core::Status rbac =
+      EnsureRoleBinding(ctx.rest, request.ns, std::string(kBinderName), "ClusterRole",
+                        std::string(kBinderName), request.ns, std::string(kBinderName));
+  if (rbac.ok()) {
+    rbac = EnsureBinderRole(
+        ctx, *ns,
+        BinderRules(ctx.exports.indexer().ByIndex(client::Indexer::kNamespaceIndex, request.ns)));
+  }
+  if (rbac.ok()) rbac = EnsureBinderClusterRoleBinding(ctx, *ns);
+  bool rbac_changed;
+  if (rbac.ok()) {
+    rbac_changed = reconcile::RemoveCondition(modified, kPermissionsReady);
+  } else {
+    rbac_changed = reconcile::MarkFalse(
+        modified, kPermissionsReady, "RBACFailed", reconcile::kSeverityError,
+        "granting the konnector its permissions failed: " + rbac.message() +
+            "; check the backend's own permissions (it needs escalate and bind on roles)",
+        ctx.clock);
+  }
+  reconcile::SetSummary(modified, ctx.clock);
+  auto committed = reconcile::Committer(client::ResourceClient(ctx.rest, kClusterBindings),
+                                        std::string(kFieldManager))
+                       .CommitStatus(*cb, modified);
+  if (!committed.ok()) return committed.status();
+  if (health_changed && health.condition.status == "False" &&
+      health.condition.severity != reconcile::kSeverityInfo) {
+    ctx.events.Event(*cb, reconcile::kEventTypeWarning, health.condition.reason,
+                     health.condition.message);
+  }
+  if (!rbac.ok()) {
+    if (rbac_changed) {
+      ctx.events.Event(*cb, reconcile::kEventTypeWarning, "RBACFailed", rbac.message());
+    }
+    return rbac;
+  }
+  return health.recheck.count() > 0 ? Result::RequeueAfter(health.recheck) : Result::Done();
+}
+
+// ---- kubeconfig token refresh ----
+
+core::Result<Result> ReconcileKubeconfig(Context& ctx, const Request& request) {
+  ObjectPtr cb = ctx.cluster_bindings.indexer().Get(request.Key());
+  if (!cb || machinery::IsBeingDeleted(*cb)) return Result::Done();
+  // In control-plane mode the Secret holds the App Cluster's kubeconfig, which is not ours.
+  const Json* labels = machinery::Find(*cb, {"metadata", "labels"});
+  if (labels != nullptr && labels->contains(kAppClusterBindingNameLabel)) return Result::Done();
+  ObjectPtr ns = ctx.namespaces.indexer().Get(request.ns);
+  if (!ns || machinery::IsBeingDeleted(*ns)) return Result::Done();
+
+  std::string secret_name = machinery::GetString(*cb, {"spec", "kubeconfigSecretRef", "name"});
+  if (secret_name.empty()) secret_name = kKubeconfigSecretName;
+  const auto now = ctx.clock.Now();
+  auto secret = client::ResourceClient(ctx.rest, resources::kSecrets, request.ns).Get(secret_name);
+  if (!secret.ok() && !core::IsNotFound(secret.status())) return secret.status();
+  if (secret.ok()) {
+    auto issued = core::ParseTime(machinery::Annotation(*secret, kTokenIssuedAnnotation));
+    auto expires = core::ParseTime(machinery::Annotation(*secret, kTokenExpiresAnnotation));
+    if (issued && expires && *expires > *issued) {
+      const auto renew_at = *issued + (*expires - *issued) / 2;
+      if (now < renew_at) return Result::RequeueAfter(Ms(renew_at - now));
+    }
+  }
+  ProvisionOptions options = ctx.options.provision;
+  options.clock = &ctx.clock;
+  core::Status failed;
+  auto account =
+      GetOrCreate(client::ResourceClient(ctx.rest, resources::kServiceAccounts, request.ns),
+                  {{"apiVersion", "v1"},
+                   {"kind", "ServiceAccount"},
+                   {"metadata", {{"name", kBinderName}, {"namespace", request.ns}}}});
+  if (!account.ok()) {
+    failed = account.status();
+  } else {
+    auto issued = IssueKubeconfig(ctx.rest, options, request.ns);
+    if (!issued.ok()) {
+      failed = issued.status();
+    } else {
+      auto written = WriteKubeconfigSecret(ctx.rest, request.ns, secret_name, *issued);
+      if (written.ok()) {
+        return Result::RequeueAfter(Ms((issued->expires - issued->issued) / 2));
+      }
+      failed = written.status();
+    }
+  }
+  ctx.events.Event(*cb, reconcile::kEventTypeWarning, "KubeconfigRefreshFailed",
+                   "renewing the konnector's token in Secret " + secret_name + " failed: " +
+                       failed.message() + "; the konnector loses access when its token expires");
+  return failed;
+}
+
+// ---- APIServiceNamespace ----
+
+core::Result<Result> ReconcileServiceNamespace(Context& ctx, const Request& request) {
+  const std::string cns = request.ns;
+  const std::string owner_value = cns + "/" + request.name;
+  client::ResourceClient namespaces(ctx.rest, resources::kNamespaces);
+  ObjectPtr asn = ctx.service_namespaces.indexer().Get(request.Key());
+  if (!asn) {
+    // Gone: delete the provider namespaces made for it (only those carrying its annotation).
+    for (const ObjectPtr& ns :
+         ctx.namespaces.indexer().ByIndex(kByServiceNamespaceIndex, owner_value)) {
+      if (machinery::IsBeingDeleted(*ns)) continue;
+      auto deleted =
+          namespaces.Delete(machinery::Name(*ns), {.precondition_uid = machinery::Uid(*ns)});
+      if (!deleted.ok() && !core::IsNotFound(deleted.status()) &&
+          !core::IsConflict(deleted.status())) {
+        return deleted.status();
+      }
+    }
+    return Result::Done();
+  }
+  if (machinery::IsBeingDeleted(*asn)) return Result::Done();
+  // Only cluster namespaces (those with a ClusterBinding) get provider namespaces.
+  if (!ctx.cluster_bindings.indexer().Get(cns + "/" + std::string(kClusterBindingName))) {
+    return Result::Done();
+  }
+  std::string target = machinery::GetString(*asn, {"status", "namespace"});
+  if (target.empty()) target = cns + "-" + request.name;
+  auto fail = [&](std::string reason, std::string message) -> core::Result<Result> {
+    ctx.events.Event(*asn, reconcile::kEventTypeWarning, reason, message);
+    return core::Invalid(message);
+  };
+  if (target.size() > 63) {
+    return fail("NamespaceNameTooLong",
+                "the provider namespace " + core::GoQuote(target) +
+                    " would be longer than 63 characters: use a shorter namespace name in the "
+                    "consumer cluster");
+  }
+  ObjectPtr ns = ctx.namespaces.indexer().Get(target);
+  if (!ns) {
+    Json desired = {
+        {"apiVersion", "v1"},
+        {"kind", "Namespace"},
+        {"metadata",
+         {{"name", target},
+          {"annotations", {{std::string(kApiServiceNamespaceAnnotation), owner_value}}}}}};
+    auto created = namespaces.Create(desired, {.field_manager = std::string(kFieldManager)});
+    if (!created.ok() && !core::IsAlreadyExists(created.status())) return created.status();
+    if (created.ok()) {
+      ns = std::make_shared<const Json>(*created);
+    } else {
+      KLUTCH_ASSIGN_OR_RETURN(Json live, namespaces.Get(target));
+      ns = std::make_shared<const Json>(std::move(live));
+    }
+  }
+  if (machinery::Annotation(*ns, kApiServiceNamespaceAnnotation) != owner_value) {
+    return fail("NamespaceConflict", "namespace " + core::GoQuote(target) +
+                                         " already exists on the provider and does not belong to " +
+                                         owner_value + ": the provider has to remove or rename it");
+  }
+  if (machinery::IsBeingDeleted(*ns)) return Result::Done();  // its deletion event re-queues
+  if (ctx.consumer_scope == "Namespaced") {
+    KLUTCH_RETURN_IF_ERROR(EnsureRoleBinding(ctx.rest, target, std::string(kBinderName),
+                                             "ClusterRole", BinderRoleName(cns), cns,
+                                             std::string(kBinderName)));
+  }
+  Json modified = *asn;
+  modified["status"]["namespace"] = target;
+  auto committed = reconcile::Committer(client::ResourceClient(ctx.rest, kApiServiceNamespaces),
+                                        std::string(kFieldManager))
+                       .CommitStatus(*asn, modified);
+  if (!committed.ok()) return committed.status();
+  return Result::Done();
+}
+
+}  // namespace klutch::bind::internal

@@ -1,0 +1,353 @@
+// Wiring of the backend controllers: informers, indexes, event sources and controllers on the
+// manager; plus the helpers the reconcilers share.
+#include "bind/controllers.h"
+
+#include "apis/klutch_crds.h"
+#include "bind/internal.h"
+#include "bind/names.h"
+#include "core/strings.h"
+#include "reconcile/crd_installer.h"
+
+namespace klutch::bind {
+
+using internal::Context;
+using internal::Json;
+using internal::ObjectPtr;
+using internal::Request;
+namespace resources = client::resources;
+
+namespace internal {
+
+std::vector<Json> Objects(client::Informer& informer) {
+  std::vector<Json> out;
+  for (const ObjectPtr& o : informer.indexer().List()) {
+    out.push_back(*o);
+  }
+  return out;
+}
+
+core::Result<Json> GetOrCreate(const client::ResourceClient& rc, const Json& desired) {
+  auto created = rc.Create(desired, {.field_manager = std::string(kFieldManager)});
+  if (created.ok() || !core::IsAlreadyExists(created.status())) return created;
+  return rc.Get(machinery::Name(desired));
+}
+
+core::Status EnsureRoleBinding(client::RestClient& rest, const std::string& ns,
+                               const std::string& name, const std::string& role_kind,
+                               const std::string& role, const std::string& sa_ns,
+                               const std::string& sa_name, const Json& labels) {
+  client::ResourceClient bindings(rest, resources::kRoleBindings, ns);
+  Json desired = {
+      {"apiVersion", "rbac.authorization.k8s.io/v1"},
+      {"kind", "RoleBinding"},
+      {"metadata", {{"name", name}, {"namespace", ns}}},
+      {"subjects",
+       Json::array({{{"kind", "ServiceAccount"}, {"name", sa_name}, {"namespace", sa_ns}}})},
+      {"roleRef",
+       {{"apiGroup", "rbac.authorization.k8s.io"}, {"kind", role_kind}, {"name", role}}}};
+  if (!labels.empty()) desired["metadata"]["labels"] = labels;
+  auto existing = bindings.Get(name);
+  if (!existing.ok() && !core::IsNotFound(existing.status())) return existing.status();
+  if (existing.ok()) {
+    const Json* have_labels = machinery::Find(*existing, {"metadata", "labels"});
+    const bool labels_ok =
+        labels.empty() || (have_labels != nullptr && machinery::Covers(*have_labels, labels));
+    if ((*existing)["roleRef"] == desired["roleRef"] && labels_ok) {
+      if ((*existing)["subjects"] == desired["subjects"]) return core::Status::Ok();
+      Json modified = *existing;
+      modified["subjects"] = desired["subjects"];
+      auto updated = bindings.Update(modified, {.field_manager = std::string(kFieldManager)});
+      return updated.ok() ? core::Status::Ok() : updated.status();
+    }
+    // roleRef is immutable: replace the binding.
+    auto deleted = bindings.Delete(name);
+    if (!deleted.ok() && !core::IsNotFound(deleted.status())) return deleted.status();
+  }
+  auto created = bindings.Create(desired, {.field_manager = std::string(kFieldManager)});
+  return created.ok() || core::IsAlreadyExists(created.status()) ? core::Status::Ok()
+                                                                 : created.status();
+}
+
+std::string NormaliseScope(std::string_view scope) {
+  const std::string s = core::ToLower(scope);
+  if (s == "namespaced") return "Namespaced";
+  if (s == "cluster") return "Cluster";
+  return "";
+}
+
+std::string NormaliseIsolation(std::string_view isolation) {
+  const std::string s = core::ToLower(isolation);
+  if (s == "prefixed") return "Prefixed";
+  if (s == "namespaced") return "Namespaced";
+  if (s == "none") return "None";
+  return "";
+}
+
+}  // namespace internal
+
+Json BinderClusterRole() {
+  auto rule = [](std::string group, std::string resource, Json verbs) {
+    return Json{{"apiGroups", Json::array({group})},
+                {"resources", Json::array({resource})},
+                {"verbs", std::move(verbs)}};
+  };
+  const std::string g(kGroup);
+  const Json all = {"create", "delete", "get", "list", "patch", "update", "watch"};
+  const Json read = {"get", "list", "watch"};
+  const Json write_status = {"get", "patch", "update"};
+  return {
+      {"apiVersion", "rbac.authorization.k8s.io/v1"},
+      {"kind", "ClusterRole"},
+      {"metadata", {{"name", kBinderName}}},
+      {"rules",
+       Json::array(
+           {rule(g, "apiserviceexportrequests", all), rule(g, "clusterbindings", read),
+            rule(g, "clusterbindings/status", write_status), rule(g, "apiserviceexports", read),
+            rule(g, "apiserviceexports/status", write_status), rule(g, "apiservicenamespaces", all),
+            rule("", "namespaces", {"get"}), rule("", "secrets", read)})}};
+}
+
+core::Status ApplyBinderClusterRole(client::RestClient& admin) {
+  client::ResourceClient roles(admin, resources::kClusterRoles);
+  Json desired = BinderClusterRole();
+  for (int attempt = 0;; ++attempt) {
+    auto existing = roles.Get(kBinderName);
+    if (!existing.ok() && !core::IsNotFound(existing.status())) return existing.status();
+    core::Result<Json> written = core::NotFound("");
+    if (!existing.ok()) {
+      written = roles.Create(desired, {.field_manager = std::string(kFieldManager)});
+      if (!written.ok() && core::IsAlreadyExists(written.status()) && attempt < 5) continue;
+    } else {
+      if ((*existing)["rules"] == desired["rules"]) return core::Status::Ok();
+      Json modified = *existing;
+      modified["rules"] = desired["rules"];
+      written = roles.Update(modified, {.field_manager = std::string(kFieldManager)});
+      if (!written.ok() && core::IsConflict(written.status()) && attempt < 5) continue;
+    }
+    if (!written.ok()) {
+      return core::Status(written.status()).Annotate("applying ClusterRole klutch-binder");
+    }
+    return core::Status::Ok();
+  }
+}
+
+core::Status InstallProviderCrds(client::RestClient& admin, bool control_plane_mode,
+                                 std::chrono::milliseconds timeout, const core::Clock& clock) {
+  for (std::string_view file : apis::ProviderCrdFiles(control_plane_mode)) {
+    auto crd = machinery::ParseYaml(apis::KlutchCrdYaml(file));
+    if (!crd.ok()) {
+      return core::Internal("embedded CRD " + std::string(file) + ": " + crd.status().message());
+    }
+    KLUTCH_RETURN_IF_ERROR(reconcile::InstallCrd(admin, *crd, timeout, clock));
+  }
+  return core::Status::Ok();
+}
+
+class BackendControllers::Impl {
+ public:
+  Impl(reconcile::Manager& manager, BackendControllersOptions options)
+      : manager_(manager),
+        options_(std::move(options)),
+        clock_(options_.clock ? *options_.clock : core::RealClock::Get()),
+        events_(manager.rest(), {options_.component, options_.instance}, &clock_) {}
+
+  core::Status Setup() {
+    const std::string scope = internal::NormaliseScope(options_.consumer_scope);
+    if (scope.empty()) {
+      return core::Invalid("consumer scope " + core::GoQuote(options_.consumer_scope) +
+                           " must be Namespaced or Cluster");
+    }
+    const std::string isolation = internal::NormaliseIsolation(options_.cluster_scoped_isolation);
+    if (isolation.empty()) {
+      return core::Invalid("cluster-scoped isolation " +
+                           core::GoQuote(options_.cluster_scoped_isolation) +
+                           " must be Prefixed, Namespaced or None");
+    }
+    KLUTCH_RETURN_IF_ERROR(ApplyBinderClusterRole(manager_.rest()));
+
+    client::InformerOptions o{.clock = &clock_};
+    auto& requests = manager_.Informer(kApiServiceExportRequests, o);
+    auto& exports = manager_.Informer(kApiServiceExports, o);
+    auto& service_namespaces = manager_.Informer(kApiServiceNamespaces, o);
+    auto& cluster_bindings = manager_.Informer(kClusterBindings, o);
+    auto& crds = manager_.Informer(resources::kCustomResourceDefinitions, o);
+    auto& templates = manager_.Informer(kApiServiceExportTemplates, o);
+    auto& namespaces = manager_.Informer(resources::kNamespaces, o);
+
+    auto crd_names_of_request = [](const Json& ser) {
+      std::vector<std::string> out;
+      const Json* resources = machinery::Find(ser, {"spec", "resources"});
+      if (resources == nullptr || !resources->is_array()) return out;
+      for (const Json& r : *resources) {
+        const std::string group = machinery::GetString(r, {"group"});
+        const std::string resource = machinery::GetString(r, {"resource"});
+        out.push_back(group.empty() ? resource : resource + "." + group);
+      }
+      return out;
+    };
+    KLUTCH_RETURN_IF_ERROR(
+        requests.indexer().AddIndex(internal::kByCrdIndex, crd_names_of_request));
+    KLUTCH_RETURN_IF_ERROR(requests.indexer().AddIndex(
+        internal::kByExportIndex, [crd_names_of_request](const Json& ser) {
+          std::vector<std::string> out = crd_names_of_request(ser);
+          for (auto& n : out) n = machinery::Namespace(ser) + "/" + n;
+          return out;
+        }));
+    KLUTCH_RETURN_IF_ERROR(exports.indexer().AddIndex(internal::kByCrdIndex, [](const Json& e) {
+      return std::vector<std::string>{machinery::Name(e)};
+    }));
+    KLUTCH_RETURN_IF_ERROR(
+        namespaces.indexer().AddIndex(internal::kByServiceNamespaceIndex, [](const Json& ns) {
+          std::string owner = machinery::Annotation(ns, kApiServiceNamespaceAnnotation);
+          return owner.empty() ? std::vector<std::string>{} : std::vector<std::string>{owner};
+        }));
+
+    ctx_ = std::make_unique<Context>(Context{.rest = manager_.rest(),
+                                             .options = options_,
+                                             .clock = clock_,
+                                             .events = events_,
+                                             .consumer_scope = scope,
+                                             .isolation = isolation,
+                                             .export_requests = requests,
+                                             .exports = exports,
+                                             .service_namespaces = service_namespaces,
+                                             .cluster_bindings = cluster_bindings,
+                                             .crds = crds,
+                                             .templates = templates,
+                                             .namespaces = namespaces});
+    if (options_.control_plane_mode) {
+      ctx_->app_cluster_bindings = &manager_.Informer(kAppClusterBindings, o);
+      ctx_->api_service_bindings = &manager_.Informer(kApiServiceBindings, o);
+      client::InformerOptions meta = o;
+      meta.metadata_only = true;
+      ctx_->secrets = &manager_.Informer(resources::kSecrets, meta);
+      client::InformerOptions labelled = o;
+      labelled.label_selector = std::string(kAppClusterBindingNameLabel);
+      ctx_->deployments = &manager_.Informer(resources::kDeployments, labelled);
+      KLUTCH_RETURN_IF_ERROR(ctx_->app_cluster_bindings->indexer().AddIndex(
+          internal::kBySecretIndex, [](const Json& acb) {
+            return std::vector<std::string>{
+                machinery::GetString(acb, {"spec", "kubeconfigSecretRef", "namespace"}) + "/" +
+                machinery::GetString(acb, {"spec", "kubeconfigSecretRef", "name"})};
+          }));
+    }
+
+    const int workers = std::max(1, options_.workers);
+    auto make = [&](std::string name, auto fn) -> reconcile::Controller& {
+      reconcilers_.push_back(std::make_unique<reconcile::FuncReconciler>(
+          [this, fn](const Request& r) { return fn(*ctx_, r); }));
+      return manager_.AddController(std::move(name), *reconcilers_.back(), workers);
+    };
+    auto requests_by = [&requests](const char* index, std::string value) {
+      std::vector<Request> out;
+      for (const ObjectPtr& ser : requests.indexer().ByIndex(index, value)) {
+        out.push_back({machinery::Namespace(*ser), machinery::Name(*ser)});
+      }
+      return out;
+    };
+
+    auto& ser = make("klutch-backend-serviceexportrequest", internal::ReconcileExportRequest);
+    ser.For(requests);
+    ser.Watches(exports, [requests_by](const Json& e) {
+      return requests_by(internal::kByExportIndex, client::ObjectKey(e));
+    });
+    ser.Watches(crds, [requests_by](const Json& crd) {
+      return requests_by(internal::kByCrdIndex, machinery::Name(crd));
+    });
+    ser.Watches(templates, [requests_by](const Json& t) {
+      const std::string group = machinery::GetString(t, {"spec", "APIServiceSelector", "group"});
+      const std::string resource =
+          machinery::GetString(t, {"spec", "APIServiceSelector", "resource"});
+      return requests_by(internal::kByCrdIndex, group.empty() ? resource : resource + "." + group);
+    });
+
+    auto& exp = make("klutch-backend-serviceexport", internal::ReconcileExport);
+    exp.For(exports);
+    exp.Watches(crds, [&exports](const Json& crd) {
+      std::vector<Request> out;
+      for (const ObjectPtr& e :
+           exports.indexer().ByIndex(internal::kByCrdIndex, machinery::Name(crd))) {
+        out.push_back({machinery::Namespace(*e), machinery::Name(*e)});
+      }
+      return out;
+    });
+
+    auto& asn = make("klutch-backend-servicenamespace", internal::ReconcileServiceNamespace);
+    asn.For(service_namespaces);
+    asn.Watches(namespaces, [](const Json& ns) {
+      std::vector<Request> out;
+      const std::string owner = machinery::Annotation(ns, kApiServiceNamespaceAnnotation);
+      if (auto slash = owner.find('/'); slash != std::string::npos) {
+        out.push_back({owner.substr(0, slash), owner.substr(slash + 1)});
+      }
+      return out;
+    });
+    asn.Watches(cluster_bindings, [&service_namespaces](const Json& cb) {
+      std::vector<Request> out;
+      for (const ObjectPtr& a : service_namespaces.indexer().ByIndex(
+               client::Indexer::kNamespaceIndex, machinery::Namespace(cb))) {
+        out.push_back({machinery::Namespace(*a), machinery::Name(*a)});
+      }
+      return out;
+    });
+
+    auto to_cluster_binding = [](const Json& o) {
+      return std::vector<Request>{{machinery::Namespace(o), std::string(kClusterBindingName)}};
+    };
+    auto& cb = make("klutch-backend-clusterbinding", internal::ReconcileClusterBinding);
+    cb.For(cluster_bindings);
+    cb.Watches(exports, to_cluster_binding);
+
+    auto& kubeconfig = make("klutch-backend-kubeconfig", internal::ReconcileKubeconfig);
+    kubeconfig.For(cluster_bindings);
+
+    if (options_.control_plane_mode) {
+      auto& acb = make("klutch-backend-appclusterbinding", internal::ReconcileAppClusterBinding);
+      acb.For(*ctx_->app_cluster_bindings);
+      client::Informer* bindings = ctx_->app_cluster_bindings;
+      acb.Watches(*ctx_->secrets, [bindings](const Json& secret) {
+        std::vector<Request> out;
+        for (const ObjectPtr& b :
+             bindings->indexer().ByIndex(internal::kBySecretIndex, client::ObjectKey(secret))) {
+          out.push_back({machinery::Namespace(*b), machinery::Name(*b)});
+        }
+        return out;
+      });
+      auto by_labels = reconcile::MapByLabels(std::string(kAppClusterBindingNamespaceLabel),
+                                              std::string(kAppClusterBindingNameLabel));
+      acb.Watches(*ctx_->api_service_bindings, by_labels);
+      acb.Watches(*ctx_->deployments, by_labels);
+      acb.Watches(requests, by_labels);
+      acb.Watches(cluster_bindings, by_labels);
+      // Exports in a binding root namespace: through the root Namespace's labels.
+      acb.Watches(exports, [&namespaces, by_labels](const Json& e) {
+        ObjectPtr ns = namespaces.indexer().Get(machinery::Namespace(e));
+        return ns ? by_labels(*ns) : std::vector<Request>{};
+      });
+      acb.Watches(namespaces, by_labels);
+    }
+    return core::Status::Ok();
+  }
+
+  void Stop() { events_.Stop(); }
+
+ private:
+  reconcile::Manager& manager_;
+  BackendControllersOptions options_;
+  const core::Clock& clock_;
+  reconcile::EventRecorder events_;
+  std::unique_ptr<Context> ctx_;
+  std::vector<std::unique_ptr<reconcile::FuncReconciler>> reconcilers_;
+};
+
+BackendControllers::BackendControllers(reconcile::Manager& manager,
+                                       BackendControllersOptions options)
+    : impl_(std::make_unique<Impl>(manager, std::move(options))) {}
+
+BackendControllers::~BackendControllers() { Stop(); }
+
+core::Status BackendControllers::Setup() { return impl_->Setup(); }
+
+void BackendControllers::Stop() { impl_->Stop(); }
+
+}  // namespace klutch::bind

@@ -1,0 +1,809 @@
+#include "bind/web.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <optional>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "bind/catalog.h"
+#include "bind/names.h"
+#include "bind/web_html.h"
+#include "bind/web_protocol.h"
+#include "client/dynamic.h"
+#include "core/log.h"
+#include "core/strings.h"
+#include "machinery/object.h"
+
+namespace klutch::bind {
+
+using machinery::Json;
+
+namespace {
+
+constexpr std::string_view kStatePurpose = "state";
+constexpr std::string_view kLoginPurpose = "login";
+constexpr std::string_view kSessionPurpose = "session";
+constexpr std::string_view kDevicePurpose = "device";
+constexpr std::string_view kDeviceSessionPurpose = "device-session";
+constexpr std::string_view kCsrfPurpose = "csrf";
+
+int64_t UnixSeconds(core::SystemTime t) {
+  return std::chrono::duration_cast<std::chrono::seconds>(t.time_since_epoch()).count();
+}
+
+// What every dynamic answer carries: no caching anywhere (§2.2), no framing, no sniffing, no
+// referrer (URLs carry session IDs).
+void CommonHeaders(http::Response& r) {
+  r.headers.Set("Cache-Control", "no-cache, no-store, must-revalidate, max-age=0");
+  r.headers.Set("Expires", HttpDate(0));
+  r.headers.Set("X-Accel-Expires", "0");
+  r.headers.Set("Pragma", "no-cache");
+  r.headers.Set("X-Content-Type-Options", "nosniff");
+  r.headers.Set("X-Frame-Options", "DENY");
+  r.headers.Set("Referrer-Policy", "no-referrer");
+}
+
+http::Response Html(int status, std::string body) {
+  http::Response r;
+  r.status = status;
+  r.body = std::move(body);
+  r.headers.Set("Content-Type", "text/html; charset=utf-8");
+  // No scripts at all; styles are inline in the page.
+  r.headers.Set("Content-Security-Policy",
+                "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; "
+                "frame-ancestors 'none'; base-uri 'none'");
+  CommonHeaders(r);
+  return r;
+}
+
+http::Response Error(int status, std::string_view title, std::string_view what,
+                     std::string_view todo) {
+  return Html(status, ErrorPage(title, what, todo));
+}
+
+http::Response JsonResponse(int status, const Json& body) {
+  http::Response r;
+  r.status = status;
+  r.body = machinery::Dump(body);
+  r.headers.Set("Content-Type", "application/json");
+  CommonHeaders(r);
+  return r;
+}
+
+// An RFC 6749 §5.2 / RFC 8628 §3.5 error answer.
+http::Response OAuthError(int status, std::string_view error, std::string_view description) {
+  return JsonResponse(status, Json{{"error", error}, {"error_description", description}});
+}
+
+http::Response Redirect(int status, const std::string& location) {
+  http::Response r;
+  r.status = status;
+  r.headers.Set("Location", location);
+  r.headers.Set("Content-Type", "text/html; charset=utf-8");
+  r.body = "<a href=\"" + HtmlEscape(location) + "\">Continue</a>\n";
+  CommonHeaders(r);
+  return r;
+}
+
+std::vector<std::string_view> CookieHeaders(const http::Request& request) {
+  std::vector<std::string_view> out;
+  for (const auto& [k, v] : request.headers.items()) {
+    if (core::ToLower(k) == "cookie") out.push_back(v);
+  }
+  return out;
+}
+
+std::string Str(const Json& j, std::string_view key) {
+  if (!j.is_object()) return "";
+  return machinery::GetString(j, {key});
+}
+
+// The condition of `type` in obj.status.conditions: {status, reason, message}.
+struct Condition {
+  std::string status, reason, message;
+};
+Condition ConditionOf(const Json& obj, std::string_view type) {
+  const Json* conditions = machinery::Find(obj, {"status", "conditions"});
+  if (conditions == nullptr || !conditions->is_array()) return {};
+  for (const auto& c : *conditions) {
+    if (Str(c, "type") == type) return {Str(c, "status"), Str(c, "reason"), Str(c, "message")};
+  }
+  return {};
+}
+
+// "host:port" of an http(s) URL.
+std::string Authority(std::string_view url) {
+  size_t scheme = url.find("://");
+  if (scheme == std::string_view::npos) return "";
+  url = url.substr(scheme + 3);
+  return std::string(url.substr(0, url.find_first_of("/?#")));
+}
+
+std::string Age(core::SystemTime now, const std::string& rfc3339) {
+  auto t = core::ParseTime(rfc3339);
+  if (!t) return "";
+  auto s = std::chrono::duration_cast<std::chrono::seconds>(now - *t).count();
+  if (s < 0) s = 0;
+  if (s < 120) return std::to_string(s) + "s ago";
+  if (s < 7200) return std::to_string(s / 60) + "m ago";
+  if (s < 172800) return std::to_string(s / 3600) + "h ago";
+  return std::to_string(s / 86400) + "d ago";
+}
+
+}  // namespace
+
+// The logged-in user of one CLI session, as sealed into the session cookie.
+struct Session {
+  std::string subject, issuer, email, name;
+  std::string sid, cid, redirect;
+  std::string id;  // random, per login: the CSRF token is derived from it
+};
+
+class WebBackend::Impl {
+ public:
+  Impl(client::RestClient& admin, IdentityProvider& idp, Sealer sealer, WebOptions options)
+      : admin_(admin),
+        idp_(idp),
+        sealer_(std::move(sealer)),
+        options_(std::move(options)),
+        clock_(options_.clock ? *options_.clock : core::RealClock::Get()) {
+    if (options_.metrics) {
+      logins_ = &options_.metrics->Counter("klutch_backend_logins_total",
+                                           "OIDC logins at /callback and /device/token by result");
+      binds_ = &options_.metrics->Counter("klutch_backend_binds_total",
+                                          "Bind requests (/bind, /device/token) by result");
+    }
+  }
+
+  void AddRoutes(http::Router& router) {
+    router.Get("/export", [this](http::Request& r, const http::PathParams&) { return Export(r); });
+    router.Get("/authorize",
+               [this](http::Request& r, const http::PathParams&) { return Authorize(r); });
+    router.Get("/callback",
+               [this](http::Request& r, const http::PathParams&) { return Callback(r); });
+    router.Get("/resources",
+               [this](http::Request& r, const http::PathParams&) { return Resources(r); });
+    router.Get("/bind", [this](http::Request& r, const http::PathParams&) {
+      // The router answers HEAD with GET routes; a HEAD must not bind.
+      if (r.method == "HEAD") return Html(405, "");
+      return BindFromBrowser(r, r.query, 302);
+    });
+    router.Post("/bind", [this](http::Request& r, const http::PathParams&) {
+      return BindFromBrowser(r, ParseForm(r.body), 303);
+    });
+    router.Get("/consumer",
+               [this](http::Request& r, const http::PathParams&) { return Consumer(r); });
+    router.Post("/device/authorize",
+                [this](http::Request& r, const http::PathParams&) { return DeviceAuthorize(r); });
+    router.Post("/device/token",
+                [this](http::Request& r, const http::PathParams&) { return DeviceToken(r); });
+    router.Post("/device/bind",
+                [this](http::Request& r, const http::PathParams&) { return DeviceBind(r); });
+  }
+
+ private:
+  core::SystemTime Now() const { return clock_.Now(); }
+
+  void Count(serving::CounterFamily* family, const std::string& result) {
+    if (family) family->Increment({{"result", result}});
+  }
+
+  // https://<Host> from the request, or the base of --oidc-authorize-url.
+  std::string BaseUrl(const http::Request& request) const {
+    if (!options_.authorize_url.empty()) {
+      std::string base = options_.authorize_url;
+      if (base.ends_with("/authorize")) base.resize(base.size() - std::string("/authorize").size());
+      return base;
+    }
+    std::string host(request.headers.Get("Host"));
+    if (host.empty()) host = "localhost";
+    return "https://" + host;
+  }
+
+  http::Response Export(const http::Request& request) {
+    const std::string base = BaseUrl(request);
+    const std::string authorize =
+        options_.authorize_url.empty() ? base + "/authorize" : options_.authorize_url;
+    std::optional<DeviceGrantUrls> device;
+    if (idp_.SupportsDeviceGrant()) {
+      device = DeviceGrantUrls{base + "/device/authorize", base + "/device/token",
+                               base + "/device/bind"};
+    }
+    return JsonResponse(200, BindingProviderJson(options_.pretty_name, std::string(kBackendVersion),
+                                                 authorize, device));
+  }
+
+  std::string SetCookie(std::string_view name, std::string_view value,
+                        std::chrono::seconds ttl) const {
+    return SetCookieValue(name, value, UnixSeconds(Now()),
+                          {.max_age_seconds = ttl.count(), .secure = options_.secure_cookies});
+  }
+  std::string ClearCookie(std::string_view name) const {
+    return SetCookieValue(name, "", UnixSeconds(Now()),
+                          {.clear = true, .secure = options_.secure_cookies});
+  }
+
+  http::Response Authorize(const http::Request& request) {
+    auto redirect = CliRedirectUrl(request.Query("u"), request.Query("p"));
+    if (!redirect.ok()) {
+      return Error(400, "Cannot start the login", redirect.status().message(),
+                   "Start over with kubectl bind <backend>/export; it opens this page with the "
+                   "right parameters.");
+    }
+    const std::string sid(request.Query("s").value_or(""));
+    const std::string cid(request.Query("c").value_or(""));
+    if (!IsValidId(sid) || !IsValidId(cid)) {
+      return Error(400, "Cannot start the login",
+                   "The session (s) or cluster (c) parameter is missing or malformed.",
+                   "Start over with kubectl bind <backend>/export; it opens this page with the "
+                   "right parameters.");
+    }
+    const std::string state_id = RandomToken(16);
+    const std::string verifier = RandomToken(32);
+    const std::string nonce = RandomToken(16);
+    const auto expires = Now() + options_.login_ttl;
+    const std::string state = sealer_.Seal(
+        kStatePurpose, Json{{"r", *redirect}, {"s", sid}, {"c", cid}, {"i", state_id}}, expires);
+    const std::string login =
+        sealer_.Seal(kLoginPurpose, Json{{"i", state_id}, {"v", verifier}, {"n", nonce}}, expires);
+    auto url = idp_.AuthorizationUrl(
+        {.state = state, .nonce = nonce, .code_challenge = PkceChallengeS256(verifier)});
+    if (!url.ok()) {
+      KLUTCH_LOG(kWarn, "bind", "/authorize: {}", url.status().message());
+      return Error(503, "The identity provider is unavailable", url.status().message(),
+                   "Try again in a minute; if it keeps failing, tell the platform team.");
+    }
+    http::Response r = Redirect(302, *url);
+    r.headers.Add("Set-Cookie",
+                  SetCookie(std::string(kLoginCookiePrefix) + sid, login, options_.login_ttl));
+    return r;
+  }
+
+  http::Response Callback(const http::Request& request) {
+    static constexpr std::string_view kStartOver =
+        "Run kubectl bind again and finish the login in the browser window it opens, within "
+        "10 minutes.";
+    if (auto error = request.Query("error")) {
+      Count(logins_, "refused");
+      std::string description(request.Query("error_description").value_or(""));
+      std::string what = "The identity provider did not log you in: " + std::string(*error) +
+                         (description.empty() ? "" : " (" + description + ")") + ".";
+      if (*error == "access_denied") {
+        return Error(403, "Login declined", what,
+                     "If you declined by mistake, run kubectl bind again and accept. If you "
+                     "may not use this platform, ask the platform team for access.");
+      }
+      return Error(400, "Login failed", what,
+                   "Run kubectl bind again; if the same error comes back, tell the platform "
+                   "team (the identity provider's client may be misconfigured).");
+    }
+    auto code = request.Query("code");
+    auto state_text = request.Query("state");
+    if (!code || code->empty() || !state_text || state_text->empty()) {
+      return Error(400, "Login failed",
+                   "The identity provider sent no code or no state back to this page.",
+                   std::string(kStartOver));
+    }
+    auto state = sealer_.Unseal(kStatePurpose, *state_text, Now());
+    if (!state.ok()) {
+      Count(logins_, "bad_state");
+      if (state.status().reason() == core::Reason::kExpired) {
+        return Error(400, "Login expired", "The login took longer than 10 minutes.",
+                     std::string(kStartOver));
+      }
+      KLUTCH_LOG(kInfo, "bind", "/callback: state refused: {}", state.status().message());
+      return Error(400, "Login refused",
+                   "The login state is invalid: it was not issued by this backend or was "
+                   "altered.",
+                   std::string(kStartOver));
+    }
+    const std::string sid = Str(*state, "s");
+    const std::string state_id = Str(*state, "i");
+    const std::string login_cookie = std::string(kLoginCookiePrefix) + sid;
+    auto login_text = FindCookie(CookieHeaders(request), login_cookie);
+    std::optional<Json> login;
+    if (login_text) {
+      auto unsealed = sealer_.Unseal(kLoginPurpose, *login_text, Now());
+      if (unsealed.ok()) login = std::move(*unsealed);
+    }
+    if (!IsValidId(sid) || !login || Str(*login, "i") != state_id || state_id.empty()) {
+      Count(logins_, "bad_state");
+      return Error(400, "Login refused",
+                   "This login was not started in this browser, or it was already completed "
+                   "(a login link works once, in the browser that opened it).",
+                   std::string(kStartOver));
+    }
+    auto claims = idp_.ExchangeCode(std::string(*code), Str(*login, "v"), Str(*login, "n"));
+    if (!claims.ok()) {
+      Count(logins_, "refused");
+      KLUTCH_LOG(kInfo, "bind", "/callback: {}", claims.status().message());
+      const bool unavailable = claims.status().reason() == core::Reason::kServiceUnavailable;
+      http::Response r =
+          Error(unavailable ? 503 : 401, "Login failed", claims.status().message() + ".",
+                unavailable ? "Try again in a minute; if it keeps failing, tell the platform team."
+                            : std::string(kStartOver));
+      r.headers.Add("Set-Cookie", ClearCookie(login_cookie));
+      return r;
+    }
+    // The session ends with the ID token, and after session_ttl at the latest.
+    auto expires = Now() + options_.session_ttl;
+    if (claims->expires.time_since_epoch().count() != 0)
+      expires = std::min(expires, claims->expires);
+    const auto ttl = std::chrono::duration_cast<std::chrono::seconds>(expires - Now());
+    if (ttl.count() <= 0) {
+      return Error(401, "Login failed",
+                   "The identity provider issued an ID token that has "
+                   "already expired (are the clocks in sync?).",
+                   std::string(kStartOver));
+    }
+    Json session = {{"sub", claims->subject},
+                    {"iss", claims->issuer},
+                    {"email", claims->email},
+                    {"name", claims->name},
+                    {"s", sid},
+                    {"c", Str(*state, "c")},
+                    {"r", Str(*state, "r")},
+                    {"j", RandomToken(16)}};
+    Count(logins_, "ok");
+    http::Response r = Redirect(302, "/resources?s=" + core::PercentEncode(sid));
+    r.headers.Add("Set-Cookie", SetCookie(std::string(kSessionCookiePrefix) + sid,
+                                          sealer_.Seal(kSessionPurpose, session, expires), ttl));
+    r.headers.Add("Set-Cookie", ClearCookie(login_cookie));
+    return r;
+  }
+
+  // The session of CLI session `sid` from its cookie; an error page when there is none.
+  std::variant<Session, http::Response> SessionFor(const http::Request& request,
+                                                   const std::string& sid) {
+    static constexpr std::string_view kLogInAgain =
+        "Run kubectl bind again to log in; the catalog page opens by itself after the login.";
+    if (!IsValidId(sid)) {
+      return Error(400, "Not logged in", "The session parameter (s) is missing or malformed.",
+                   kLogInAgain);
+    }
+    auto text = FindCookie(CookieHeaders(request), std::string(kSessionCookiePrefix) + sid);
+    if (!text) {
+      return Error(401, "Not logged in", "This browser has no login for this kubectl bind session.",
+                   kLogInAgain);
+    }
+    auto data = sealer_.Unseal(kSessionPurpose, *text, Now());
+    if (!data.ok()) {
+      if (data.status().reason() == core::Reason::kExpired) {
+        return Error(401, "Login expired", "Your login for this kubectl bind session has expired.",
+                     kLogInAgain);
+      }
+      KLUTCH_LOG(kInfo, "bind", "session cookie refused: {}", data.status().message());
+      return Error(401, "Not logged in",
+                   "The login cookie of this session is invalid (altered, or made with other "
+                   "keys).",
+                   kLogInAgain);
+    }
+    Session s = ToSession(*data);
+    if (s.sid != sid || s.subject.empty()) {
+      return Error(401, "Not logged in", "The login cookie belongs to another session.",
+                   kLogInAgain);
+    }
+    return s;
+  }
+
+  static Session ToSession(const Json& d) {
+    return Session{.subject = Str(d, "sub"),
+                   .issuer = Str(d, "iss"),
+                   .email = Str(d, "email"),
+                   .name = Str(d, "name"),
+                   .sid = Str(d, "s"),
+                   .cid = Str(d, "c"),
+                   .redirect = Str(d, "r"),
+                   .id = Str(d, "j")};
+  }
+
+  static std::string UserLabel(const Session& s) {
+    if (!s.email.empty()) return s.email;
+    if (!s.name.empty()) return s.name;
+    return s.subject;
+  }
+
+  http::Response Resources(const http::Request& request) {
+    auto found = SessionFor(request, std::string(request.Query("s").value_or("")));
+    if (auto* page = std::get_if<http::Response>(&found)) return std::move(*page);
+    const Session& s = std::get<Session>(found);
+    auto apis = ListOfferedApis(admin_, options_.consumer_scope);
+    if (!apis.ok()) {
+      KLUTCH_LOG(kWarn, "bind", "/resources: {}", apis.status().message());
+      return Error(
+          500, "Catalog unavailable",
+          "The catalog could not be read from the Control Plane: " + apis.status().message(),
+          "Reload the page in a minute; if it keeps failing, tell the platform team.");
+    }
+    CatalogView view{.sid = s.sid,
+                     .csrf = sealer_.Mac(kCsrfPurpose, s.id),
+                     .user = UserLabel(s),
+                     .cluster_id = s.cid,
+                     .destination = Authority(s.redirect),
+                     .apis = std::move(*apis)};
+    return Html(200, CatalogPage(view));
+  }
+
+  // The outcome of a bind: the BindingResponse, or an error with an HTTP status.
+  struct BindError {
+    int status;
+    std::string title, what, todo;
+    std::string oauth_error;  // for the device grant's JSON answers
+  };
+
+  std::variant<Json, BindError> Bind(const std::string& subject, const std::string& issuer,
+                                     const std::string& sid, const std::string& cid,
+                                     const std::string& group, const std::string& resource) {
+    if (resource.empty()) {
+      return BindError{400, "Nothing to bind", "The request names no API (resource is empty).",
+                       "Choose an API on the catalog page.", "invalid_request"};
+    }
+    if (!IsValidId(cid)) {
+      return BindError{400, "Cannot bind", "The cluster ID of this session is malformed.",
+                       "Run kubectl bind again.", "invalid_request"};
+    }
+    // Everything is checked before the Control Plane is written.
+    auto api = FindOfferedApi(admin_, options_.consumer_scope, group, resource);
+    if (!api.ok()) {
+      if (core::IsNotFound(api.status())) {
+        return BindError{404, "Not offered",
+                         resource + "." + group + " is not offered by this Control Plane.",
+                         "Choose an API from the catalog page.", "invalid_request"};
+      }
+      return BindError{
+          500, "Catalog unavailable",
+          "The catalog could not be read from the Control Plane: " + api.status().message(),
+          "Try again in a minute; if it keeps failing, tell the platform team.", "server_error"};
+    }
+    auto access = ProvisionConsumer(admin_, options_.provision, subject + "#" + cid, issuer);
+    if (!access.ok()) {
+      KLUTCH_LOG(kWarn, "bind", "provisioning {}#{}: {}", core::GoQuote(subject), cid,
+                 access.status().message());
+      Count(binds_, "error");
+      return BindError{
+          500, "Binding failed",
+          "Your space on the Control Plane could not be prepared: " + access.status().message(),
+          "Try again in a minute; if it keeps failing, tell the platform team.", "server_error"};
+    }
+    Count(binds_, "ok");
+    KLUTCH_LOG(kInfo, "bind", "bound {}.{} for {} in {}", resource, group, core::GoQuote(subject),
+               access->cluster_namespace);
+    return BindingResponseJson(
+        sid, issuer + "/" + subject, access->kubeconfig,
+        Json::array({ExportRequestJson(api->group, api->resource, api->permission_claims)}));
+  }
+
+  http::Response BindFromBrowser(const http::Request& request,
+                                 const std::vector<std::pair<std::string, std::string>>& params,
+                                 int redirect_status) {
+    auto found = SessionFor(request, FirstValue(params, "s").value_or(""));
+    if (auto* page = std::get_if<http::Response>(&found)) {
+      Count(binds_, "unauthenticated");
+      return std::move(*page);
+    }
+    const Session& s = std::get<Session>(found);
+    const std::string csrf = FirstValue(params, "csrf").value_or("");
+    if (s.id.empty() || !sealer_.VerifyMac(kCsrfPurpose, s.id, csrf)) {
+      Count(binds_, "csrf");
+      return Error(
+          403, "Request refused",
+          "This bind request did not come from your catalog page (the CSRF check "
+          "failed), so nothing was changed.",
+          "Open the catalog page again (/resources?s=" + s.sid + ") and choose the API there.");
+    }
+    auto result = Bind(s.subject, s.issuer, s.sid, s.cid, FirstValue(params, "group").value_or(""),
+                       FirstValue(params, "resource").value_or(""));
+    if (auto* e = std::get_if<BindError>(&result))
+      return Error(e->status, e->title, e->what, e->todo);
+    const Json& response = std::get<Json>(result);
+    return Redirect(redirect_status,
+                    AddQueryParameter(s.redirect, "response", EncodeResponsePayload(response)));
+  }
+
+  http::Response Consumer(const http::Request& request) {
+    std::optional<Session> session;
+    std::string sid(request.Query("s").value_or(""));
+    if (!sid.empty()) {
+      auto found = SessionFor(request, sid);
+      if (auto* page = std::get_if<http::Response>(&found)) return std::move(*page);
+      session = std::get<Session>(found);
+    } else {
+      // Any session of this browser will do.
+      for (auto header : CookieHeaders(request)) {
+        for (const auto& [name, value] : ParseCookies(header)) {
+          if (!name.starts_with(kSessionCookiePrefix) || name.starts_with(kLoginCookiePrefix)) {
+            continue;
+          }
+          auto data = sealer_.Unseal(kSessionPurpose, value, Now());
+          if (data.ok() && !Str(*data, "sub").empty()) {
+            session = ToSession(*data);
+            break;
+          }
+        }
+        if (session) break;
+      }
+      if (!session) {
+        return Error(401, "Not logged in", "This browser has no valid login.",
+                     "Run kubectl bind against your cluster to log in; then open this page from "
+                     "the catalog.");
+      }
+    }
+    ConsumerView view{.user = UserLabel(*session), .sid = sid};
+    if (auto s = GatherClusters(*session, view); !s.ok()) {
+      KLUTCH_LOG(kWarn, "bind", "/consumer: {}", s.message());
+      view.error = "Your clusters could not be read from the Control Plane: " + s.message();
+    }
+    return Html(200, ConsumerPage(view));
+  }
+
+  core::Status GatherClusters(const Session& s, ConsumerView& view) {
+    client::ResourceClient namespaces(admin_, client::resources::kNamespaces);
+    KLUTCH_ASSIGN_OR_RETURN(Json list, namespaces.ListAll());
+    const Json* items = machinery::Find(list, {"items"});
+    if (items == nullptr || !items->is_array()) return core::Status::Ok();
+    for (const auto& ns : *items) {
+      const std::string identity = machinery::Annotation(ns, kIdentityAnnotation);
+      const size_t hash = identity.rfind('#');
+      if (hash == std::string::npos || identity.substr(0, hash) != s.subject) continue;
+      const std::string issuer = machinery::Annotation(ns, kIssuerAnnotation);
+      if (!issuer.empty() && issuer != s.issuer) continue;
+      ClusterView c;
+      c.cluster_namespace = machinery::Name(ns);
+      c.cluster_id = identity.substr(hash + 1);
+      GatherCluster(c);
+      view.clusters.push_back(std::move(c));
+    }
+    std::sort(
+        view.clusters.begin(), view.clusters.end(),
+        [](const ClusterView& a, const ClusterView& b) { return a.cluster_id < b.cluster_id; });
+    return core::Status::Ok();
+  }
+
+  void GatherCluster(ClusterView& c) {
+    const std::string& ns = c.cluster_namespace;
+    if (auto cb = client::ResourceClient(admin_, kClusterBindings, ns).Get(kClusterBindingName);
+        cb.ok()) {
+      c.last_heartbeat = machinery::GetString(*cb, {"status", "lastHeartbeatTime"});
+      c.heartbeat_age = Age(Now(), c.last_heartbeat);
+      c.konnector_version = machinery::GetString(*cb, {"status", "konnectorVersion"});
+      Condition ready = ConditionOf(*cb, "Ready");
+      c.ready = ready.status;
+      c.ready_message = ready.message;
+    }
+    std::vector<std::string> provider_namespaces;
+    if (auto l = client::ResourceClient(admin_, kApiServiceNamespaces, ns).ListAll(); l.ok()) {
+      if (const Json* items = machinery::Find(*l, {"items"}); items && items->is_array()) {
+        for (const auto& asn : *items) {
+          std::string provider = machinery::GetString(asn, {"status", "namespace"});
+          if (provider.empty()) continue;
+          provider_namespaces.push_back(provider);
+          c.provider_namespaces.push_back(machinery::Name(asn) + " -> " + provider);
+        }
+      }
+    }
+    auto exports = client::ResourceClient(admin_, kApiServiceExports, ns).ListAll();
+    if (!exports.ok()) return;
+    const Json* items = machinery::Find(*exports, {"items"});
+    if (items == nullptr || !items->is_array()) return;
+    for (const auto& ex : *items) {
+      ExportView e;
+      e.name = machinery::Name(ex);
+      Condition ready = ConditionOf(ex, "Ready");
+      e.ready = ready.status;
+      e.message = ready.message;
+      GatherClaims(ex, ns, provider_namespaces, e);
+      c.exports.push_back(std::move(e));
+    }
+  }
+
+  void GatherClaims(const Json& ex, const std::string& cluster_ns,
+                    const std::vector<std::string>& provider_namespaces, ExportView& e) {
+    const std::string group = machinery::GetString(ex, {"spec", "group"});
+    const std::string plural = machinery::GetString(ex, {"spec", "names", "plural"});
+    const std::string kind = machinery::GetString(ex, {"spec", "names", "kind"});
+    std::string version;
+    if (const Json* versions = machinery::Find(ex, {"spec", "versions"});
+        versions && versions->is_array()) {
+      for (const auto& v : *versions) {
+        const Json* storage = v.is_object() ? machinery::Find(v, {"storage"}) : nullptr;
+        if (version.empty() || (storage && storage->is_boolean() && *storage == true)) {
+          version = Str(v, "name");
+        }
+      }
+    }
+    if (plural.empty() || version.empty()) return;
+    const machinery::GroupVersionResource gvr{group, version, plural};
+    auto add = [&](const Json& obj) {
+      Condition ready = ConditionOf(obj, "Ready");
+      e.claims.push_back(ClaimView{.kind = kind,
+                                   .ns = machinery::Namespace(obj),
+                                   .name = machinery::Name(obj),
+                                   .ready = ready.status,
+                                   .reason = ready.reason,
+                                   .message = ready.message});
+    };
+    const bool cluster_scoped = machinery::GetString(ex, {"spec", "scope"}) == "Cluster";
+    if (cluster_scoped) {
+      auto l = client::ResourceClient(admin_, gvr).ListAll();
+      if (!l.ok()) return;
+      if (const Json* items = machinery::Find(*l, {"items"}); items && items->is_array()) {
+        for (const auto& obj : *items) {
+          if (machinery::Annotation(obj, "klutch.anynines.com/cluster-namespace") == cluster_ns) {
+            add(obj);
+          }
+        }
+      }
+      return;
+    }
+    for (const auto& pns : provider_namespaces) {
+      auto l = client::ResourceClient(admin_, gvr, pns).ListAll();
+      if (!l.ok()) continue;
+      if (const Json* items = machinery::Find(*l, {"items"}); items && items->is_array()) {
+        for (const auto& obj : *items) add(obj);
+      }
+    }
+  }
+
+  http::Response DeviceAuthorize(const http::Request& request) {
+    auto form = ParseForm(request.body);
+    const std::string sid = FirstValue(form, "s").value_or("");
+    const std::string cid = FirstValue(form, "c").value_or("");
+    if (!IsValidId(sid) || !IsValidId(cid)) {
+      return OAuthError(400, "invalid_request",
+                        "s (the CLI session ID) and c (the cluster ID) are required: 1-64 "
+                        "letters and digits each");
+    }
+    if (!idp_.SupportsDeviceGrant()) {
+      return OAuthError(400, "unsupported_grant_type",
+                        "the identity provider of this backend does not offer the device "
+                        "authorization grant; use the browser login");
+    }
+    auto started = idp_.StartDeviceAuthorization();
+    if (!started.ok()) {
+      KLUTCH_LOG(kWarn, "bind", "/device/authorize: {}", started.status().message());
+      return OAuthError(502, "server_error", started.status().message());
+    }
+    const auto ttl = std::chrono::seconds(std::clamp<int64_t>(started->expires_in, 1, 3600));
+    const std::string handle = sealer_.Seal(
+        kDevicePurpose, Json{{"d", started->device_code}, {"s", sid}, {"c", cid}}, Now() + ttl);
+    Json body = {{"device_handle", handle},
+                 {"user_code", started->user_code},
+                 {"verification_uri", started->verification_uri},
+                 {"expires_in", ttl.count()},
+                 {"interval", started->interval}};
+    if (!started->verification_uri_complete.empty()) {
+      body["verification_uri_complete"] = started->verification_uri_complete;
+    }
+    return JsonResponse(200, body);
+  }
+
+  http::Response DeviceToken(const http::Request& request) {
+    auto form = ParseForm(request.body);
+    const std::string handle_text = FirstValue(form, "device_handle").value_or("");
+    const std::string group = FirstValue(form, "group").value_or("");
+    const std::string resource = FirstValue(form, "resource").value_or("");
+    if (handle_text.empty()) {
+      return OAuthError(400, "invalid_request", "device_handle is required");
+    }
+    auto handle = sealer_.Unseal(kDevicePurpose, handle_text, Now());
+    if (!handle.ok()) {
+      if (handle.status().reason() == core::Reason::kExpired) {
+        return OAuthError(400, "expired_token",
+                          "the device authorization expired; run kubectl bind --headless again");
+      }
+      return OAuthError(400, "invalid_grant",
+                        "device_handle was not issued by this backend or was altered");
+    }
+    // The API is checked before the device code is redeemed: a typo must not use it up.
+    if (!resource.empty()) {
+      auto api = FindOfferedApi(admin_, options_.consumer_scope, group, resource);
+      if (!api.ok()) {
+        if (core::IsNotFound(api.status())) {
+          return OAuthError(400, "invalid_request",
+                            resource + "." + group + " is not offered by this Control Plane");
+        }
+        return OAuthError(503, "server_error", "reading the catalog: " + api.status().message());
+      }
+    }
+    auto poll = idp_.PollDeviceToken(Str(*handle, "d"));
+    if (!poll.ok()) {
+      Count(logins_, "refused");
+      if (poll.status().reason() == core::Reason::kUnauthorized) {
+        return OAuthError(400, "access_denied", poll.status().message());
+      }
+      return OAuthError(502, "server_error", poll.status().message());
+    }
+    if (!poll->claims) {
+      if (poll->error != "authorization_pending" && poll->error != "slow_down") {
+        Count(logins_, "refused");
+      }
+      return OAuthError(400, poll->error, poll->error_description);
+    }
+    Count(logins_, "ok");
+    if (resource.empty()) {
+      // No API named yet: a short-lived session and the catalog, so the CLI can ask the user
+      // and finish with /device/bind.
+      auto apis = ListOfferedApis(admin_, options_.consumer_scope);
+      if (!apis.ok()) {
+        return OAuthError(503, "server_error", "reading the catalog: " + apis.status().message());
+      }
+      Json list = Json::array();
+      for (const auto& a : *apis) {
+        list.push_back({{"group", a.group},
+                        {"resource", a.resource},
+                        {"kind", a.kind},
+                        {"scope", a.scope},
+                        {"description", a.description},
+                        {"versions", a.versions},
+                        {"plans", a.plans},
+                        {"permissionClaims", a.permission_claims}});
+      }
+      const std::string session = sealer_.Seal(kDeviceSessionPurpose,
+                                               Json{{"sub", poll->claims->subject},
+                                                    {"iss", poll->claims->issuer},
+                                                    {"s", Str(*handle, "s")},
+                                                    {"c", Str(*handle, "c")}},
+                                               Now() + options_.login_ttl);
+      return JsonResponse(200, Json{{"kind", "DeviceSession"},
+                                    {"session", session},
+                                    {"expires_in", options_.login_ttl.count()},
+                                    {"apis", std::move(list)}});
+    }
+    return DeviceBindResponse(poll->claims->subject, poll->claims->issuer, Str(*handle, "s"),
+                              Str(*handle, "c"), group, resource);
+  }
+
+  http::Response DeviceBindResponse(const std::string& subject, const std::string& issuer,
+                                    const std::string& sid, const std::string& cid,
+                                    const std::string& group, const std::string& resource) {
+    auto result = Bind(subject, issuer, sid, cid, group, resource);
+    if (auto* e = std::get_if<BindError>(&result)) {
+      return OAuthError(e->status >= 500 ? 502 : 400, e->oauth_error, e->what);
+    }
+    return JsonResponse(200, std::get<Json>(result));
+  }
+
+  // The second step after a /device/token that named no API.
+  http::Response DeviceBind(const http::Request& request) {
+    auto form = ParseForm(request.body);
+    const std::string resource = FirstValue(form, "resource").value_or("");
+    if (resource.empty()) {
+      return OAuthError(400, "invalid_request",
+                        "resource (and group) name the API to bind, e.g. "
+                        "resource=postgresqlinstances&group=anynines.com");
+    }
+    auto session =
+        sealer_.Unseal(kDeviceSessionPurpose, FirstValue(form, "session").value_or(""), Now());
+    if (!session.ok()) {
+      if (session.status().reason() == core::Reason::kExpired) {
+        return OAuthError(400, "expired_token",
+                          "the login expired; run kubectl bind --headless again");
+      }
+      Count(binds_, "unauthenticated");
+      return OAuthError(400, "invalid_grant",
+                        "session was not issued by this backend or was altered");
+    }
+    return DeviceBindResponse(Str(*session, "sub"), Str(*session, "iss"), Str(*session, "s"),
+                              Str(*session, "c"), FirstValue(form, "group").value_or(""), resource);
+  }
+
+  client::RestClient& admin_;
+  IdentityProvider& idp_;
+  const Sealer sealer_;
+  const WebOptions options_;
+  const core::Clock& clock_;
+  serving::CounterFamily* logins_ = nullptr;
+  serving::CounterFamily* binds_ = nullptr;
+};
+
+WebBackend::WebBackend(client::RestClient& admin, IdentityProvider& idp, Sealer sealer,
+                       WebOptions options)
+    : impl_(std::make_unique<Impl>(admin, idp, std::move(sealer), std::move(options))) {}
+WebBackend::~WebBackend() = default;
+
+void WebBackend::AddRoutes(http::Router& router) { impl_->AddRoutes(router); }
+
+}  // namespace klutch::bind

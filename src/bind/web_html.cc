@@ -1,0 +1,234 @@
+#include "bind/web_html.h"
+
+#include "core/strings.h"
+#include "machinery/object.h"
+
+namespace klutch::bind {
+namespace {
+
+constexpr std::string_view kStyle = R"css(
+:root{color-scheme:light dark;--fg:#1d2330;--muted:#5b6475;--bg:#f5f7fa;--card:#fff;
+--line:#dde2ea;--accent:#0b63ce;--ok:#1a7f37;--bad:#c62828;--warn:#9a6700}
+@media (prefers-color-scheme:dark){:root{--fg:#e6e9ef;--muted:#a3acbb;--bg:#14171c;
+--card:#1d2128;--line:#313845;--accent:#6aa8ff;--ok:#4ac26b;--bad:#ff7b72;--warn:#d29922}}
+*{box-sizing:border-box}
+body{margin:0;font:16px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;
+color:var(--fg);background:var(--bg)}
+header{background:var(--card);border-bottom:1px solid var(--line);padding:.75rem 1rem}
+header strong{font-size:1.1rem}
+main{max-width:60rem;margin:0 auto;padding:1rem}
+h1{font-size:1.5rem;margin:.5rem 0 1rem}
+h2{font-size:1.2rem;margin:0 0 .25rem}
+h3{font-size:1rem;margin:1rem 0 .25rem}
+.muted{color:var(--muted)}
+.grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(17rem,1fr));gap:1rem}
+.card{background:var(--card);border:1px solid var(--line);border-radius:.5rem;padding:1rem;
+overflow-wrap:anywhere}
+.card form{margin-top:.75rem}
+dl{display:grid;grid-template-columns:max-content 1fr;gap:.15rem .75rem;margin:.5rem 0}
+dt{color:var(--muted)}dd{margin:0}
+ul{margin:.25rem 0;padding-left:1.25rem}
+code{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:.9em}
+button{font:inherit;background:var(--accent);color:#fff;border:0;border-radius:.375rem;
+padding:.5rem 1rem;cursor:pointer;width:100%}
+.pill{display:inline-block;border-radius:1rem;padding:0 .5rem;font-size:.85rem;
+border:1px solid currentColor}
+.True{color:var(--ok)}.False{color:var(--bad)}.Unknown,.none{color:var(--warn)}
+.error{border-color:var(--bad)}
+table{width:100%;border-collapse:collapse;font-size:.95rem}
+th,td{text-align:left;padding:.35rem .5rem;border-top:1px solid var(--line);vertical-align:top}
+@media (max-width:40rem){main{padding:.75rem}table,tbody,tr,td{display:block}
+thead{display:none}tr{border-top:1px solid var(--line);padding:.25rem 0}
+td{border:0;padding:.1rem 0}}
+)css";
+
+std::string Status(std::string_view ready) {
+  std::string cls = ready.empty() ? "none" : std::string(ready);
+  if (cls != "True" && cls != "False" && cls != "Unknown") cls = "none";
+  std::string text = ready == "True"    ? "Ready"
+                     : ready == "False" ? "Not ready"
+                     : ready.empty()    ? "No status yet"
+                                        : "Unknown";
+  return "<span class=\"pill " + cls + "\">" + HtmlEscape(text) + "</span>";
+}
+
+std::string ClaimsList(const machinery::Json& claims) {
+  if (!claims.is_array() || claims.empty()) return "<dd>none</dd>";
+  std::string out = "<dd><ul>";
+  for (const auto& c : claims) {
+    std::string group = machinery::GetString(c, {"group"});
+    std::string resource = machinery::GetString(c, {"resource"});
+    std::string owner = machinery::GetString(c, {"selector", "owner"});
+    const auto* required = c.is_object() ? machinery::Find(c, {"required"}) : nullptr;
+    bool is_required = required != nullptr && required->is_boolean() && *required == true;
+    out += "<li><code>" + HtmlEscape(group.empty() ? resource : resource + "." + group) + "</code>";
+    if (!owner.empty()) out += " owned by the " + HtmlEscape(core::ToLower(owner));
+    out += is_required ? " (required)" : " (optional)";
+    out += "</li>";
+  }
+  return out + "</ul></dd>";
+}
+
+std::string List(const std::vector<std::string>& items) {
+  if (items.empty()) return "none";
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i > 0) out += ", ";
+    out += "<code>" + HtmlEscape(items[i]) + "</code>";
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string HtmlEscape(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+std::string HtmlPage(std::string_view title, std::string_view body_html) {
+  std::string out =
+      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+      "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+      "<meta name=\"referrer\" content=\"no-referrer\"><title>";
+  out += HtmlEscape(title);
+  out += " - Klutch</title><style>";
+  out += kStyle;
+  out +=
+      "</style></head><body><header><strong>Klutch</strong> <span class=\"muted\">data "
+      "services for your cluster</span></header><main>";
+  out += body_html;
+  out += "</main></body></html>\n";
+  return out;
+}
+
+std::string ErrorPage(std::string_view title, std::string_view what_happened,
+                      std::string_view what_to_do) {
+  std::string body = "<h1>" + HtmlEscape(title) + "</h1><div class=\"card error\"><p>" +
+                     HtmlEscape(what_happened) + "</p><p><strong>What to do:</strong> " +
+                     HtmlEscape(what_to_do) + "</p></div>";
+  return HtmlPage(title, body);
+}
+
+std::string CatalogPage(const CatalogView& view) {
+  std::string body = "<h1>Choose a service to bind</h1><p class=\"muted\">Logged in as " +
+                     HtmlEscape(view.user) + " for cluster <code>" + HtmlEscape(view.cluster_id) +
+                     "</code>. Binding an API installs it in your cluster through kubectl bind. "
+                     "<a href=\"/consumer?s=" +
+                     HtmlEscape(core::PercentEncode(view.sid)) +
+                     "\">Your clusters and claims</a></p>";
+  if (!view.destination.empty()) {
+    body += "<p class=\"muted\">The credentials go to kubectl bind at <code>" +
+            HtmlEscape(view.destination) + "</code> on your machine.</p>";
+  }
+  if (view.apis.empty()) {
+    body +=
+        "<div class=\"card\"><p>This Control Plane offers no APIs yet.</p><p><strong>What to "
+        "do:</strong> ask the platform team to publish APIServiceExportTemplates, then run "
+        "kubectl bind again.</p></div>";
+    return HtmlPage("Catalog", body);
+  }
+  body += "<div class=\"grid\">";
+  for (const auto& api : view.apis) {
+    body += "<section class=\"card\" id=\"" + HtmlEscape(api.resource + "." + api.group) +
+            "\"><h2>" + HtmlEscape(api.kind) + "</h2><div class=\"muted\"><code>" +
+            HtmlEscape(api.resource + "." + api.group) + "</code></div>";
+    if (!api.description.empty()) body += "<p>" + HtmlEscape(api.description) + "</p>";
+    body += "<dl><dt>Scope</dt><dd>" + HtmlEscape(api.scope) + "</dd><dt>Versions</dt><dd>" +
+            List(api.versions) + "</dd><dt>Plans</dt><dd>" + List(api.plans) +
+            "</dd><dt>Needs access to</dt>" + ClaimsList(api.permission_claims) + "</dl>";
+    body += "<form method=\"post\" action=\"/bind\"><input type=\"hidden\" name=\"s\" value=\"" +
+            HtmlEscape(view.sid) + "\"><input type=\"hidden\" name=\"group\" value=\"" +
+            HtmlEscape(api.group) + "\"><input type=\"hidden\" name=\"resource\" value=\"" +
+            HtmlEscape(api.resource) + "\"><input type=\"hidden\" name=\"csrf\" value=\"" +
+            HtmlEscape(view.csrf) + "\"><button type=\"submit\" class=\"bind " +
+            HtmlEscape(api.resource) + "\">Bind " + HtmlEscape(api.kind) +
+            "</button></form></section>";
+  }
+  body += "</div>";
+  return HtmlPage("Catalog", body);
+}
+
+std::string ConsumerPage(const ConsumerView& view) {
+  std::string body =
+      "<h1>Your clusters</h1><p class=\"muted\">Logged in as " + HtmlEscape(view.user) + ".";
+  if (!view.sid.empty()) {
+    body += " <a href=\"/resources?s=" + HtmlEscape(core::PercentEncode(view.sid)) +
+            "\">Back to the catalog</a>";
+  }
+  body += "</p>";
+  if (!view.error.empty()) {
+    body += "<div class=\"card error\"><p>" + HtmlEscape(view.error) +
+            "</p><p><strong>What to do:</strong> reload this page; if it keeps failing, tell "
+            "the platform team.</p></div>";
+  }
+  if (view.clusters.empty() && view.error.empty()) {
+    body +=
+        "<div class=\"card\"><p>You have not bound any cluster yet.</p><p><strong>What to "
+        "do:</strong> run <code>kubectl bind &lt;this backend&gt;/export</code> against your "
+        "cluster.</p></div>";
+  }
+  for (const auto& c : view.clusters) {
+    body += "<section class=\"card\" style=\"margin-bottom:1rem\"><h2>Cluster <code>" +
+            HtmlEscape(c.cluster_id) + "</code> " + Status(c.ready) +
+            "</h2><dl><dt>Namespace</dt><dd><code>" + HtmlEscape(c.cluster_namespace) +
+            "</code></dd><dt>Last heartbeat</dt><dd>" +
+            (c.last_heartbeat.empty()
+                 ? std::string("never (the konnector has not connected yet)")
+                 : HtmlEscape(c.last_heartbeat) +
+                       (c.heartbeat_age.empty() ? "" : " (" + HtmlEscape(c.heartbeat_age) + ")")) +
+            "</dd>";
+    if (!c.konnector_version.empty()) {
+      body += "<dt>Konnector</dt><dd>" + HtmlEscape(c.konnector_version) + "</dd>";
+    }
+    if (!c.ready_message.empty()) {
+      body += "<dt>Status</dt><dd>" + HtmlEscape(c.ready_message) + "</dd>";
+    }
+    body += "<dt>Namespaces</dt><dd>" + List(c.provider_namespaces) + "</dd></dl>";
+    if (c.exports.empty()) body += "<p class=\"muted\">No APIs bound yet.</p>";
+    for (const auto& e : c.exports) {
+      body += "<h3><code>" + HtmlEscape(e.name) + "</code> " + Status(e.ready) + "</h3>";
+      if (!e.message.empty()) body += "<p class=\"muted\">" + HtmlEscape(e.message) + "</p>";
+      if (e.claims.empty()) {
+        body += "<p class=\"muted\">No claims yet.</p>";
+        continue;
+      }
+      body +=
+          "<table><thead><tr><th>Namespace</th><th>Name</th><th>Ready</th><th>Message</th>"
+          "</tr></thead><tbody>";
+      for (const auto& claim : e.claims) {
+        body += "<tr><td><code>" + HtmlEscape(claim.ns) + "</code></td><td><code>" +
+                HtmlEscape(claim.name) + "</code></td><td>" + Status(claim.ready) +
+                (claim.reason.empty() ? "" : " " + HtmlEscape(claim.reason)) + "</td><td>" +
+                HtmlEscape(claim.message) + "</td></tr>";
+      }
+      body += "</tbody></table>";
+    }
+    body += "</section>";
+  }
+  return HtmlPage("Your clusters", body);
+}
+
+}  // namespace klutch::bind

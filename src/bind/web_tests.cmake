@@ -1,0 +1,16 @@
+# Tests of the HTTP side (see CMakeLists.txt). bind_web_unit_test: sealed values, wire formats,
+# pages and the routes against the in-process TestCluster with a fake issuer (fast tier).
+# bind_web_test: the same routes against a real OIDC provider (glewlwyd), slow tier.
+klutch_test(bind_web_unit_test SOURCES web_unit_test.cc DEPS klutch_bind klutch_test_cluster)
+klutch_test(bind_web_test SOURCES web_test.cc DEPS klutch_bind klutch_test_cluster LABEL slow
+            TIMEOUT 180)
+
+# The fuzzer compiles what parses untrusted input itself (no client or HTTP transport).
+klutch_fuzzer(fuzz_bind_session
+  SOURCES fuzz_bind_session.cc web_seal.cc web_protocol.cc ${PROJECT_SOURCE_DIR}/src/http/message.cc
+  DEPS klutch_machinery OpenSSL::Crypto)
+
+# `klutch backend` as a process (flags, serving line, HTTPS routes), slow tier.
+klutch_test(bind_backend_process_test SOURCES web_process_test.cc
+            DEPS klutch_bind klutch_test_cluster LABEL slow TIMEOUT 180)
+add_dependencies(bind_backend_process_test klutch)

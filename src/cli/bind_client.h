@@ -1,0 +1,150 @@
+// The consumer side of `kubectl bind` (bind-protocol.md §3), as steps a command strings
+// together and tests call one by one: reading the backend's BindingProvider, decoding the
+// BindingResponse the browser delivers, keeping the provider kubeconfig in a Secret of the App
+// Cluster, creating an APIServiceExportRequest on the provider and waiting for it, installing
+// the konnector and granting it the bound resources, and creating the APIServiceBindings.
+//
+// Each step talks through a client::RestClient (App Cluster or provider) and returns
+// core::Status errors whose message says what went wrong and what to do next. Progress goes
+// to the `BindOutput` the caller passes. Functions are thread-compatible (one command at a
+// time).
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "client/rest_client.h"
+#include "core/status.h"
+#include "machinery/json.h"
+
+namespace klutch::cli::bind {
+
+using machinery::Json;
+
+inline constexpr char kBindNamespace[] = "klutch-bind";
+inline constexpr char kBindApiVersion[] = "klutch.anynines.com/v1alpha1";
+// The version this CLI reports and installs the konnector at.
+inline constexpr char kCliVersion[] = "v0.1.0";
+// The konnector's bound-resources role, which the CLI extends per bound API.
+inline constexpr char kBoundResourcesRole[] = "klutch-bind-konnector-bound-resources";
+
+// Where progress lines go (stderr in the command) and how questions are asked.
+struct BindOutput {
+  std::ostream* err = nullptr;  // progress and warnings; nullptr = silent
+  // Reads one answer line for a prompt; nullopt at end of input.
+  std::function<std::optional<std::string>(const std::string& prompt)> ask;
+};
+
+// The BindingProvider of §1.8 as the CLI uses it.
+struct BindingProvider {
+  std::string pretty_name;
+  std::string version;
+  std::string authenticated_url;  // OAuth2CodeGrant.authenticatedURL
+  // Our device-grant method (docs/decisions/0013-bind-backend.md), when offered.
+  std::string device_authorization_url;
+  std::string device_token_url;
+};
+
+// Parses and checks a BindingProvider document: kind BindingProvider, apiVersion exactly
+// "v1alpha1", a version this CLI can talk to (v0.0.0 development builds or >= v0.3.0), an
+// OAuth2CodeGrant method. Errors name the URL it came from.
+core::Result<BindingProvider> ParseBindingProvider(std::string_view body, const std::string& url);
+
+// The BindingResponse of §1.9, checked: kind, apiVersion, oauth2CodeGrant.sid == `session_id`,
+// a kubeconfig, at least one request, each an APIServiceExportRequest of kBindApiVersion.
+struct BindingResponse {
+  std::string id;          // "<issuer>/<subject>", informational
+  std::string kubeconfig;  // the provider kubeconfig (YAML)
+  std::vector<Json> requests;
+};
+core::Result<BindingResponse> ParseBindingResponse(std::string_view json,
+                                                   const std::string& session_id);
+// The `response` query parameter of the CLI callback: base64 in the URL or the standard
+// alphabet, padded or not, of a BindingResponse.
+core::Result<BindingResponse> DecodeCallbackResponse(std::string_view response,
+                                                     const std::string& session_id);
+
+// The authorize URL the user opens: `authenticated_url` with p=<port>, s=<sid>, c=<cid> (keys
+// sorted, existing parameters kept).
+core::Result<std::string> AuthorizeUrl(const std::string& authenticated_url, int port,
+                                       const std::string& session_id,
+                                       const std::string& cluster_id);
+
+// Namespace klutch-bind in the App Cluster (created when missing); returns its UID, from which
+// the cluster ID is derived (bind::ClusterIdFromNamespaceUid).
+core::Result<std::string> EnsureBindNamespace(client::RestClient& app);
+
+// The provider kubeconfig's server and the namespace of its current context (the consumer's
+// cluster namespace); kBadRequest when either is missing.
+struct ProviderTarget {
+  std::string server;
+  std::string cluster_namespace;
+};
+core::Result<ProviderTarget> ReadProviderKubeconfig(const std::string& kubeconfig);
+
+// Stores `kubeconfig` in a Secret of klutch-bind: the existing one whose kubeconfig points at
+// the same server and namespace is updated, otherwise a new one (generateName kubeconfig-)
+// is created. Returns the Secret's name. With `dry_run`, nothing is written and the name is
+// that of the Secret that would be updated ("" for a new one).
+core::Result<std::string> StoreProviderKubeconfig(client::RestClient& app,
+                                                  const std::string& kubeconfig, bool dry_run,
+                                                  const BindOutput& out);
+
+// Reads an APIServiceExportRequest manifest (YAML or JSON) and checks apiVersion, kind and
+// that it names at least one resource.
+core::Result<Json> ParseExportRequest(std::string_view text, const std::string& source);
+
+// Creates `request` in `cluster_namespace` on the provider (generateName export- when it has
+// no name; on AlreadyExists with a name, once more with generateName <name>-) and waits, by
+// watching it, until its phase is Succeeded (returns it as stored) or Failed (kInvalid with the
+// terminalMessage), it is deleted, or `timeout` passes (kTimeout).
+core::Result<Json> CreateExportRequest(client::RestClient& provider,
+                                       const std::string& cluster_namespace, Json request,
+                                       std::chrono::milliseconds timeout, const BindOutput& out);
+
+struct KonnectorInstall {
+  std::string image;   // "" = the default image at this CLI's version
+  bool force = false;  // apply even when a konnector is installed (--konnector-image given)
+  bool dry_run = false;
+  std::vector<Json>* printed = nullptr;  // dry run: the objects that would be applied
+};
+// Installs the konnector from the embedded deploy/konnector manifests, create-or-update in
+// file order (objects annotated bootstrap.klutch.anynines.com/create-only are never updated).
+// Without `force`, an installed konnector is left alone unless its image is ours and older
+// than this CLI (then upgraded); a newer one only draws a warning.
+core::Status InstallKonnector(client::RestClient& app, const KonnectorInstall& options,
+                              const BindOutput& out);
+
+// Adds rules for `resource`.`group` and its status subresource (and for each claimed resource
+// of `claims` outside core Secrets/ConfigMaps) to ClusterRole kBoundResourcesRole, unless a
+// rule already covers them; creates the role and its binding when missing. Never removes
+// rules.
+core::Status GrantBoundResource(client::RestClient& app, const std::string& group,
+                                const std::string& resource, const Json& claims, bool dry_run,
+                                const BindOutput& out);
+
+// Waits until the APIServiceBinding CRD is served in the App Cluster (the konnector installs
+// it at start), printing a dot a second; kTimeout with what to check after `timeout`.
+core::Status WaitForBindingCrd(client::RestClient& app, std::chrono::milliseconds timeout,
+                               const BindOutput& out);
+
+// For each resource of the (server-returned) export request: the APIServiceBinding
+// `<resource>.<group>` in klutch-bind referring to Secret `secret_name`. An existing binding
+// must use the same Secret (else kAlreadyExists: another provider) and its CRD, when present,
+// must be owned by it. A new one asks for each permission claim (accepted without asking when
+// `accept_claims`) and is created with status Ready=False/Pending. Returns the bindings'
+// names.
+core::Result<std::vector<std::string>> CreateBindings(
+    client::RestClient& app, const Json& export_request, const std::string& secret_name,
+    bool accept_claims, bool dry_run, std::vector<Json>* printed, const BindOutput& out);
+
+// The bindings as a table (the server's Table rendering, columns of priority 0), as kubectl
+// get prints it.
+core::Result<std::string> BindingsTable(client::RestClient& app,
+                                        const std::vector<std::string>& names);
+
+}  // namespace klutch::cli::bind

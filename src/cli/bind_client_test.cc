@@ -1,0 +1,290 @@
+// The steps of kubectl bind (bind_client.h) on the in-process test cluster: wire documents,
+// the provider kubeconfig Secret, the konnector install and its RBAC, export requests and
+// bindings.
+#include "cli/bind_client.h"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+#include <thread>
+
+#include "client/dynamic.h"
+#include "core/strings.h"
+#include "test/support/bind_provider.h"
+#include "test/support/cluster_fixture.h"
+
+namespace klutch::cli::bind {
+namespace {
+
+using client::ResourceClient;
+namespace resources = client::resources;
+namespace tb = klutch::testing::bind;
+
+std::string ProviderJson(std::string api_version, std::string version, bool with_method = true) {
+  Json doc = {{"kind", "BindingProvider"},
+              {"apiVersion", api_version},
+              {"providerPrettyName", "anynines"},
+              {"version", version},
+              {"authenticationMethods", Json::array()}};
+  if (with_method) {
+    doc["authenticationMethods"].push_back(
+        {{"method", "OAuth2CodeGrant"},
+         {"oauth2CodeGrant", {{"authenticatedURL", "https://backend/authorize"}}}});
+  }
+  return doc.dump();
+}
+
+TEST(BindingProvider, AcceptsWhatUpstreamAcceptsAndSaysWhyNot) {
+  auto ok = ParseBindingProvider(ProviderJson("v1alpha1", "v1.4.0"), "https://b/export");
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->authenticated_url, "https://backend/authorize");
+  EXPECT_EQ(ok->pretty_name, "anynines");
+  EXPECT_TRUE(ParseBindingProvider(ProviderJson("v1alpha1", "v0.0.0"), "u").ok());
+  EXPECT_TRUE(ParseBindingProvider(ProviderJson("v1alpha1", "v0.3.0"), "u").ok());
+
+  auto group = ParseBindingProvider(ProviderJson("klutch.anynines.com/v1alpha1", "v1.4.0"), "u");
+  ASSERT_FALSE(group.ok());
+  EXPECT_NE(group.status().message().find("v1alpha1"), std::string::npos);
+  auto old = ParseBindingProvider(ProviderJson("v1alpha1", "v0.2.9"), "u");
+  ASSERT_FALSE(old.ok());
+  EXPECT_NE(old.status().message().find("older than v0.3.0"), std::string::npos);
+  EXPECT_FALSE(ParseBindingProvider(ProviderJson("v1alpha1", ""), "u").ok());
+  EXPECT_FALSE(ParseBindingProvider(ProviderJson("v1alpha1", "banana"), "u").ok());
+  EXPECT_FALSE(ParseBindingProvider(ProviderJson("v1alpha1", "v1.0.0", false), "u").ok());
+  auto html = ParseBindingProvider("<html>", "https://b/");
+  ASSERT_FALSE(html.ok());
+  EXPECT_NE(html.status().message().find("/export"), std::string::npos);
+}
+
+std::string ResponseJson(const std::string& sid, Json requests = Json()) {
+  if (requests.is_null()) {
+    requests = Json::array({{{"kind", "APIServiceExportRequest"},
+                             {"apiVersion", kBindApiVersion},
+                             {"metadata", {{"name", "postgresqlinstances.anynines.com"}}},
+                             {"spec",
+                              {{"resources",
+                                {{{"group", "anynines.com"}, {"resource", "postgresqlinstances"}}}}}}}});
+  }
+  return Json({{"kind", "BindingResponse"},
+               {"apiVersion", kBindApiVersion},
+               {"authentication", {{"oauth2CodeGrant", {{"sid", sid}, {"id", "https://idp/1"}}}}},
+               {"kubeconfig", core::Base64Encode("apiVersion: v1\n")},
+               {"requests", requests}})
+      .dump();
+}
+
+TEST(BindingResponse, DecodesEitherBase64AlphabetAndChecksTheSession) {
+  std::string json = ResponseJson("aB3xZ9");
+  for (std::string encoded : {core::Base64Encode(json), core::Base64UrlEncode(json)}) {
+    auto r = DecodeCallbackResponse(encoded, "aB3xZ9");
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->kubeconfig, "apiVersion: v1\n");
+    EXPECT_EQ(r->id, "https://idp/1");
+    ASSERT_EQ(r->requests.size(), 1u);
+  }
+  auto other = DecodeCallbackResponse(core::Base64Encode(json), "zzzzzz");
+  ASSERT_FALSE(other.ok());
+  EXPECT_NE(other.status().message().find("another login session"), std::string::npos);
+  EXPECT_FALSE(DecodeCallbackResponse("%%%", "aB3xZ9").ok());
+  EXPECT_FALSE(ParseBindingResponse(ResponseJson("s", Json::array()), "s").ok());
+  EXPECT_FALSE(ParseBindingResponse(
+                   ResponseJson("s", Json::array({{{"kind", "Secret"}, {"apiVersion", "v1"}}})),
+                   "s")
+                   .ok());
+}
+
+TEST(AuthorizeUrl, AddsSortedParametersAndKeepsExistingOnes) {
+  auto url = AuthorizeUrl("https://backend:9443/authorize?x=1", 41234, "aB3xZ9", "q1w2e3");
+  ASSERT_TRUE(url.ok());
+  EXPECT_EQ(*url, "https://backend:9443/authorize?x=1&c=q1w2e3&p=41234&s=aB3xZ9");
+  EXPECT_FALSE(AuthorizeUrl("not a url", 1, "s", "c").ok());
+}
+
+std::string Kubeconfig(const std::string& server, const std::string& ns) {
+  return "apiVersion: v1\nkind: Config\nclusters:\n- name: default\n  cluster:\n    server: " +
+         server + "\nusers:\n- name: default\n  user:\n    token: t\ncontexts:\n- name: default\n"
+         "  context:\n    cluster: default\n    user: default\n    namespace: " + ns +
+         "\ncurrent-context: default\n";
+}
+
+class BindClientTest : public klutch::testing::ClusterTest {
+ protected:
+  void SetUp() override { StartCluster({.clock = &core::RealClock::Get()}); }
+  client::RestClient& app() { return cluster_->admin(); }
+  BindOutput Out() { return BindOutput{.err = &log_, .ask = {}}; }
+  std::ostringstream log_;
+};
+
+TEST_F(BindClientTest, ProviderKubeconfigSecretIsReusedPerServerAndNamespace) {
+  ASSERT_TRUE(EnsureBindNamespace(app()).ok());
+  auto first = StoreProviderKubeconfig(app(), Kubeconfig("https://p:6443", "cluster-a"), false,
+                                       Out());
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_TRUE(first->starts_with("kubeconfig-"));
+  auto again = StoreProviderKubeconfig(app(), Kubeconfig("https://p:6443", "cluster-a"), false,
+                                       Out());
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *first);
+  auto other = StoreProviderKubeconfig(app(), Kubeconfig("https://p:6443", "cluster-b"), false,
+                                       Out());
+  ASSERT_TRUE(other.ok());
+  EXPECT_NE(*other, *first);
+  auto dry = StoreProviderKubeconfig(app(), Kubeconfig("https://q:6443", "cluster-a"), true,
+                                     Out());
+  ASSERT_TRUE(dry.ok());
+  EXPECT_EQ(*dry, "");
+  auto list = Resource(resources::kSecrets, kBindNamespace).List();
+  ASSERT_TRUE(list.ok());
+  EXPECT_EQ((*list)["items"].size(), 2u);
+  auto missing_ns = StoreProviderKubeconfig(
+      app(), "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: "
+             "https://p\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\nusers:\n"
+             "- name: u\n  user: {}\ncurrent-context: c\n",
+      false, Out());
+  ASSERT_FALSE(missing_ns.ok());
+  EXPECT_NE(missing_ns.status().message().find("namespace"), std::string::npos);
+}
+
+TEST_F(BindClientTest, KonnectorInstallsOnceAndUpgradesOnlyOurOlderImages) {
+  ASSERT_TRUE(InstallKonnector(app(), {}, Out()).ok()) << log_.str();
+  auto deployment = Resource(resources::kDeployments, kBindNamespace).Get("konnector");
+  ASSERT_TRUE(deployment.ok());
+  EXPECT_EQ(
+      machinery::GetString((*deployment)["spec"]["template"]["spec"]["containers"][0], {"image"}),
+      std::string("klutch:") + kCliVersion);
+  EXPECT_TRUE(Exists(resources::kServiceAccounts, kBindNamespace, "konnector"));
+  EXPECT_TRUE(Exists(resources::kClusterRoles, "", "klutch-bind-konnector"));
+  EXPECT_TRUE(Exists(resources::kClusterRoleBindings, "", kBoundResourcesRole));
+
+  // A foreign image is left alone; --konnector-image forces it.
+  Json d = *deployment;
+  d["spec"]["template"]["spec"]["containers"][0]["image"] = "registry.example/konnector:v9";
+  ASSERT_TRUE(Resource(resources::kDeployments, kBindNamespace).Update(d).ok());
+  ASSERT_TRUE(InstallKonnector(app(), {}, Out()).ok());
+  auto kept = Resource(resources::kDeployments, kBindNamespace).Get("konnector");
+  EXPECT_EQ(machinery::GetString((*kept)["spec"]["template"]["spec"]["containers"][0], {"image"}),
+            "registry.example/konnector:v9");
+  ASSERT_TRUE(InstallKonnector(app(), {.image = "klutch:v0.0.1", .force = true}, Out()).ok());
+  // Ours but older: upgraded to this CLI's version.
+  ASSERT_TRUE(InstallKonnector(app(), {}, Out()).ok());
+  auto upgraded = Resource(resources::kDeployments, kBindNamespace).Get("konnector");
+  EXPECT_EQ(
+      machinery::GetString((*upgraded)["spec"]["template"]["spec"]["containers"][0], {"image"}),
+      std::string("klutch:") + kCliVersion);
+  EXPECT_NE(log_.str().find("Upgrading the konnector"), std::string::npos);
+
+  std::vector<Json> printed;
+  ASSERT_TRUE(InstallKonnector(app(), {.force = true, .dry_run = true, .printed = &printed},
+                               Out())
+                  .ok());
+  EXPECT_GE(printed.size(), 5u);
+}
+
+TEST_F(BindClientTest, BoundResourcesAreGrantedOnceWithTheirStatus) {
+  Json claims = Json::array({tb::PermissionClaim("secrets", "Provider"),
+                             {{"group", "example.com"}, {"resource", "widgets"}, {"version", "v1"}}});
+  ASSERT_TRUE(GrantBoundResource(app(), "db.example", "things", claims, false, Out()).ok());
+  ASSERT_TRUE(GrantBoundResource(app(), "db.example", "things", claims, false, Out()).ok());
+  auto role = Resource(resources::kClusterRoles).Get(kBoundResourcesRole);
+  ASSERT_TRUE(role.ok());
+  const Json& rules = (*role)["rules"];
+  ASSERT_EQ(rules.size(), 3u) << rules.dump();
+  EXPECT_EQ(rules[0]["resources"], Json::array({"things"}));
+  EXPECT_EQ(rules[1]["resources"], Json::array({"things/status"}));
+  EXPECT_EQ(rules[2]["apiGroups"], Json::array({"example.com"}));
+  EXPECT_TRUE(Exists(resources::kClusterRoleBindings, "", kBoundResourcesRole));
+  // Covered by an existing rule: nothing added.
+  ASSERT_TRUE(GrantBoundResource(app(), "example.com", "widgets", Json::array(), false, Out()).ok());
+  auto after = Resource(resources::kClusterRoles).Get(kBoundResourcesRole);
+  EXPECT_EQ((*after)["rules"].size(), 4u);  // widgets/status was new, widgets was not
+}
+
+TEST_F(BindClientTest, ExportRequestWaitsForTheProviderAndReportsRefusals) {
+  ASSERT_TRUE(tb::InstallBindCrds(app()).ok());
+  Create(resources::kNamespaces,
+         {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "cluster-x"}}}});
+  auto request = ParseExportRequest(
+      "apiVersion: klutch.anynines.com/v1alpha1\nkind: APIServiceExportRequest\nmetadata:\n  "
+      "name: pg\nspec:\n  resources:\n  - group: anynines.com\n    resource: postgresqlinstances\n",
+      "request.yaml");
+  ASSERT_TRUE(request.ok()) << request.status().ToString();
+  // The backend's part, played here: accept the first request, refuse the second.
+  std::thread backend([&] {
+    ResourceClient sers(app(), tb::kApiServiceExportRequests, "cluster-x");
+    int handled = 0;
+    for (int i = 0; i < 200 && handled < 2; ++i) {
+      auto list = sers.List();
+      if (list.ok()) {
+        for (Json item : (*list)["items"]) {
+          if (!machinery::GetString(item, {"status", "phase"}).empty() &&
+              machinery::GetString(item, {"status", "phase"}) != "Pending") {
+            continue;
+          }
+          bool first = machinery::Name(item) == "pg";
+          item["status"] = {{"phase", first ? "Succeeded" : "Failed"}};
+          if (!first) item["status"]["terminalMessage"] = "CRD nothere.anynines.com not found";
+          if (sers.UpdateStatus(item).ok()) ++handled;
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  });
+  auto done = CreateExportRequest(app(), "cluster-x", *request, std::chrono::seconds(20), Out());
+  auto refused = CreateExportRequest(app(), "cluster-x", *request, std::chrono::seconds(20), Out());
+  backend.join();
+  ASSERT_TRUE(done.ok()) << done.status().ToString();
+  EXPECT_EQ(machinery::GetString(*done, {"status", "phase"}), "Succeeded");
+  // The same name again: created under a generated name, then refused with the message.
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("nothere"), std::string::npos);
+
+  EXPECT_FALSE(ParseExportRequest("kind: Secret\napiVersion: v1\n", "x").ok());
+  EXPECT_FALSE(ParseExportRequest("apiVersion: klutch.anynines.com/v1alpha1\nkind: "
+                                  "APIServiceExportRequest\nspec:\n  resources: []\n",
+                                  "x")
+                   .ok());
+}
+
+TEST_F(BindClientTest, BindingsAreCreatedOnceAndRefuseAnotherProvider) {
+  ASSERT_TRUE(tb::InstallBindCrd(app(), "klutch.anynines.com_apiservicebindings.yaml").ok());
+  ASSERT_TRUE(EnsureBindNamespace(app()).ok());
+  Json request = {
+      {"spec",
+       {{"resources",
+         {{{"group", "anynines.com"},
+           {"resource", "postgresqlinstances"},
+           {"permissionClaims", {tb::PermissionClaim("secrets", "Provider")}}}}}}}};
+  // No terminal to ask and no --accept-permission-claims: a clear refusal, nothing created.
+  auto refused = CreateBindings(app(), request, "kubeconfig-abc", false, false, nullptr, Out());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("--accept-permission-claims"), std::string::npos);
+  EXPECT_FALSE(Exists(tb::kApiServiceBindings, kBindNamespace, "postgresqlinstances.anynines.com"));
+
+  BindOutput answering = Out();
+  int asked = 0;
+  answering.ask = [&](const std::string&) -> std::optional<std::string> {
+    return ++asked == 1 ? "maybe" : "Y";
+  };
+  auto made = CreateBindings(app(), request, "kubeconfig-abc", false, false, nullptr, answering);
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  EXPECT_EQ(asked, 2);
+  auto binding = Resource(tb::kApiServiceBindings, kBindNamespace).Get(made->front());
+  ASSERT_TRUE(binding.ok());
+  EXPECT_EQ((*binding)["spec"]["permissionClaims"][0]["state"], "Accepted");
+  EXPECT_EQ(machinery::GetString(*binding, {"spec", "kubeconfigSecretRef", "name"}),
+            "kubeconfig-abc");
+
+  auto again = CreateBindings(app(), request, "kubeconfig-abc", true, false, nullptr, Out());
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  auto other = CreateBindings(app(), request, "kubeconfig-other", true, false, nullptr, Out());
+  ASSERT_FALSE(other.ok());
+  EXPECT_NE(other.status().message().find("another service provider"), std::string::npos);
+
+  auto table = BindingsTable(app(), *made);
+  ASSERT_TRUE(table.ok()) << table.status().ToString();
+  EXPECT_NE(table->find("postgresqlinstances.anynines.com"), std::string::npos) << *table;
+  EXPECT_NE(table->find("NAME"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace klutch::cli::bind

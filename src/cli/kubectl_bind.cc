@@ -1,0 +1,776 @@
+// kubectl-bind: flags, the login flows and the order of the steps in bind_client.h.
+#include "cli/kubectl_bind.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <thread>
+
+#include "bind/ids.h"
+#include "cli/bind_client.h"
+#include "client/dynamic.h"
+#include "client/kubeconfig.h"
+#include "core/file.h"
+#include "core/process.h"
+#include "core/strings.h"
+#include "core/sync.h"
+#include "http/server.h"
+#include "http/url.h"
+#include "machinery/object.h"
+
+namespace klutch::cli {
+namespace {
+
+using bind::BindOutput;
+using machinery::Json;
+
+std::string HtmlEscape(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+struct ConnectionFlags {
+  std::string kubeconfig, context, cluster, user, namespace_;
+};
+
+struct CommonFlags {
+  ConnectionFlags app;
+  std::string output = "yaml";
+  bool dry_run = false;
+  bool skip_konnector = false;
+  std::string konnector_image;
+  bool accept_claims = false;
+  std::string timeout = "10m";
+};
+
+struct BindFlags {
+  CommonFlags common;
+  std::string url;
+  bool skip_browser = false;
+  bool headless = false;
+  std::string backend_ca_file;
+  std::vector<std::string> apis;  // --headless: <resource>.<group> to bind
+};
+
+struct ApiServiceFlags {
+  CommonFlags common;
+  std::string url;
+  std::string file;
+  std::string remote_kubeconfig;
+  std::string remote_kubeconfig_namespace;
+  std::string remote_kubeconfig_name;
+  std::string remote_namespace;
+};
+
+// Help in kubectl's layout: description, examples, commands, options, usage.
+class KubectlHelp : public CLI::Formatter {
+ public:
+  std::string make_help(const CLI::App* app, std::string name, CLI::AppFormatMode) const override {
+    std::ostringstream out;
+    out << app->get_description() << "\n\n";
+    if (!app->get_footer().empty()) out << "Examples:\n" << app->get_footer() << "\n\n";
+    auto subs = app->get_subcommands({});
+    if (!subs.empty()) {
+      out << "Available Commands:\n";
+      for (const CLI::App* sub : subs) {
+        out << "  " << sub->get_name()
+            << std::string(14 - std::min<size_t>(13, sub->get_name().size()), ' ')
+            << sub->get_description().substr(0, sub->get_description().find('\n')) << "\n";
+      }
+      out << "\n";
+    }
+    out << "Options:\n";
+    for (const CLI::Option* opt : app->get_options()) {
+      if (opt->get_lnames().empty() || opt->get_group().empty()) continue;
+      std::string names;
+      for (const auto& s : opt->get_snames()) names += "-" + s + ", ";
+      names += "--" + opt->get_lnames().front();
+      std::string value = opt->get_default_str();
+      if (opt->get_expected_min() == 0) {
+        value = value.empty() ? "false" : value;
+      } else if (value.empty()) {
+        value = "''";
+      }
+      out << "    " << names << "=" << value << ":\n\t" << opt->get_description() << "\n\n";
+    }
+    std::string usage = name.empty() ? app->get_name() : name;
+    out << "Usage:\n  " << usage << " " << usage_ << "\n";
+    if (!subs.empty()) {
+      out << "\nUse \"kubectl bind <command> --help\" for more information about a given "
+             "command.\n";
+    }
+    return out.str();
+  }
+  void set_usage(std::string u) { usage_ = std::move(u); }
+
+ private:
+  std::string usage_;
+};
+
+void AddCommonFlags(CLI::App* cmd, CommonFlags& f) {
+  cmd->add_option("--kubeconfig", f.app.kubeconfig,
+                  "Path to the kubeconfig file of the App Cluster (default: $KUBECONFIG or "
+                  "~/.kube/config).")
+      ->group("Options");
+  cmd->add_option("--context", f.app.context, "The name of the kubeconfig context to use.")
+      ->group("Options");
+  cmd->add_option("--cluster", f.app.cluster, "The name of the kubeconfig cluster to use.")
+      ->group("Options");
+  cmd->add_option("--user", f.app.user, "The name of the kubeconfig user to use.")
+      ->group("Options");
+  cmd->add_option("-o,--output", f.output, "Output format of --dry-run. One of: (json, yaml).")
+      ->check(CLI::IsMember({"json", "yaml"}))
+      ->capture_default_str()
+      ->group("Options");
+  cmd->add_flag("-d,--dry-run", f.dry_run,
+                "If true, only print the objects that would be created in the App Cluster "
+                "and on the provider, without creating them.")
+      ->group("Options");
+  cmd->add_flag("--skip-konnector", f.skip_konnector,
+                "If true, do not install the konnector in the App Cluster (it must already "
+                "run).")
+      ->group("Options");
+  cmd->add_option("--konnector-image", f.konnector_image,
+                  "The konnector image to install; given, the konnector is (re)installed with "
+                  "it even when one runs.")
+      ->group("Options");
+  cmd->add_flag("--accept-permission-claims", f.accept_claims,
+                "If true, accept every permission claim of the bound APIs without asking "
+                "(for scripts).")
+      ->group("Options");
+  cmd->add_option("--timeout", f.timeout,
+                  "How long to wait for the login, the provider and the konnector (Go "
+                  "duration).")
+      ->capture_default_str()
+      ->group("Options");
+}
+
+std::chrono::milliseconds ParseTimeout(const std::string& text) {
+  auto parts = text;
+  int64_t unit = 1000;
+  if (parts.ends_with("ms")) {
+    unit = 1;
+    parts.resize(parts.size() - 2);
+  } else if (parts.ends_with('s')) {
+    parts.pop_back();
+  } else if (parts.ends_with('m')) {
+    unit = 60000;
+    parts.pop_back();
+  } else if (parts.ends_with('h')) {
+    unit = 3600000;
+    parts.pop_back();
+  }
+  auto n = core::ParseInt64(parts);
+  return std::chrono::milliseconds(n && *n > 0 ? *n * unit : 600000);
+}
+
+int Fail(const core::Status& st) {
+  std::cerr << "error: " << st.message() << "\n";
+  return 1;
+}
+
+BindOutput Output() {
+  BindOutput out;
+  out.err = &std::cerr;
+  out.ask = [](const std::string& prompt) -> std::optional<std::string> {
+    if (!isatty(STDIN_FILENO)) return std::nullopt;
+    std::cerr << prompt << std::flush;
+    std::string line;
+    if (!std::getline(std::cin, line)) return std::nullopt;
+    return line;
+  };
+  return out;
+}
+
+core::Result<std::unique_ptr<client::RestClient>> AppClient(const ConnectionFlags& f) {
+  client::KubeconfigOptions options;
+  if (!f.kubeconfig.empty()) options.paths = {f.kubeconfig};
+  options.context = f.context;
+  options.cluster = f.cluster;
+  options.user = f.user;
+  options.namespace_ = f.namespace_;
+  auto config = client::LoadKubeconfig(options);
+  if (!config.ok()) {
+    return core::Status(config.status().reason(),
+                        "reading the App Cluster's kubeconfig: " + config.status().message() +
+                            "\n  pass --kubeconfig or set KUBECONFIG to reach your cluster");
+  }
+  config->user_agent = "kubectl-bind/" + std::string(bind::kCliVersion);
+  return client::RestClient::New(*config);
+}
+
+core::Result<std::unique_ptr<client::RestClient>> ProviderClient(const std::string& kubeconfig,
+                                                                 const std::string& ns_override) {
+  auto parsed = client::ParseKubeconfig(kubeconfig, "the provider kubeconfig", "/");
+  if (!parsed.ok()) return parsed.status();
+  client::KubeconfigOptions options;
+  options.namespace_ = ns_override;
+  auto config = client::ResolveKubeconfig(*parsed, options);
+  if (!config.ok()) return config.status();
+  config->user_agent = "kubectl-bind/" + std::string(bind::kCliVersion);
+  return client::RestClient::New(*config);
+}
+
+void PrintObjects(const std::vector<Json>& objects, const std::string& format) {
+  Json list = {
+      {"apiVersion", "v1"}, {"kind", "List"}, {"items", objects}, {"metadata", Json::object()}};
+  if (format == "json") {
+    std::cout << list.dump(4, ' ', false, Json::error_handler_t::replace) << "\n";
+  } else {
+    std::cout << machinery::ToYaml(list);
+  }
+}
+
+// Everything after the provider kubeconfig and the export requests are known: the shared
+// tail of `kubectl bind URL` and `kubectl bind apiservice`.
+int BindRequests(client::RestClient& app, const std::string& provider_kubeconfig,
+                 const std::string& secret_hint, const std::string& remote_namespace,
+                 std::vector<Json> requests, const CommonFlags& f) {
+  BindOutput out = Output();
+  auto timeout = ParseTimeout(f.timeout);
+  auto target = bind::ReadProviderKubeconfig(provider_kubeconfig);
+  if (!target.ok() && remote_namespace.empty()) return Fail(target.status());
+  std::string cluster_namespace =
+      remote_namespace.empty() ? target->cluster_namespace : remote_namespace;
+  auto provider = ProviderClient(provider_kubeconfig, cluster_namespace);
+  if (!provider.ok()) return Fail(provider.status());
+  std::vector<Json> printed;
+  if (f.dry_run) {
+    for (Json& r : requests) {
+      machinery::MutableMetadata(r)["namespace"] = cluster_namespace;
+      printed.push_back(r);
+    }
+  }
+  if (!f.dry_run) {
+    if (auto uid = bind::EnsureBindNamespace(app); !uid.ok()) return Fail(uid.status());
+  }
+  std::string secret = secret_hint;
+  if (secret.empty()) {
+    auto stored = bind::StoreProviderKubeconfig(app, provider_kubeconfig, f.dry_run, out);
+    if (!stored.ok()) return Fail(stored.status());
+    secret = stored->empty() ? "kubeconfig-<generated>" : *stored;
+  }
+  std::vector<Json> accepted;
+  for (Json& request : requests) {
+    if (f.dry_run) {
+      accepted.push_back(request);
+      continue;
+    }
+    auto done = bind::CreateExportRequest(**provider, cluster_namespace, request, timeout, out);
+    if (!done.ok()) return Fail(done.status());
+    accepted.push_back(*done);
+  }
+  if (!f.skip_konnector || !f.konnector_image.empty()) {
+    core::Status st = bind::InstallKonnector(app,
+                                             {.image = f.konnector_image,
+                                              .force = !f.konnector_image.empty(),
+                                              .dry_run = f.dry_run,
+                                              .printed = &printed},
+                                             out);
+    if (!st.ok()) return Fail(st);
+  }
+  for (const Json& request : accepted) {
+    const Json* list = machinery::Find(request, {"spec", "resources"});
+    if (list == nullptr || !list->is_array()) continue;
+    for (const Json& r : *list) {
+      const Json* claims = machinery::Find(r, {"permissionClaims"});
+      core::Status st = bind::GrantBoundResource(
+          app, machinery::GetString(r, {"group"}), machinery::GetString(r, {"resource"}),
+          claims != nullptr ? *claims : Json::array(), f.dry_run, out);
+      if (!st.ok()) return Fail(st);
+    }
+  }
+  if (!f.dry_run) {
+    core::Status st = bind::WaitForBindingCrd(app, timeout, out);
+    if (!st.ok()) return Fail(st);
+  }
+  std::vector<std::string> names;
+  for (const Json& request : accepted) {
+    auto made =
+        bind::CreateBindings(app, request, secret, f.accept_claims, f.dry_run, &printed, out);
+    if (!made.ok()) return Fail(made.status());
+    names.insert(names.end(), made->begin(), made->end());
+  }
+  if (f.dry_run) {
+    PrintObjects(printed, f.output);
+    return 0;
+  }
+  auto table = bind::BindingsTable(app, names);
+  if (table.ok()) std::cout << *table;
+  return 0;
+}
+
+// What the local callback server received.
+class CallbackState {
+ public:
+  explicit CallbackState(std::string session_id) : session_id_(std::move(session_id)) {}
+
+  http::Response Handle(http::Request& request) {
+    http::Response response;
+    response.headers.Set("Content-Type", "text/html; charset=utf-8");
+    if (request.path != "/callback") {
+      response.status = 404;
+      response.body = "<h1>Not found</h1>";
+      return response;
+    }
+    core::MutexLock lock(mu_);
+    if (result_.has_value() && result_->ok()) {
+      response.body = "<h1>Already authenticated.</h1><p>You can close this window.</p>";
+      return response;
+    }
+    auto encoded = request.Query("response");
+    if (!encoded) {
+      response.status = 400;
+      response.body = "<h1>The backend's answer is missing.</h1><p>Run kubectl bind again.</p>";
+      return response;
+    }
+    auto decoded = bind::DecodeCallbackResponse(*encoded, session_id_);
+    if (!decoded.ok()) {
+      response.status = 400;
+      response.body = "<h1>The binding failed.</h1><p>" + HtmlEscape(decoded.status().message()) +
+                      "</p><p>Run kubectl bind again; your terminal shows the same message.</p>";
+    } else {
+      response.body =
+          "<h1>You have been authenticated successfully!</h1><p>Return to your terminal; "
+          "you can close this window.</p>";
+    }
+    result_ = std::move(decoded);
+    cv_.SignalAll();
+    return response;
+  }
+
+  // The response once one arrived, nullopt after `timeout`; `tick` runs about once a second
+  // while waiting.
+  std::optional<core::Result<bind::BindingResponse>> Wait(std::chrono::milliseconds timeout,
+                                                          const std::function<void()>& tick) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (true) {
+      {
+        core::MutexLock lock(mu_);
+        auto next = std::min(deadline, std::chrono::steady_clock::now() + std::chrono::seconds(1));
+        while (!result_.has_value() && std::chrono::steady_clock::now() < next) {
+          cv_.WaitUntil(mu_, next);
+        }
+        if (result_.has_value()) return result_;
+      }
+      if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
+      tick();
+    }
+  }
+
+ private:
+  const std::string session_id_;
+  core::Mutex mu_;
+  core::CondVar cv_;
+  std::optional<core::Result<bind::BindingResponse>> result_ GUARDED_BY(mu_);
+};
+
+void OpenBrowser(const std::string& url) {
+  const char* display = std::getenv("DISPLAY");
+  const char* wayland = std::getenv("WAYLAND_DISPLAY");
+  if ((display == nullptr || *display == '\0') && (wayland == nullptr || *wayland == '\0')) return;
+  if (access("/usr/bin/xdg-open", X_OK) != 0) return;
+  (void)core::SpawnProcess({.argv = {"/usr/bin/xdg-open", url}});
+}
+
+std::string FormEncode(const std::vector<std::pair<std::string, std::string>>& fields) {
+  std::string out;
+  for (const auto& [k, v] : fields) {
+    if (!out.empty()) out += "&";
+    out += core::PercentEncode(k) + "=" + core::PercentEncode(v);
+  }
+  return out;
+}
+
+core::Result<http::ClientResponse> PostForm(
+    const std::string& url, const std::string& ca_pem,
+    const std::vector<std::pair<std::string, std::string>>& fields) {
+  KLUTCH_ASSIGN_OR_RETURN(http::Url parsed, http::ParseUrl(url));
+  http::FetchOptions options;
+  options.method = "POST";
+  options.headers.Set("Content-Type", "application/x-www-form-urlencoded");
+  options.headers.Set("Accept", "application/json");
+  options.body = FormEncode(fields);
+  options.ca_pem = ca_pem;
+  return http::Fetch(parsed, options);
+}
+
+// The device authorization grant through the backend (docs/bind-backend.md): the user opens
+// the printed URL on any device and enters the code; this polls until the backend answers
+// with the BindingResponse for the one API asked for.
+core::Result<bind::BindingResponse> DeviceLogin(const bind::BindingProvider& provider,
+                                                const BindFlags& f, const std::string& ca_pem,
+                                                const std::string& session_id,
+                                                const std::string& cluster_id,
+                                                std::chrono::milliseconds timeout) {
+  if (provider.device_authorization_url.empty() || provider.device_token_url.empty()) {
+    return core::BadRequest(
+        "this backend offers no device-grant login; run kubectl bind without --headless "
+        "(with --skip-browser to open the login URL on another machine)");
+  }
+  if (f.apis.size() != 1) {
+    return core::BadRequest(
+        "--headless binds one API per login: name it with --api <resource>.<group> (the "
+        "backend's catalog page lists them), e.g. --api postgresqlinstances.anynines.com");
+  }
+  const std::string& api = f.apis.front();
+  size_t dot = api.find('.');
+  std::string resource = api.substr(0, dot);
+  std::string group = dot == std::string::npos ? "" : api.substr(dot + 1);
+  if (resource.empty()) return core::BadRequest("--api " + api + ": expected <resource>.<group>");
+  KLUTCH_ASSIGN_OR_RETURN(
+      http::ClientResponse started,
+      PostForm(provider.device_authorization_url, ca_pem, {{"s", session_id}, {"c", cluster_id}}));
+  auto answer = machinery::ParseJson(started.body);
+  if (started.status != 200 || !answer.ok()) {
+    std::string why = answer.ok() ? machinery::GetString(*answer, {"error_description"}) : "";
+    return core::Status(core::Reason::kServiceUnavailable,
+                        fmt::format("the backend could not start a device login (HTTP {}){}{}",
+                                    started.status, why.empty() ? "" : ": ", why));
+  }
+  std::string handle = machinery::GetString(*answer, {"device_handle"});
+  std::string code = machinery::GetString(*answer, {"user_code"});
+  std::string uri = machinery::GetString(*answer, {"verification_uri"});
+  std::string complete = machinery::GetString(*answer, {"verification_uri_complete"});
+  int64_t interval = 5;
+  if (const Json* i = machinery::Find(*answer, {"interval"}); i != nullptr) {
+    if (const int64_t* v = i->get_ptr<const int64_t*>(); v != nullptr && *v > 0) interval = *v;
+  }
+  std::cerr << "To log in, open on any device:\n\n\t" << (complete.empty() ? uri : complete)
+            << "\n\nand enter the code " << code << (complete.empty() ? "" : " if asked")
+            << ".\nWaiting for the login";
+  bool tty = isatty(STDERR_FILENO);
+  std::cerr << (tty ? "" : "...\n") << std::flush;
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      if (tty) std::cerr << "\n";
+      return core::Status(core::Reason::kTimeout,
+                          fmt::format("the login did not finish within {}; run kubectl bind "
+                                      "--headless again",
+                                      f.common.timeout));
+    }
+    std::this_thread::sleep_for(std::chrono::seconds(interval));
+    auto polled = PostForm(provider.device_token_url, ca_pem,
+                           {{"device_handle", handle}, {"group", group}, {"resource", resource}});
+    if (!polled.ok()) {
+      if (tty) std::cerr << "\n";
+      return polled.status();
+    }
+    if (polled->status == 200) {
+      if (tty) std::cerr << "\n";
+      return bind::ParseBindingResponse(polled->body, session_id);
+    }
+    auto error = machinery::ParseJson(polled->body);
+    std::string kind = error.ok() ? machinery::GetString(*error, {"error"}) : "";
+    std::string description = error.ok() ? machinery::GetString(*error, {"error_description"}) : "";
+    if (kind == "authorization_pending") {
+      if (tty) std::cerr << "." << std::flush;
+      continue;
+    }
+    if (kind == "slow_down") {
+      interval += 5;
+      continue;
+    }
+    if (tty) std::cerr << "\n";
+    if (kind == "access_denied") {
+      return core::Forbidden("the login was declined" +
+                             (description.empty() ? std::string() : ": " + description));
+    }
+    if (kind == "expired_token") {
+      return core::Status(core::Reason::kTimeout,
+                          "the login code expired before the login finished; run kubectl bind "
+                          "--headless again");
+    }
+    return core::BadRequest(fmt::format("the backend refused the device login (HTTP {}, {}){}{}",
+                                        polled->status, kind.empty() ? "no error code" : kind,
+                                        description.empty() ? "" : ": ", description));
+  }
+}
+
+int RunBind(BindFlags& f) {
+  BindOutput out = Output();
+  auto url = http::ParseUrl(f.url);
+  if (!url.ok()) return Fail(url.status());
+  std::string ca_pem;
+  if (!f.backend_ca_file.empty()) {
+    auto pem = core::ReadFile(f.backend_ca_file);
+    if (!pem.ok()) return Fail(core::BadRequest("--backend-ca-file: " + pem.status().message()));
+    ca_pem = *pem;
+  }
+  auto fetched = http::Fetch(*url, {.headers = {}, .ca_pem = ca_pem});
+  if (!fetched.ok()) {
+    return Fail(core::Status(fetched.status().reason(),
+                             fetched.status().message() +
+                                 "\n  check the URL; for a backend with a private CA pass "
+                                 "--backend-ca-file"));
+  }
+  if (fetched->status != 200) {
+    return Fail(core::BadRequest(
+        fmt::format("GET {}: HTTP {} (is it the backend's /export URL?)", f.url, fetched->status)));
+  }
+  auto provider = bind::ParseBindingProvider(fetched->body, f.url);
+  if (!provider.ok()) return Fail(provider.status());
+  auto app = AppClient(f.common.app);
+  if (!app.ok()) return Fail(app.status());
+  std::string cluster_id;
+  if (f.common.dry_run) {
+    auto ns =
+        client::ResourceClient(**app, client::resources::kNamespaces).Get(bind::kBindNamespace);
+    cluster_id = ns.ok() ? klutch::bind::ClusterIdFromNamespaceUid(machinery::Uid(*ns)) : "";
+    if (cluster_id.empty()) {
+      return Fail(core::BadRequest(
+          "--dry-run needs namespace klutch-bind in the App Cluster (it identifies the cluster "
+          "to the provider); run once without --dry-run, or create it"));
+    }
+  } else {
+    auto uid = bind::EnsureBindNamespace(**app);
+    if (!uid.ok()) return Fail(uid.status());
+    cluster_id = klutch::bind::ClusterIdFromNamespaceUid(*uid);
+  }
+  std::string session_id = klutch::bind::NewSessionId();
+  auto timeout = ParseTimeout(f.common.timeout);
+  if (f.headless) {
+    auto response = DeviceLogin(*provider, f, ca_pem, session_id, cluster_id, timeout);
+    if (!response.ok()) return Fail(response.status());
+    std::cerr << "Logged in to " << (provider->pretty_name.empty() ? f.url : provider->pretty_name)
+              << (response->id.empty() ? "" : " as " + response->id) << ".\n";
+    return BindRequests(**app, response->kubeconfig, "", "", response->requests, f.common);
+  }
+  if (provider->authenticated_url.empty()) {
+    return Fail(core::BadRequest(
+        "the backend offers no browser login; use --headless for its device-grant login"));
+  }
+  CallbackState state(session_id);
+  auto server =
+      http::Server::Start({.address = "127.0.0.1", .port = 0, .threads = 2, .io_threads = 1},
+                          [&state](http::Request& r) { return state.Handle(r); });
+  if (!server.ok()) return Fail(server.status());
+  auto authorize =
+      bind::AuthorizeUrl(provider->authenticated_url, (*server)->port(), session_id, cluster_id);
+  if (!authorize.ok()) return Fail(authorize.status());
+  std::cerr << "To authenticate, visit in your browser:\n\n\t" << *authorize << "\n\n";
+  if (!f.skip_browser) OpenBrowser(*authorize);
+  bool tty = isatty(STDERR_FILENO);
+  std::cerr << "Waiting for the login to finish (" << f.common.timeout
+            << " at most; Ctrl-C to stop)" << (tty ? "" : "...\n") << std::flush;
+  auto result = state.Wait(timeout, [&] {
+    if (tty) std::cerr << "." << std::flush;
+  });
+  if (tty) std::cerr << "\n";
+  (*server)->Drain(std::chrono::seconds(2));
+  (*server)->Stop();
+  if (!result) {
+    return Fail(core::Status(core::Reason::kTimeout,
+                             fmt::format("the login did not finish within {}; run kubectl bind "
+                                         "again and complete it in the browser",
+                                         f.common.timeout)));
+  }
+  if (!result->ok()) return Fail(result->status());
+  const bind::BindingResponse& response = **result;
+  std::cerr << "Logged in to " << (provider->pretty_name.empty() ? f.url : provider->pretty_name)
+            << (response.id.empty() ? "" : " as " + response.id) << ".\n";
+  return BindRequests(**app, response.kubeconfig, "", "", response.requests, f.common);
+}
+
+core::Result<std::string> ReadSource(const std::string& source) {
+  if (source == "-") {
+    std::ostringstream text;
+    text << std::cin.rdbuf();
+    return text.str();
+  }
+  if (source.starts_with("http://") || source.starts_with("https://")) {
+    KLUTCH_ASSIGN_OR_RETURN(http::Url url, http::ParseUrl(source));
+    KLUTCH_ASSIGN_OR_RETURN(http::ClientResponse r, http::Fetch(url));
+    if (r.status != 200) {
+      return core::BadRequest(fmt::format("GET {}: HTTP {}", source, r.status));
+    }
+    return r.body;
+  }
+  auto text = core::ReadFile(source);
+  if (!text.ok())
+    return core::Status(text.status().reason(), source + ": " + text.status().message());
+  return text;
+}
+
+int RunApiService(ApiServiceFlags& f) {
+  if (f.url.empty() == f.file.empty()) {
+    return Fail(core::BadRequest("give exactly one of a URL or -f FILE (- for stdin)"));
+  }
+  bool from_file = !f.remote_kubeconfig.empty();
+  bool from_secret = !f.remote_kubeconfig_name.empty() || !f.remote_kubeconfig_namespace.empty();
+  if (from_file == from_secret || (from_secret && (f.remote_kubeconfig_name.empty() ||
+                                                   f.remote_kubeconfig_namespace.empty()))) {
+    return Fail(core::BadRequest(
+        "give the provider kubeconfig either as --remote-kubeconfig FILE or as "
+        "--remote-kubeconfig-namespace NS --remote-kubeconfig-name NAME (a Secret in the App "
+        "Cluster with key kubeconfig)"));
+  }
+  std::string source = f.file.empty() ? f.url : f.file;
+  auto text = ReadSource(source);
+  if (!text.ok()) return Fail(text.status());
+  auto request = bind::ParseExportRequest(*text, source);
+  if (!request.ok()) return Fail(request.status());
+  auto app = AppClient(f.common.app);
+  if (!app.ok()) return Fail(app.status());
+  std::string kubeconfig;
+  std::string secret_name;
+  if (from_file) {
+    auto read = core::ReadFile(f.remote_kubeconfig);
+    if (!read.ok()) {
+      return Fail(core::BadRequest("--remote-kubeconfig: " + read.status().message()));
+    }
+    kubeconfig = *read;
+  } else {
+    auto secret =
+        client::ResourceClient(**app, client::resources::kSecrets, f.remote_kubeconfig_namespace)
+            .Get(f.remote_kubeconfig_name);
+    if (!secret.ok()) {
+      return Fail(core::Status(
+          secret.status().reason(),
+          fmt::format("reading Secret {}/{} in the App Cluster: {}", f.remote_kubeconfig_namespace,
+                      f.remote_kubeconfig_name, secret.status().message())));
+    }
+    auto decoded = core::Base64Decode(machinery::GetString(*secret, {"data", "kubeconfig"}));
+    if (!decoded || decoded->empty()) {
+      return Fail(
+          core::BadRequest(fmt::format("Secret {}/{} has no key kubeconfig",
+                                       f.remote_kubeconfig_namespace, f.remote_kubeconfig_name)));
+    }
+    kubeconfig = *decoded;
+    if (f.remote_kubeconfig_namespace == bind::kBindNamespace)
+      secret_name = f.remote_kubeconfig_name;
+  }
+  return BindRequests(**app, kubeconfig, secret_name, f.remote_namespace, {*request}, f.common);
+}
+
+}  // namespace
+
+int KubectlBindMain(int argc, char** argv) {
+  CLI::App app(
+      "Bind APIs of a service provider into the current cluster: log in to the provider's bind "
+      "backend, pick the APIs, and kubectl bind stores the provider's credentials, installs "
+      "the konnector and creates the APIServiceBindings that make the APIs usable here.",
+      "kubectl bind");
+  auto help = std::make_shared<KubectlHelp>();
+  help->set_usage("<export URL> [options]");
+  app.formatter(help);
+  app.footer(
+      "  # Log in to the provider's backend in a browser and bind the chosen API\n"
+      "  kubectl bind https://backend.example.com/export\n\n"
+      "  # Log in on another device (terminals, CI): print a code to enter there\n"
+      "  kubectl bind https://backend.example.com/export --headless\n\n"
+      "  # Show what would be created, without creating it\n"
+      "  kubectl bind https://backend.example.com/export --dry-run -o yaml");
+  BindFlags bind_flags;
+  app.add_option("url", bind_flags.url, "The backend's export URL (http:// or https://).");
+  AddCommonFlags(&app, bind_flags.common);
+  app.add_flag("--skip-browser", bind_flags.skip_browser,
+               "If true, only print the login URL instead of also opening a browser.")
+      ->group("Options");
+  app.add_flag("--headless", bind_flags.headless,
+               "If true, log in with the device authorization grant: open the printed URL on "
+               "any device and enter the code; no local browser or callback needed.")
+      ->group("Options");
+  app.add_option("--api", bind_flags.apis,
+                 "With --headless: an API to bind, as <resource>.<group> (repeatable).")
+      ->group("Options");
+  app.add_option("--backend-ca-file", bind_flags.backend_ca_file,
+                 "PEM file of the CA that signed the backend's certificate (default: the "
+                 "system's CAs).")
+      ->group("Options");
+  app.require_subcommand(0, 1);
+
+  ApiServiceFlags api_flags;
+  CLI::App* apiservice = app.add_subcommand(
+      "apiservice",
+      "Bind the APIs an APIServiceExportRequest names, using a provider kubeconfig: what a "
+      "platform operator scripts instead of the browser login.");
+  auto api_help = std::make_shared<KubectlHelp>();
+  api_help->set_usage(
+      "apiservice (-f FILE | URL) (--remote-kubeconfig FILE | "
+      "--remote-kubeconfig-namespace NS --remote-kubeconfig-name NAME) "
+      "[options]");
+  apiservice->formatter(api_help);
+  apiservice->footer(
+      "  # Bind PostgreSQL instances with a kubeconfig the provider handed out\n"
+      "  kubectl bind apiservice --remote-kubeconfig provider.kubeconfig -f request.yaml \\\n"
+      "      --accept-permission-claims");
+  apiservice->add_option("url", api_flags.url, "URL of the APIServiceExportRequest manifest.");
+  apiservice
+      ->add_option("-f,--file", api_flags.file,
+                   "File of the APIServiceExportRequest manifest (- for stdin).")
+      ->group("Options");
+  apiservice
+      ->add_option("--remote-kubeconfig", api_flags.remote_kubeconfig,
+                   "The provider kubeconfig file.")
+      ->group("Options");
+  apiservice
+      ->add_option("--remote-kubeconfig-namespace", api_flags.remote_kubeconfig_namespace,
+                   "Namespace of a Secret in the App Cluster holding the provider "
+                   "kubeconfig (key kubeconfig).")
+      ->group("Options");
+  apiservice
+      ->add_option("--remote-kubeconfig-name", api_flags.remote_kubeconfig_name,
+                   "Name of that Secret.")
+      ->group("Options");
+  apiservice
+      ->add_option("--remote-namespace", api_flags.remote_namespace,
+                   "The consumer's namespace on the provider (default: the provider "
+                   "kubeconfig's context namespace).")
+      ->group("Options");
+  AddCommonFlags(apiservice, api_flags.common);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) {
+      std::cout << (apiservice->parsed() ? apiservice->help() : app.help());
+      return 0;
+    }
+    std::cerr << "error: " << e.what() << "\nSee 'kubectl bind --help' for usage.\n";
+    return 1;
+  }
+  if (apiservice->parsed()) return RunApiService(api_flags);
+  if (bind_flags.url.empty()) {
+    std::cerr << "error: the backend's export URL is missing\nSee 'kubectl bind --help' for "
+                 "usage.\n";
+    return 1;
+  }
+  if (!bind_flags.url.starts_with("http://") && !bind_flags.url.starts_with("https://")) {
+    std::cerr << "error: " << core::GoQuote(bind_flags.url)
+              << " is neither a URL (http:// or https://) nor a command\nSee 'kubectl bind "
+                 "--help' for usage.\n";
+    return 1;
+  }
+  return RunBind(bind_flags);
+}
+
+}  // namespace klutch::cli

@@ -1,0 +1,173 @@
+#include "sandbox/processes.h"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <map>
+#include <thread>
+
+#include "core/log.h"
+#include "core/sync.h"
+
+namespace klutch::sandbox {
+
+class ProcessSet::Impl {
+ public:
+  explicit Impl(ExitListener on_exit) : on_exit_(std::move(on_exit)) {
+    watcher_ = std::thread([this] { Watch(); });
+  }
+  ~Impl() {
+    StopAll();
+    {
+      core::MutexLock lock(mu_);
+      quit_ = true;
+    }
+    cv_.SignalAll();
+    watcher_.join();
+  }
+
+  core::Status Start(ProcessOptions options) {
+    core::MutexLock lock(mu_);
+    if (entries_.count(options.name)) {
+      return core::AlreadyExists("process " + options.name + " is already running");
+    }
+    KLUTCH_ASSIGN_OR_RETURN(pid_t pid, core::SpawnProcess(options.spec));
+    Entry e;
+    e.options = std::move(options);
+    e.pid = pid;
+    e.started = std::chrono::steady_clock::now();
+    e.order = next_order_++;
+    entries_[e.options.name] = std::move(e);
+    return core::Status::Ok();
+  }
+
+  bool Stop(const std::string& name) {
+    pid_t pid = -1;
+    std::chrono::milliseconds grace{0};
+    {
+      core::MutexLock lock(mu_);
+      auto it = entries_.find(name);
+      if (it == entries_.end()) return false;
+      pid = it->second.pid;
+      grace = it->second.options.grace;
+      entries_.erase(it);
+    }
+    if (pid > 0) core::StopProcess(pid, grace);
+    return true;
+  }
+
+  void StopAll() {
+    std::vector<std::pair<int, std::string>> order;
+    {
+      core::MutexLock lock(mu_);
+      for (const auto& [name, e] : entries_) order.emplace_back(e.order, name);
+    }
+    std::sort(order.rbegin(), order.rend());
+    for (const auto& [unused, name] : order) Stop(name);
+  }
+
+  bool Running(const std::string& name) const {
+    core::MutexLock lock(mu_);
+    auto it = entries_.find(name);
+    return it != entries_.end() && it->second.pid > 0;
+  }
+
+  std::vector<ProcessInfo> List() const {
+    core::MutexLock lock(mu_);
+    std::vector<ProcessInfo> out;
+    for (const auto& [name, e] : entries_) {
+      out.push_back({name, e.pid, e.restarts, e.options.spec.output_file.string()});
+    }
+    return out;
+  }
+
+  std::vector<pid_t> Pids() const {
+    core::MutexLock lock(mu_);
+    std::vector<pid_t> out;
+    for (const auto& [name, e] : entries_) {
+      if (e.pid > 0) out.push_back(e.pid);
+    }
+    return out;
+  }
+
+ private:
+  struct Entry {
+    ProcessOptions options;
+    pid_t pid = -1;
+    int restarts = 0;
+    std::chrono::milliseconds backoff{1000};
+    std::chrono::steady_clock::time_point started;
+    std::chrono::steady_clock::time_point restart_at;
+    int order = 0;
+  };
+
+  // Every 200 ms: reap exited children, restart the ones whose backoff has passed.
+  void Watch() {
+    while (true) {
+      std::vector<std::pair<std::string, int>> exited;
+      {
+        core::MutexLock lock(mu_);
+        if (quit_) return;
+        cv_.WaitFor(mu_, std::chrono::milliseconds(200));
+        if (quit_) return;
+        auto now = std::chrono::steady_clock::now();
+        for (auto it = entries_.begin(); it != entries_.end();) {
+          Entry& e = it->second;
+          if (e.pid > 0) {
+            std::optional<int> code = core::ReapIfExited(e.pid);
+            if (!code) {
+              if (now - e.started > std::chrono::minutes(1)) e.backoff = std::chrono::seconds(1);
+              ++it;
+              continue;
+            }
+            exited.emplace_back(e.options.name, *code);
+            if (!e.options.restart) {
+              it = entries_.erase(it);
+              continue;
+            }
+            e.pid = -1;
+            e.restart_at = now + e.backoff;
+            e.backoff =
+                std::min<std::chrono::milliseconds>(e.backoff * 2, std::chrono::seconds(30));
+          }
+          if (e.pid < 0 && now >= e.restart_at) {
+            auto pid = core::SpawnProcess(e.options.spec);
+            if (pid.ok()) {
+              e.pid = *pid;
+              e.started = now;
+              ++e.restarts;
+            } else {
+              KLUTCH_LOG(kWarn, "sandbox", "restarting {}: {}", e.options.name,
+                         pid.status().message());
+              e.restart_at = now + e.backoff;
+            }
+          }
+          ++it;
+        }
+      }
+      for (const auto& [name, code] : exited) {
+        KLUTCH_LOG(kWarn, "sandbox", "{} exited with status {}", name, code);
+        if (on_exit_) on_exit_(name, code);
+      }
+    }
+  }
+
+  const ExitListener on_exit_;
+  mutable core::Mutex mu_;
+  core::CondVar cv_;
+  std::map<std::string, Entry> entries_ GUARDED_BY(mu_);
+  int next_order_ GUARDED_BY(mu_) = 0;
+  bool quit_ GUARDED_BY(mu_) = false;
+  std::thread watcher_;
+};
+
+ProcessSet::ProcessSet(ExitListener on_exit) : impl_(std::make_unique<Impl>(std::move(on_exit))) {}
+ProcessSet::~ProcessSet() = default;
+core::Status ProcessSet::Start(ProcessOptions options) { return impl_->Start(std::move(options)); }
+bool ProcessSet::Stop(const std::string& name) { return impl_->Stop(name); }
+void ProcessSet::StopAll() { impl_->StopAll(); }
+bool ProcessSet::Running(const std::string& name) const { return impl_->Running(name); }
+std::vector<ProcessInfo> ProcessSet::List() const { return impl_->List(); }
+std::vector<pid_t> ProcessSet::Pids() const { return impl_->Pids(); }
+
+}  // namespace klutch::sandbox

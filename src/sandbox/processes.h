@@ -1,0 +1,61 @@
+// ProcessSet: the long-running processes of the sandbox (API servers, identity provider,
+// backend, manager, broker, konnectors), each started from a core::ProcessSpec with its output
+// appended to a log file, watched, and restarted with backoff (1 s doubling to 30 s, reset
+// after a minute up) when it dies. Stop ends one; StopAll ends every one in the reverse order
+// of their start (SIGTERM, SIGKILL after each one's grace period). Thread-safe.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/process.h"
+#include "core/status.h"
+
+namespace klutch::sandbox {
+
+struct ProcessOptions {
+  std::string name;  // unique, e.g. "apiserver-control-plane", "konnector-app-2"
+  core::ProcessSpec spec;
+  // How long SIGTERM may take before SIGKILL (the broker stops its instances first).
+  std::chrono::milliseconds grace{10000};
+  bool restart = true;
+};
+
+struct ProcessInfo {
+  std::string name;
+  pid_t pid = -1;  // -1 while waiting to be restarted
+  int restarts = 0;
+  std::string log;  // the output file
+};
+
+class ProcessSet {
+ public:
+  // Called (from the watcher thread, outside the lock) when a process exits unexpectedly.
+  using ExitListener = std::function<void(const std::string& name, int exit_code)>;
+  explicit ProcessSet(ExitListener on_exit = {});
+  ~ProcessSet();  // StopAll()
+  ProcessSet(const ProcessSet&) = delete;
+  ProcessSet& operator=(const ProcessSet&) = delete;
+
+  // Starts the process now; kAlreadyExists when one of that name runs; the spawn error
+  // otherwise (then nothing is registered).
+  core::Status Start(ProcessOptions options);
+  // Ends the named process and forgets it; false when there was none.
+  bool Stop(const std::string& name);
+  // Ends every process, newest first. Idempotent.
+  void StopAll();
+  bool Running(const std::string& name) const;
+  std::vector<ProcessInfo> List() const;
+  // PIDs of every running process (for resource accounting).
+  std::vector<pid_t> Pids() const;
+
+  class Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace klutch::sandbox

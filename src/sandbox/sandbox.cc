@@ -1,0 +1,576 @@
+#include "sandbox/sandbox.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <ostream>
+#include <thread>
+
+#include "apis/manifests.h"
+#include "bind/ids.h"
+#include "bind/provision.h"
+#include "client/apply.h"
+#include "client/dynamic.h"
+#include "client/kubeconfig.h"
+#include "core/file.h"
+#include "core/net.h"
+#include "core/random.h"
+#include "core/strings.h"
+#include "http/certs.h"
+#include "http/url.h"
+#include "machinery/json.h"
+#include "machinery/object.h"
+#include "sandbox/identity_provider.h"
+#include "sandbox/konnector_runner.h"
+#include "sandbox/processes.h"
+
+namespace klutch::sandbox {
+namespace {
+
+namespace fs = std::filesystem;
+using machinery::Json;
+namespace resources = client::resources;
+
+constexpr char kStateFile[] = "sandbox.json";
+constexpr char kLockFile[] = "up.lock";
+constexpr char kControlPlane[] = "control-plane";
+constexpr char kTemplateNamespace[] = "crossplane-system";
+// The Klutch APIs the backend offers: (resource, permission claims on Secrets/ConfigMaps).
+struct OfferedApi {
+  const char* resource;
+  bool claims_credentials;
+};
+constexpr OfferedApi kOffered[] = {{"postgresqlinstances", false},
+                                   {"keyvalueinstances", false},
+                                   {"servicebindings", true},
+                                   {"backups", false},
+                                   {"restores", false}};
+
+std::string AppName(int i) { return fmt::format("app-{}", i); }
+
+fs::path SelfDir() {
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? fs::path() : exe.parent_path();
+}
+
+core::Result<std::unique_ptr<client::RestClient>> ClientFor(const fs::path& kubeconfig) {
+  client::KubeconfigOptions options;
+  options.paths = {kubeconfig};
+  KLUTCH_ASSIGN_OR_RETURN(client::RestConfig config, client::LoadKubeconfig(options));
+  config.user_agent = "klutch-up";
+  config.qps = 0;
+  return client::RestClient::New(config);
+}
+
+// Retries `fn` (e.g. applying objects whose kind is about to be served) until it succeeds or
+// `timeout` passes; the last error otherwise.
+core::Status Retry(std::chrono::seconds timeout, const std::function<core::Status()>& fn) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    core::Status st = fn();
+    if (st.ok() || std::chrono::steady_clock::now() >= deadline) return st;
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
+}
+
+std::string Replace(std::string text, const std::string& from, const std::string& to) {
+  for (size_t pos = text.find(from); pos != std::string::npos;
+       pos = text.find(from, pos + to.size())) {
+    text.replace(pos, from.size(), to);
+  }
+  return text;
+}
+
+}  // namespace
+
+class Sandbox::Impl {
+ public:
+  explicit Impl(SandboxOptions options) : options_(std::move(options)) {}
+  ~Impl() { Stop(); }
+
+  core::Status Start() {
+    std::error_code ec;
+    fs::create_directories(options_.state_dir, ec);
+    if (ec) return core::Internal("creating " + options_.state_dir.string() + ": " + ec.message());
+    dir_ = fs::absolute(options_.state_dir);
+    // Traversable (not listable) by others: the broker's instances and glewlwyd run as their
+    // own users below it.
+    fs::permissions(dir_, fs::perms::owner_all | fs::perms::others_exec | fs::perms::group_exec,
+                    ec);
+    KLUTCH_RETURN_IF_ERROR(Lock());
+    fs::path self = SelfDir();
+    klutch_ = options_.klutch_binary.empty() ? (self / "klutch").string() : options_.klutch_binary;
+    kubectl_bind_ = options_.kubectl_bind_binary.empty() ? (self / "kubectl-bind").string()
+                                                         : options_.kubectl_bind_binary;
+    KLUTCH_RETURN_IF_ERROR(LoadState());
+    KLUTCH_RETURN_IF_ERROR(EnsurePki());
+    KLUTCH_RETURN_IF_ERROR(StartApiServers());
+    KLUTCH_RETURN_IF_ERROR(StartIdentityProvider());
+    KLUTCH_RETURN_IF_ERROR(StartManager());
+    KLUTCH_RETURN_IF_ERROR(StartBroker());
+    KLUTCH_RETURN_IF_ERROR(ApplyPackage());
+    KLUTCH_RETURN_IF_ERROR(StartBackend());
+    KLUTCH_RETURN_IF_ERROR(StartKonnectorRunners());
+    KLUTCH_RETURN_IF_ERROR(BindFirstAppCluster());
+    return SaveState();
+  }
+
+  void Stop() {
+    for (auto& r : runners_) r->Stop();
+    runners_.clear();
+    processes_.StopAll();
+    if (lock_fd_ >= 0) {
+      ::close(lock_fd_);
+      lock_fd_ = -1;
+    }
+  }
+
+  const SandboxInfo& info() const { return info_; }
+
+  std::string Banner() const {
+    std::string app = info_.app_kubeconfigs.empty() ? "" : info_.app_kubeconfigs[0].string();
+    std::string app2 = info_.app_kubeconfigs.size() > 1 ? info_.app_kubeconfigs[1].string() : app;
+    return fmt::format(
+        "\nKlutch is up: a Control Plane, {} App Cluster(s), the bind backend, the manager and "
+        "the broker.\n"
+        "  login (OIDC, glewlwyd): user {} password {}\n"
+        "  backend: {}\n\n"
+        "App Cluster 1 is bound to the Klutch APIs. Create a database there:\n"
+        "  export KUBECONFIG={}\n"
+        "  kubectl apply -f - <<'EOF'\n"
+        "apiVersion: anynines.com/v1\nkind: PostgresqlInstance\nmetadata:\n  name: example-pg\n"
+        "  namespace: default\nspec:\n  service: a9s-postgresql15\n  plan: postgresql-single-nano\n"
+        "  compositionRef:\n    name: a9s-postgresql\n"
+        "---\n"
+        "apiVersion: anynines.com/v1\nkind: ServiceBinding\nmetadata:\n  name: example-pg-binding\n"
+        "  namespace: default\nspec:\n  instanceRef: example-pg\n  serviceInstanceType: "
+        "postgresql\n  compositionRef:\n    name: a9s-servicebinding\n"
+        "EOF\n"
+        "  kubectl wait postgresqlinstance/example-pg --for=condition=Ready --timeout=120s\n"
+        "  psql \"$(kubectl get secret example-pg-binding-creds -o "
+        "jsonpath='{{.data.uri}}' | base64 -d)\"\n\n"
+        "Bind App Cluster 2 yourself (a browser opens the login; the password is above):\n"
+        "  PATH={}:$PATH kubectl bind {} --kubeconfig {} --backend-ca-file {}\n"
+        "  (add --headless to log in on another device with a code instead)\n\n"
+        "Control Plane: KUBECONFIG={}\n"
+        "Logs and state: {}\nPress Ctrl-C to stop everything.\n",
+        info_.app_kubeconfigs.size(), info_.demo_user, info_.demo_password, info_.backend_url, app,
+        fs::path(kubectl_bind_).parent_path().string(), info_.export_url, app2,
+        info_.ca_file.string(), info_.control_plane_kubeconfig.string(), dir_.string());
+  }
+
+  int64_t KlutchResidentBytes() const {
+    int64_t total = 0;
+    for (const ProcessInfo& p : processes_.List()) {
+      if (p.pid <= 0 || p.name == "identity-provider") continue;
+      auto status = core::ReadFile(fmt::format("/proc/{}/status", p.pid));
+      if (!status.ok()) continue;
+      size_t pos = status->find("VmRSS:");
+      if (pos == std::string::npos) continue;
+      auto kb = core::ParseInt64(
+          core::Trim(std::string_view(*status).substr(pos + 6, status->find('\n', pos) - pos - 9)));
+      if (kb) total += *kb * 1024;
+    }
+    return total;
+  }
+
+ private:
+  void Say(const std::string& line) {
+    if (options_.log != nullptr) *options_.log << line << "\n" << std::flush;
+  }
+
+  core::Status Lock() {
+    fs::path path = dir_ / kLockFile;
+    lock_fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (lock_fd_ < 0) return core::Internal("opening " + path.string());
+    if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+      auto pid = core::ReadFile(path);
+      ::close(lock_fd_);
+      lock_fd_ = -1;
+      std::string who = pid.ok() ? std::string(core::Trim(*pid)) : "";
+      return core::AlreadyExists(fmt::format(
+          "klutch up is already running on {}{}; use that one, or stop it first (Ctrl-C in its "
+          "terminal{})",
+          dir_.string(), who.empty() ? "" : " (PID " + who + ")",
+          who.empty() ? "" : ", or kill " + who));
+    }
+    if (::ftruncate(lock_fd_, 0) == 0) {
+      std::string pid = std::to_string(::getpid()) + "\n";
+      (void)!::write(lock_fd_, pid.data(), pid.size());
+    }
+    return core::Status::Ok();
+  }
+
+  core::Status LoadState() {
+    if (auto text = core::ReadFile(dir_ / kStateFile); text.ok()) {
+      auto parsed = machinery::ParseJson(*text);
+      if (parsed.ok() && parsed->is_object()) state_ = *parsed;
+    }
+    if (!state_.is_object()) state_ = Json::object();
+    if (!state_.contains("ports") || !state_["ports"].is_object()) state_["ports"] = Json::object();
+    auto key = [&](const char* name, size_t bytes) {
+      if (machinery::GetString(state_, {name}).empty()) {
+        state_[name] = core::Base64Encode(core::RandomBytes(bytes));
+      }
+    };
+    key("cookieSigningKey", 32);
+    key("cookieEncryptionKey", 32);
+    return SaveState();
+  }
+
+  core::Status SaveState() {
+    return core::WriteFileAtomic(dir_ / kStateFile, machinery::Dump(state_));
+  }
+
+  // The port remembered for `name`, or a free one (remembered from now on).
+  core::Result<int> Port(const std::string& name) {
+    auto saved = core::ParseInt64(machinery::GetString(state_, {"ports", name}));
+    if (saved && *saved > 0) return static_cast<int>(*saved);
+    KLUTCH_ASSIGN_OR_RETURN(int port, core::FreeTcpPort("127.0.0.1"));
+    state_["ports"][name] = std::to_string(port);
+    KLUTCH_RETURN_IF_ERROR(SaveState());
+    return port;
+  }
+
+  core::Status EnsurePki() {
+    fs::path pki = dir_ / "pki";
+    std::error_code ec;
+    fs::create_directories(pki, ec);
+    auto cert = core::ReadFile(pki / "ca.crt");
+    auto key = core::ReadFile(pki / "ca.key");
+    if (cert.ok() && key.ok()) {
+      ca_ = {*cert, *key};
+    } else {
+      KLUTCH_ASSIGN_OR_RETURN(ca_, http::GenerateCertificateAuthority(
+                                       "klutch-sandbox-ca", std::chrono::hours(24 * 3650)));
+      KLUTCH_RETURN_IF_ERROR(core::WriteFileAtomic(pki / "ca.key", ca_.private_key));
+      KLUTCH_RETURN_IF_ERROR(core::WriteFileAtomic(pki / "ca.crt", ca_.certificate,
+                                                   fs::perms::owner_read | fs::perms::owner_write |
+                                                       fs::perms::group_read |
+                                                       fs::perms::others_read));
+    }
+    info_.ca_file = pki / "ca.crt";
+    KLUTCH_ASSIGN_OR_RETURN(
+        http::Pem serving, http::IssueCertificate(ca_, {.common_name = "127.0.0.1",
+                                                        .dns_names = {"localhost"},
+                                                        .ip_addresses = {"127.0.0.1"},
+                                                        .server = true,
+                                                        .validity = std::chrono::hours(24 * 365)}));
+    KLUTCH_RETURN_IF_ERROR(core::WriteFileAtomic(pki / "backend.crt", serving.certificate));
+    return core::WriteFileAtomic(pki / "backend.key", serving.private_key);
+  }
+
+  core::Status StartProcess(const std::string& name, std::vector<std::string> argv,
+                            std::chrono::milliseconds grace = std::chrono::seconds(10)) {
+    ProcessOptions p;
+    p.name = name;
+    p.spec.argv = std::move(argv);
+    p.spec.cwd = dir_;
+    p.spec.output_file = dir_ / "logs" / (name + ".log");
+    p.grace = grace;
+    std::error_code ec;
+    fs::create_directories(dir_ / "logs", ec);
+    return processes_.Start(std::move(p));
+  }
+
+  core::Status WaitReady(client::RestClient& rest, const std::string& what,
+                         const std::string& process) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    core::Status last = core::Unavailable("not tried");
+    while (std::chrono::steady_clock::now() < deadline) {
+      auto r = rest.Do({.path = "/readyz"});
+      if (r.ok() && r->status == 200) return core::Status::Ok();
+      last = r.ok() ? core::Unavailable(fmt::format("/readyz answered {}", r->status)) : r.status();
+      if (!processes_.Running(process)) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return core::Unavailable(fmt::format("{} did not become ready: {}; see {}", what,
+                                         last.message(),
+                                         (dir_ / "logs" / (process + ".log")).string()));
+  }
+
+  core::Status StartApiServers() {
+    std::vector<std::string> names = {kControlPlane};
+    for (int i = 1; i <= options_.app_clusters; ++i) names.push_back(AppName(i));
+    for (const std::string& name : names) {
+      KLUTCH_ASSIGN_OR_RETURN(int port, Port(name));
+      std::string process = "apiserver-" + name;
+      KLUTCH_RETURN_IF_ERROR(
+          StartProcess(process, {klutch_, "apiserver", "--data-dir", (dir_ / name).string(),
+                                 "--listen", fmt::format("127.0.0.1:{}", port)}));
+    }
+    for (const std::string& name : names) {
+      fs::path admin = dir_ / name / "admin.kubeconfig";
+      auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+      while (!fs::exists(admin) && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+      KLUTCH_ASSIGN_OR_RETURN(auto rest, ClientFor(admin));
+      KLUTCH_RETURN_IF_ERROR(WaitReady(*rest, "the " + name + " API server", "apiserver-" + name));
+      fs::path link = dir_ / (name + ".kubeconfig");
+      std::error_code ec;
+      fs::copy_file(admin, link, fs::copy_options::overwrite_existing, ec);
+      if (name == kControlPlane) {
+        info_.control_plane_kubeconfig = link;
+        cp_ = std::move(rest);
+      } else {
+        info_.app_kubeconfigs.push_back(link);
+        apps_.push_back(std::move(rest));
+      }
+    }
+    Say(fmt::format("API servers up: control plane and {} app cluster(s)", apps_.size()));
+    return core::Status::Ok();
+  }
+
+  core::Status StartIdentityProvider() {
+    KLUTCH_ASSIGN_OR_RETURN(int idp_port, Port("identity-provider"));
+    KLUTCH_ASSIGN_OR_RETURN(int backend_port, Port("backend"));
+    info_.backend_url = fmt::format("https://127.0.0.1:{}", backend_port);
+    info_.export_url = info_.backend_url + "/export";
+    IdentityProviderOptions o;
+    o.dir = dir_ / "identity-provider";
+    o.port = static_cast<uint16_t>(idp_port);
+    o.ca_certificate_pem = ca_.certificate;
+    o.ca_key_pem = ca_.private_key;
+    o.redirect_uris = {info_.backend_url + "/callback"};
+    KLUTCH_ASSIGN_OR_RETURN(idp_, IdentityProvider::Start(o, processes_));
+    info_.oidc_issuer = idp_->issuer();
+    info_.demo_user = idp_->user();
+    info_.demo_password = idp_->password();
+    Say("identity provider up: " + info_.oidc_issuer);
+    return core::Status::Ok();
+  }
+
+  core::Status StartManager() {
+    KLUTCH_RETURN_IF_ERROR(StartProcess(
+        "manager", {klutch_, "manager", "--kubeconfig", info_.control_plane_kubeconfig.string(),
+                    "--health-probe-bind-address", "127.0.0.1:0", "--metrics-bind-address", "0"}));
+    return core::Status::Ok();
+  }
+
+  core::Status StartBroker() {
+    KLUTCH_ASSIGN_OR_RETURN(int port, Port("broker"));
+    broker_url_ = fmt::format("http://127.0.0.1:{}", port);
+    // Stopping the broker stops its data-service instances: give it time.
+    return StartProcess(
+        "broker",
+        {klutch_, "broker", "--listen", fmt::format("127.0.0.1:{}", port), "--state-dir",
+         (dir_ / "broker").string(), "--credentials-secrets-kubeconfig",
+         info_.control_plane_kubeconfig.string()},
+        std::chrono::seconds(120));
+  }
+
+  core::Status ApplyPackage() {
+    client::Applier applier(*cp_);
+    for (const apis::ManifestFile& file : apis::PackageManifests()) {
+      KLUTCH_RETURN_IF_ERROR(Retry(std::chrono::seconds(90), [&] {
+        return applier.ApplyYaml(file.text, file.name, {.field_manager = "klutch-up"});
+      }));
+    }
+    for (const apis::ManifestFile& file : apis::ProviderConfigTemplates()) {
+      std::string text = Replace(file.text, "${KLUTCH_BROKER_URL}", broker_url_);
+      KLUTCH_RETURN_IF_ERROR(Retry(std::chrono::seconds(90), [&] {
+        return applier.ApplyYaml(text, file.name, {.field_manager = "klutch-up"});
+      }));
+    }
+    Say("Klutch package, provider-anynines and ProviderConfigs applied");
+    return core::Status::Ok();
+  }
+
+  core::Status StartBackend() {
+    KLUTCH_ASSIGN_OR_RETURN(int port, Port("backend"));
+    std::string cp_server = cp_->config().server;
+    fs::path cp_ca = dir_ / "pki" / "control-plane-ca.crt";
+    KLUTCH_RETURN_IF_ERROR(core::WriteFileAtomic(cp_ca, cp_->config().ca_pem));
+    KLUTCH_RETURN_IF_ERROR(
+        StartProcess("backend", {klutch_,
+                                 "backend",
+                                 "--kubeconfig",
+                                 info_.control_plane_kubeconfig.string(),
+                                 "--listen-address",
+                                 fmt::format("127.0.0.1:{}", port),
+                                 "--tls-cert-file",
+                                 (dir_ / "pki" / "backend.crt").string(),
+                                 "--tls-key-file",
+                                 (dir_ / "pki" / "backend.key").string(),
+                                 "--external-address",
+                                 cp_server,
+                                 "--external-ca-file",
+                                 cp_ca.string(),
+                                 "--pretty-name",
+                                 "Klutch sandbox",
+                                 "--oidc-issuer-url",
+                                 idp_->issuer(),
+                                 "--oidc-issuer-client-id",
+                                 idp_->client_id(),
+                                 "--oidc-issuer-client-secret",
+                                 idp_->client_secret(),
+                                 "--oidc-callback-url",
+                                 info_.backend_url + "/callback",
+                                 "--oidc-ca-file",
+                                 info_.ca_file.string(),
+                                 "--oidc-scopes",
+                                 "openid",
+                                 "--cookie-signing-key",
+                                 machinery::GetString(state_, {"cookieSigningKey"}),
+                                 "--cookie-encryption-key",
+                                 machinery::GetString(state_, {"cookieEncryptionKey"}),
+                                 "--konnector-image",
+                                 "klutch:v0.1.0"}));
+    // Templates for the Klutch APIs, in the namespace upstream uses.
+    client::Applier applier(*cp_);
+    for (const OfferedApi& api : kOffered) {
+      Json t = {
+          {"apiVersion", "example-backend.klutch.anynines.com/v1alpha1"},
+          {"kind", "APIServiceExportTemplate"},
+          {"metadata", {{"name", api.resource}, {"namespace", kTemplateNamespace}}},
+          {"spec",
+           {{"APIServiceSelector", {{"group", "anynines.com"}, {"resource", api.resource}}}}}};
+      if (api.claims_credentials) {
+        t["spec"]["permissionClaims"] = Json::array();
+        for (const char* r : {"secrets", "configmaps"}) {
+          t["spec"]["permissionClaims"].push_back({{"group", ""},
+                                                   {"resource", r},
+                                                   {"version", "v1"},
+                                                   {"selector", {{"owner", "Provider"}}}});
+        }
+      }
+      KLUTCH_RETURN_IF_ERROR(Retry(std::chrono::seconds(60), [&] {
+        return applier.Apply(t, {.field_manager = "klutch-up"}).status();
+      }));
+    }
+    // Serving: /readyz over TLS with our CA.
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (std::chrono::steady_clock::now() < deadline) {
+      auto url = http::ParseUrl(info_.backend_url + "/readyz");
+      auto r = http::Fetch(*url, {.ca_pem = ca_.certificate, .timeout = std::chrono::seconds(2)});
+      if (r.ok() && r->status == 200) {
+        Say("bind backend up: " + info_.backend_url);
+        return core::Status::Ok();
+      }
+      if (!processes_.Running("backend")) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return core::Unavailable("the bind backend did not become ready; see " +
+                             (dir_ / "logs" / "backend.log").string());
+  }
+
+  core::Status StartKonnectorRunners() {
+    auto start = [&](client::RestClient& rest, const std::string& name) {
+      auto runner = std::make_unique<KonnectorRunner>(
+          rest, processes_,
+          KonnectorRunnerOptions{
+              .cluster_name = name, .klutch_binary = klutch_, .dir = dir_ / "konnectors"});
+      runner->Start();
+      runners_.push_back(std::move(runner));
+    };
+    start(*cp_, kControlPlane);  // control-plane-mode konnectors of AppClusterBindings
+    for (size_t i = 0; i < apps_.size(); ++i) start(*apps_[i], AppName(static_cast<int>(i + 1)));
+    return core::Status::Ok();
+  }
+
+  // App Cluster 1, bound as a platform operator scripts it: a provider kubeconfig for the
+  // cluster's consumer, then `kubectl bind apiservice` with a request naming every Klutch API.
+  core::Status BindFirstAppCluster() {
+    if (apps_.empty()) return core::Status::Ok();
+    client::RestClient& app = *apps_[0];
+    auto existing =
+        client::ResourceClient(app, {"klutch.anynines.com", "v1alpha1", "apiservicebindings"},
+                               "klutch-bind")
+            .List();
+    if (existing.ok() && !(*existing)["items"].empty()) {
+      Say("App Cluster 1 is bound already");
+      return core::Status::Ok();
+    }
+    // The cluster's identity, as kubectl bind derives it (so a later `kubectl bind` of the same
+    // cluster by the operator reuses the namespace).
+    client::ResourceClient ns(app, resources::kNamespaces);
+    auto got = ns.Get("klutch-bind");
+    if (!got.ok()) {
+      got = ns.Create(
+          {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "klutch-bind"}}}});
+    }
+    if (!got.ok()) return got.status();
+    std::string cluster_id = bind::ClusterIdFromNamespaceUid(machinery::Uid(*got));
+    bind::ProvisionOptions provision;
+    provision.pretty_name = "Klutch sandbox";
+    provision.external_address = cp_->config().server;
+    provision.external_ca_pem = cp_->config().ca_pem;
+    KLUTCH_ASSIGN_OR_RETURN(
+        bind::ConsumerAccess access,
+        bind::ProvisionConsumer(*cp_, provision, "platform-operator#" + cluster_id));
+    fs::path kubeconfig = dir_ / "app-1-provider.kubeconfig";
+    KLUTCH_RETURN_IF_ERROR(core::WriteFileAtomic(kubeconfig, access.kubeconfig));
+    Json request = {{"apiVersion", "klutch.anynines.com/v1alpha1"},
+                    {"kind", "APIServiceExportRequest"},
+                    {"metadata", {{"name", "klutch-apis"}}},
+                    {"spec", {{"resources", Json::array()}}}};
+    for (const OfferedApi& api : kOffered) {
+      Json r = {{"group", "anynines.com"}, {"resource", api.resource}};
+      if (api.claims_credentials) {
+        r["permissionClaims"] = Json::array();
+        for (const char* res : {"secrets", "configmaps"}) {
+          r["permissionClaims"].push_back({{"group", ""},
+                                           {"resource", res},
+                                           {"version", "v1"},
+                                           {"selector", {{"owner", "Provider"}}}});
+        }
+      }
+      request["spec"]["resources"].push_back(r);
+    }
+    fs::path request_file = dir_ / "app-1-request.yaml";
+    KLUTCH_RETURN_IF_ERROR(core::WriteFileAtomic(request_file, machinery::ToYaml(request)));
+    Say("binding App Cluster 1 (kubectl bind apiservice)...");
+    auto bound = core::RunProcess(
+        {.argv = {kubectl_bind_, "apiservice", "--kubeconfig", info_.app_kubeconfigs[0].string(),
+                  "--remote-kubeconfig", kubeconfig.string(), "-f", request_file.string(),
+                  "--accept-permission-claims", "--konnector-image", "klutch:v0.1.0", "--timeout",
+                  "2m"},
+         .cwd = dir_,
+         .output_file = dir_ / "logs" / "bind-app-1.log"},
+        std::chrono::minutes(3));
+    if (!bound.ok() || bound->exit_code != 0) {
+      return core::Internal("binding App Cluster 1 failed; see " +
+                            (dir_ / "logs" / "bind-app-1.log").string());
+    }
+    Say("App Cluster 1 bound");
+    return core::Status::Ok();
+  }
+
+  SandboxOptions options_;
+  SandboxInfo info_;
+  fs::path dir_;
+  std::string klutch_, kubectl_bind_;
+  int lock_fd_ = -1;
+  Json state_;
+  http::Pem ca_;
+  std::string broker_url_;
+  ProcessSet processes_;
+  std::unique_ptr<IdentityProvider> idp_;
+  std::unique_ptr<client::RestClient> cp_;
+  std::vector<std::unique_ptr<client::RestClient>> apps_;
+  std::vector<std::unique_ptr<KonnectorRunner>> runners_;
+};
+
+core::Result<std::unique_ptr<Sandbox>> Sandbox::Start(SandboxOptions options) {
+  auto impl = std::make_unique<Impl>(std::move(options));
+  core::Status st = impl->Start();
+  if (!st.ok()) {
+    impl->Stop();
+    return st;
+  }
+  return std::unique_ptr<Sandbox>(new Sandbox(std::move(impl)));
+}
+
+Sandbox::Sandbox(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Sandbox::~Sandbox() = default;
+const SandboxInfo& Sandbox::info() const { return impl_->info(); }
+std::string Sandbox::Banner() const { return impl_->Banner(); }
+int64_t Sandbox::KlutchResidentBytes() const { return impl_->KlutchResidentBytes(); }
+void Sandbox::Stop() { impl_->Stop(); }
+
+}  // namespace klutch::sandbox

@@ -1,0 +1,395 @@
+// `klutch up` end to end (issue #14): the whole sandbox as one process tree, driven with the
+// real kubectl, kubectl-bind, psql and a headless Chromium.
+//  - App Cluster 1 comes up bound (kubectl bind apiservice, as an operator scripts it): a
+//    PostgreSQL claim there ends in a database psql reaches with the ServiceBinding's Secret,
+//    a Backup and a Restore bring deleted rows back, and deleting the claims removes them
+//    from the Control Plane and the broker.
+//  - App Cluster 2 is bound with `kubectl bind URL --skip-browser`, the login and the catalog
+//    page driven in Chromium (screenshots of the catalog and consumer pages are artifacts).
+//  - App Cluster 3 is bound with `kubectl bind URL --headless` (device grant, approved as the
+//    user through glewlwyd's API), and its konnector's credentials reach nothing of App
+//    Cluster 2's on the Control Plane.
+//  - A second `klutch up` on the same directory is refused; SIGTERM stops every process.
+// The tests of a suite share one sandbox and run in order.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <regex>
+#include <string>
+
+#include "core/file.h"
+#include "core/random.h"
+#include "core/strings.h"
+#include "http/client.h"
+#include "http/url.h"
+#include "machinery/json.h"
+#include "machinery/object.h"
+#include "test/support/browser.h"
+#include "test/support/process.h"
+#include "test/support/wait.h"
+
+namespace klutch::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using machinery::Json;
+using namespace std::chrono_literals;
+
+const fs::path kBin = KLUTCH_BIN_DIR;
+
+std::string Read(const fs::path& p) {
+  auto text = core::ReadFile(p);
+  return text.ok() ? *text : "";
+}
+
+class SandboxE2eTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir("klutch-sandbox-e2e");
+    // Others may traverse it: the broker's instances and glewlwyd run as their own users.
+    fs::permissions(dir_->path(), fs::perms::others_exec | fs::perms::group_exec,
+                    std::filesystem::perm_options::add);
+    state_ = dir_->path() / "state";
+    up_ = new ChildProcess(
+        {(kBin / "klutch").string(), "up", "--state-dir", state_.string(), "--app-clusters", "3"},
+        dir_->path() / "up.log");
+    bool ready = Eventually(
+        [] {
+          return Read(dir_->path() / "up.log").find("(ready in") != std::string::npos ||
+                 !up_->running();
+        },
+        180s);
+    if (!ready || !up_->running()) {
+      start_error_ = "klutch up did not become ready:\n" + Read(dir_->path() / "up.log");
+      return;
+    }
+    std::string log = Read(dir_->path() / "up.log");
+    std::smatch m;
+    if (std::regex_search(log, m, std::regex("user (\\S+) password (\\S+)"))) {
+      user_ = m[1];
+      password_ = m[2];
+    }
+    if (std::regex_search(log, m, std::regex("backend: (https://\\S+)"))) backend_ = m[1];
+  }
+
+  static void TearDownTestSuite() {
+    delete up_;
+    up_ = nullptr;
+    delete dir_;
+    dir_ = nullptr;
+  }
+
+  void SetUp() override {
+    ASSERT_TRUE(start_error_.empty()) << start_error_;
+    ASSERT_FALSE(backend_.empty()) << Read(dir_->path() / "up.log");
+  }
+
+  static fs::path Kubeconfig(const std::string& cluster) {
+    return state_ / (cluster + ".kubeconfig");
+  }
+
+  static CommandResult Kubectl(const std::string& cluster, const std::string& args,
+                               std::chrono::seconds timeout = 60s) {
+    return RunShell("kubectl --kubeconfig " + Kubeconfig(cluster).string() + " " + args,
+                    {{"HOME", dir_->path().string()}, {"PATH", kBin.string() + ":/usr/bin:/bin"}},
+                    dir_->path(), timeout);
+  }
+
+  static CommandResult Apply(const std::string& cluster, const std::string& yaml) {
+    fs::path file = dir_->Write("apply-" + core::RandomSuffix(6) + ".yaml", yaml);
+    return Kubectl(cluster, "apply -f " + file.string());
+  }
+
+  static std::string Psql(const std::string& uri, const std::string& sql) {
+    CommandResult r = RunShell("psql -v ON_ERROR_STOP=1 -At \"$URI\" -c \"$SQL\"",
+                               {{"URI", uri}, {"SQL", sql}}, dir_->path(), 30s);
+    if (r.exit_code != 0) return "ERROR: " + r.err;
+    // The answer of the last statement.
+    std::string out(core::Trim(r.out));
+    size_t nl = out.rfind('\n');
+    return nl == std::string::npos ? out : out.substr(nl + 1);
+  }
+
+  static std::string SecretUri(const std::string& cluster, const std::string& ns,
+                               const std::string& secret) {
+    CommandResult r =
+        Kubectl(cluster, "get secret -n " + ns + " " + secret + " -o jsonpath='{.data.uri}'");
+    auto decoded = core::Base64Decode(core::Trim(r.out));
+    return decoded ? *decoded : "";
+  }
+
+  static std::string PgClaims(const std::string& ns, const std::string& name) {
+    return "apiVersion: anynines.com/v1\nkind: PostgresqlInstance\nmetadata:\n  name: " + name +
+           "\n  namespace: " + ns +
+           "\nspec:\n  service: a9s-postgresql15\n  plan: postgresql-single-nano\n"
+           "  compositionRef:\n    name: a9s-postgresql\n---\n"
+           "apiVersion: anynines.com/v1\nkind: ServiceBinding\nmetadata:\n  name: " +
+           name + "-binding\n  namespace: " + ns + "\nspec:\n  instanceRef: " + name +
+           "\n  serviceInstanceType: postgresql\n  compositionRef:\n    name: a9s-servicebinding\n";
+  }
+
+  // A claim in `cluster` to Ready and its binding's Secret usable with psql.
+  static void ExpectDatabase(const std::string& cluster, const std::string& ns,
+                             const std::string& name) {
+    if (ns != "default") Kubectl(cluster, "create namespace " + ns);
+    CommandResult applied = Apply(cluster, PgClaims(ns, name));
+    ASSERT_EQ(applied.exit_code, 0) << applied.err;
+    CommandResult ready = Kubectl(
+        cluster,
+        "wait -n " + ns + " postgresqlinstance/" + name + " --for=condition=Ready --timeout=180s",
+        200s);
+    ASSERT_EQ(ready.exit_code, 0) << ready.out << ready.err << Diagnostics(cluster);
+    std::string uri;
+    ASSERT_TRUE(Eventually(
+        [&] {
+          uri = SecretUri(cluster, ns, name + "-binding-creds");
+          return !uri.empty();
+        },
+        120s))
+        << Diagnostics(cluster);
+    EXPECT_EQ(Psql(uri, "select 1"), "1");
+  }
+
+  static std::string Diagnostics(const std::string& cluster) {
+    return "\n--- " + cluster + " bindings:\n" +
+           Kubectl(cluster, "get apiservicebindings -A -o wide").out +
+           Kubectl(cluster, "get postgresqlinstances,servicebindings -A -o yaml").out +
+           "\n--- up.log (tail):\n" + Read(dir_->path() / "up.log").substr(0, 4000);
+  }
+
+  // `kubectl bind` for `cluster` with extra flags, as a background process; its stderr is
+  // returned once `marker` shows up in it.
+  static std::unique_ptr<ChildProcess> StartBind(const std::string& cluster,
+                                                 const std::vector<std::string>& flags,
+                                                 const fs::path& log, const std::string& marker,
+                                                 std::string* out) {
+    std::vector<std::string> argv = {"/usr/bin/kubectl",
+                                     "bind",
+                                     backend_ + "/export",
+                                     "--kubeconfig",
+                                     Kubeconfig(cluster).string(),
+                                     "--backend-ca-file",
+                                     (state_ / "pki" / "ca.crt").string(),
+                                     "--accept-permission-claims"};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    auto child = std::make_unique<ChildProcess>(
+        argv, log,
+        std::map<std::string, std::string>{{"PATH", kBin.string() + ":/usr/bin:/bin"},
+                                           {"HOME", dir_->path().string()}});
+    Eventually([&] { return Read(log).find(marker) != std::string::npos || !child->running(); },
+               60s);
+    *out = Read(log);
+    return child;
+  }
+
+  static TempDir* dir_;
+  static fs::path state_;
+  static ChildProcess* up_;
+  static std::string start_error_, user_, password_, backend_;
+};
+
+TempDir* SandboxE2eTest::dir_ = nullptr;
+fs::path SandboxE2eTest::state_;
+ChildProcess* SandboxE2eTest::up_ = nullptr;
+std::string SandboxE2eTest::start_error_;
+std::string SandboxE2eTest::user_;
+std::string SandboxE2eTest::password_;
+std::string SandboxE2eTest::backend_;
+
+TEST_F(SandboxE2eTest, A1_AppCluster1IsBoundAndAClaimEndsInADatabase) {
+  CommandResult bindings = Kubectl("app-1", "get apiservicebindings -n klutch-bind");
+  for (const char* api :
+       {"postgresqlinstances", "keyvalueinstances", "servicebindings", "backups", "restores"}) {
+    EXPECT_NE(bindings.out.find(std::string(api) + ".anynines.com"), std::string::npos)
+        << bindings.out;
+  }
+  ASSERT_NO_FATAL_FAILURE(ExpectDatabase("app-1", "default", "orders"));
+  std::string uri = SecretUri("app-1", "default", "orders-binding-creds");
+  ASSERT_EQ(Psql(uri,
+                 "create table items(id int); insert into items select generate_series(1, "
+                 "100); select count(*) from items"),
+            "100");
+
+  // Backup, delete rows, Restore: the rows come back.
+  CommandResult backup = Apply(
+      "app-1",
+      "apiVersion: anynines.com/v1\nkind: Backup\nmetadata:\n  name: orders-backup\n  namespace: "
+      "default\nspec:\n  instanceRef: orders\n  serviceInstanceType: postgresql\n  "
+      "compositionRef:\n    name: a9s-backup\n");
+  ASSERT_EQ(backup.exit_code, 0) << backup.err;
+  ASSERT_EQ(Kubectl("app-1", "wait backup/orders-backup --for=condition=Ready --timeout=180s", 200s)
+                .exit_code,
+            0)
+      << Diagnostics("app-1");
+  EXPECT_EQ(Psql(uri, "delete from items where id > 10; select count(*) from items"), "10");
+  CommandResult restore = Apply(
+      "app-1",
+      "apiVersion: anynines.com/v1\nkind: Restore\nmetadata:\n  name: orders-restore\n  "
+      "namespace: default\nspec:\n  backupRef: orders-backup\n  serviceInstanceType: postgresql\n"
+      "  compositionRef:\n    name: a9s-restore\n");
+  ASSERT_EQ(restore.exit_code, 0) << restore.err;
+  ASSERT_EQ(
+      Kubectl("app-1", "wait restore/orders-restore --for=condition=Ready --timeout=180s", 200s)
+          .exit_code,
+      0)
+      << Diagnostics("app-1");
+  EXPECT_TRUE(Eventually(
+      [&] {
+        // The restore swaps the database in: a fresh connection sees the rows.
+        return Psql(uri, "select count(*) from items") == "100";
+      },
+      60s));
+
+  // Deleting the claims there removes everything on the Control Plane and the broker.
+  CommandResult deleted =
+      Kubectl("app-1",
+              "delete restore/orders-restore backup/orders-backup "
+              "servicebinding/orders-binding postgresqlinstance/orders --wait=true "
+              "--timeout=180s",
+              200s);
+  ASSERT_EQ(deleted.exit_code, 0) << deleted.err;
+  EXPECT_TRUE(Eventually(
+      [&] {
+        CommandResult cp = Kubectl(
+            "control-plane",
+            "get postgresqlinstances,serviceinstances.dataservices.anynines.com -A -o name");
+        return cp.exit_code == 0 && cp.out.find("orders") == std::string::npos &&
+               cp.out.find("serviceinstance") == std::string::npos;
+      },
+      180s))
+      << Kubectl("control-plane",
+                 "get postgresqlinstances,serviceinstances.dataservices.anynines.com -A")
+             .out;
+  EXPECT_NE(Psql(uri, "select 1"), "1");  // the instance is gone
+}
+
+TEST_F(SandboxE2eTest, A2_AppCluster2IsBoundThroughTheBrowser) {
+  fs::path artifacts = TestArtifactsDir();
+  BrowserOptions browser;
+  browser.timeout = 120s;
+  browser.storage_state = artifacts / "cookies.json";
+  for (const char* api : {"postgresqlinstances", "servicebindings"}) {
+    std::string out;
+    fs::path log = dir_->path() / (std::string("bind-app-2-") + api + ".log");
+    auto bind = StartBind("app-2", {"--skip-browser"}, log, "Waiting for the login", &out);
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(out, m, std::regex("(https://\\S+/authorize\\S+)"))) << out;
+    std::string authorize = m[1];
+    BrowserFlow flow;
+    flow.Goto(authorize)
+        .GlewlwydLogin(user_, password_)
+        .WaitForUrlPrefix(backend_ + "/resources")
+        .WaitForSelector(std::string("button.") + api)
+        .Screenshot(artifacts / (std::string("catalog-") + api + ".png"))
+        .Text("catalog")
+        .Click(std::string("button.") + api)
+        .WaitForUrlMatching(R"(^http://(localhost|127\.0\.0\.1):\d+/callback)")
+        .Text("callback")
+        .Goto(backend_ + "/consumer")
+        .Screenshot(artifacts / (std::string("consumer-") + api + ".png"))
+        .Text("consumer");
+    auto result = RunBrowserFlow(flow, browser);
+    ASSERT_TRUE(result.ok()) << result.status().ToString() << "\n" << Read(log);
+    EXPECT_NE(result->values["catalog"].find("PostgresqlInstance"), std::string::npos)
+        << result->values["catalog"];
+    EXPECT_NE(result->values["callback"].find("authenticated successfully"), std::string::npos)
+        << result->values["callback"];
+    ASSERT_TRUE(Eventually([&] { return !bind->running(); }, 120s)) << Read(log);
+    EXPECT_EQ(bind->exit_code().value_or(-1), 0) << Read(log);
+    EXPECT_NE(Read(log).find("Created APIServiceBinding"), std::string::npos) << Read(log);
+  }
+  ASSERT_NO_FATAL_FAILURE(ExpectDatabase("app-2", "default", "web"));
+}
+
+TEST_F(SandboxE2eTest, A3_AppCluster3IsBoundHeadlessAndIsolatedFromAppCluster2) {
+  for (const char* api : {"postgresqlinstances", "servicebindings"}) {
+    std::string out;
+    fs::path log = dir_->path() / (std::string("bind-app-3-") + api + ".log");
+    auto bind = StartBind("app-3", {"--headless", "--api", std::string(api) + ".anynines.com"}, log,
+                          "Waiting for the login", &out);
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(out, m, std::regex("enter the code ([A-Z0-9-]+)"))) << out;
+    std::string code = m[1];
+    ASSERT_TRUE(std::regex_search(out, m, std::regex("(https://127\\.0\\.0\\.1:\\d+)/api/oidc")))
+        << out;
+    // The user's part, as a browser would do it: log in, consent, confirm the code.
+    CommandResult approved = RunShell(
+        "set -e; C=\"$DIR/cj-$RANDOM\"; "
+        "curl -sf --cacert \"$CA\" -c \"$C\" -H 'Content-Type: application/json' "
+        "-d \"{\\\"username\\\":\\\"$U\\\",\\\"password\\\":\\\"$P\\\"}\" \"$IDP/api/auth/\" "
+        ">/dev/null; "
+        "curl -sf --cacert \"$CA\" -b \"$C\" -X PUT -H 'Content-Type: application/json' "
+        "-d '{\"scope\":\"openid\"}' \"$IDP/api/auth/grant/klutch-backend\" >/dev/null; "
+        "curl -s --cacert \"$CA\" -b \"$C\" -o /dev/null -w '%{redirect_url}' "
+        "\"$IDP/api/oidc/device?code=$CODE&g_continue\"",
+        {{"CA", (state_ / "pki" / "ca.crt").string()},
+         {"U", user_},
+         {"P", password_},
+         {"IDP", std::string(m[1])},
+         {"CODE", code},
+         {"DIR", dir_->path().string()}},
+        dir_->path(), 30s);
+    ASSERT_EQ(approved.exit_code, 0) << approved.out << approved.err;
+    EXPECT_NE(approved.out.find("deviceComplete"), std::string::npos) << approved.out;
+    ASSERT_TRUE(Eventually([&] { return !bind->running(); }, 120s)) << Read(log);
+    EXPECT_EQ(bind->exit_code().value_or(-1), 0) << Read(log);
+  }
+  ASSERT_NO_FATAL_FAILURE(ExpectDatabase("app-3", "team-a", "api"));
+
+  // Separate Control Plane namespaces, and App Cluster 3's konnector credentials reach nothing
+  // of App Cluster 2's there.
+  auto cluster_namespace = [](const std::string& cluster) {
+    CommandResult secret =
+        Kubectl(cluster, "get secret -n klutch-bind -o jsonpath='{.items[0].data.kubeconfig}'");
+    auto text = core::Base64Decode(core::Trim(secret.out));
+    std::smatch m;
+    std::string kubeconfig = text ? *text : "";
+    return std::regex_search(kubeconfig, m, std::regex("namespace: \"?([a-z0-9-]+)"))
+               ? std::string(m[1])
+               : std::string();
+  };
+  std::string ns2 = cluster_namespace("app-2");
+  std::string ns3 = cluster_namespace("app-3");
+  ASSERT_FALSE(ns2.empty());
+  ASSERT_FALSE(ns3.empty());
+  EXPECT_NE(ns2, ns3);
+  CommandResult secret3 =
+      Kubectl("app-3", "get secret -n klutch-bind -o jsonpath='{.items[0].data.kubeconfig}'");
+  auto kubeconfig3 = core::Base64Decode(core::Trim(secret3.out));
+  ASSERT_TRUE(kubeconfig3.has_value());
+  fs::path consumer3 = dir_->Write("consumer-3.kubeconfig", *kubeconfig3);
+  for (const std::string& args :
+       {"get secrets -n " + ns2, "get postgresqlinstances -n " + ns2 + "-default",
+        "get secrets -n " + ns2 + "-default", "get clusterbindings -n " + ns2,
+        "create configmap intruder -n " + ns2 + "-default"}) {
+    CommandResult r = RunShell("kubectl --kubeconfig " + consumer3.string() + " " + args,
+                               {{"HOME", dir_->path().string()}}, dir_->path(), 30s);
+    EXPECT_NE(r.exit_code, 0) << args << ": " << r.out;
+    EXPECT_NE(core::ToLower(r.err).find("forbidden"), std::string::npos) << args << ": " << r.err;
+  }
+  // Its own namespace it can read.
+  CommandResult own =
+      RunShell("kubectl --kubeconfig " + consumer3.string() + " get clusterbindings -n " + ns3,
+               {{"HOME", dir_->path().string()}}, dir_->path(), 30s);
+  EXPECT_EQ(own.exit_code, 0) << own.err;
+}
+
+TEST_F(SandboxE2eTest, A4_ASecondSandboxIsRefusedAndSigtermStopsEverything) {
+  CommandResult second = RunShell((kBin / "klutch").string() + " up --state-dir " + state_.string(),
+                                  {}, dir_->path(), 30s);
+  EXPECT_EQ(second.exit_code, 3) << second.out << second.err;
+  EXPECT_NE(second.err.find("already running"), std::string::npos) << second.err;
+
+  ASSERT_TRUE(up_->Signal(SIGTERM, 150s).has_value()) << Read(dir_->path() / "up.log");
+  EXPECT_EQ(up_->exit_code().value_or(-1), 0) << Read(dir_->path() / "up.log");
+  // "[s]tate" matches the directory but not this pgrep's own command line.
+  std::string pattern = state_.parent_path().string() + "/[s]tate";
+  CommandResult left = RunShell("pgrep -af '" + pattern + "' || true", {}, dir_->path(), 10s);
+  EXPECT_EQ(core::Trim(left.out), "") << left.out;
+}
+
+}  // namespace
+}  // namespace klutch::testing
