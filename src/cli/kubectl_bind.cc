@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "bind/ids.h"
+#include "bind/web_html.h"
 #include "cli/bind_client.h"
 #include "client/dynamic.h"
 #include "client/kubeconfig.h"
@@ -29,32 +30,6 @@ namespace {
 
 using bind::BindOutput;
 using machinery::Json;
-
-std::string HtmlEscape(std::string_view text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
 
 struct ConnectionFlags {
   std::string kubeconfig, context, cluster, user, namespace_;
@@ -354,7 +329,8 @@ class CallbackState {
     auto decoded = bind::DecodeCallbackResponse(*encoded, session_id_);
     if (!decoded.ok()) {
       response.status = 400;
-      response.body = "<h1>The binding failed.</h1><p>" + HtmlEscape(decoded.status().message()) +
+      response.body = "<h1>The binding failed.</h1><p>" +
+                      klutch::bind::HtmlEscape(decoded.status().message()) +
                       "</p><p>Run kubectl bind again; your terminal shows the same message.</p>";
     } else {
       response.body =
