@@ -56,7 +56,13 @@ lock_hash=$(sha256sum "$browser_dir/package-lock.json" | cut -d' ' -f1)
 stamp="$browser_dir/node_modules/.klutch-lock-sha256"
 if [[ ! -f "$stamp" || $(cat "$stamp") != "$lock_hash" ]]; then
   echo "install-deps: npm ci in test/browser (playwright-core)"
+  # Trust the system's CA store (Debian's node knows only its built-in roots), so a machine
+  # whose registry access goes through a CA installed there works without npm configuration.
+  cafile=()
+  if [[ -f /etc/ssl/certs/ca-certificates.crt ]]; then
+    cafile=(--cafile=/etc/ssl/certs/ca-certificates.crt)
+  fi
   (cd "$browser_dir" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund \
-    --ignore-scripts --loglevel=error)
+    --ignore-scripts --loglevel=error "${cafile[@]}")
   echo "$lock_hash" >"$stamp"
 fi
