@@ -117,8 +117,10 @@ void AddBackendFlags(CLI::App* cmd, BackendFlags& f) {
   cmd->add_option("--external-server-name", f.external_server_name,
                   "TLS server name (SNI) consumers' kubeconfigs verify");
   cmd->add_option("--oidc-issuer-client-id", f.oidc_client_id, "OIDC client ID of this backend");
+  // Secrets may come from the environment, which other users cannot read (argv they can).
   cmd->add_option("--oidc-issuer-client-secret", f.oidc_client_secret,
-                  "OIDC client secret of this backend");
+                  "OIDC client secret of this backend (or $KLUTCH_OIDC_CLIENT_SECRET)")
+      ->envname("KLUTCH_OIDC_CLIENT_SECRET");
   cmd->add_option("--oidc-issuer-url", f.oidc_issuer_url, "OIDC issuer URL (https)");
   cmd->add_option("--oidc-callback-url", f.oidc_callback_url,
                   "This backend's /callback URL as registered at the issuer");
@@ -131,9 +133,12 @@ void AddBackendFlags(CLI::App* cmd, BackendFlags& f) {
       ->capture_default_str();
   cmd->add_option("--cookie-signing-key", f.cookie_signing_key,
                   "base64 of 32 or 64 random bytes: authenticates state, cookies and device "
-                  "handles (the same on every replica)");
+                  "handles (the same on every replica; or $KLUTCH_COOKIE_SIGNING_KEY)")
+      ->envname("KLUTCH_COOKIE_SIGNING_KEY");
   cmd->add_option("--cookie-encryption-key", f.cookie_encryption_key,
-                  "base64 of 16, 24 or 32 random bytes: encrypts them (the same on every replica)");
+                  "base64 of 16, 24 or 32 random bytes: encrypts them (the same on every replica; "
+                  "or $KLUTCH_COOKIE_ENCRYPTION_KEY)")
+      ->envname("KLUTCH_COOKIE_ENCRYPTION_KEY");
   cmd->add_option("--listen-address", f.listen_address,
                   "host:port to serve HTTPS on (port 0: any free port)")
       ->capture_default_str();

@@ -225,7 +225,11 @@ core::Result<std::string> AuthorizeUrl(const std::string& authenticated_url, int
   if (!url.ok()) {
     return core::BadRequest("the backend advertises a bad login URL: " + url.status().message());
   }
-  return http::AddQuery(*url, {{"c", cluster_id}, {"p", std::to_string(port)}, {"s", session_id}});
+  // `u` with the loopback address rather than `p` (which backends expand to localhost): a
+  // browser resolving localhost to ::1 first could reach another local user's listener there.
+  return http::AddQuery(*url, {{"c", cluster_id},
+                               {"s", session_id},
+                               {"u", fmt::format("http://127.0.0.1:{}/callback", port)}});
 }
 
 core::Result<std::string> EnsureBindNamespace(client::RestClient& app) {
@@ -506,6 +510,45 @@ core::Status InstallKonnector(client::RestClient& app, const KonnectorInstall& o
 core::Status GrantBoundResource(client::RestClient& app, const std::string& group,
                                 const std::string& resource, const Json& claims, bool dry_run,
                                 const BindOutput& out) {
+  // The konnector acts on the provider's word: never let a provider hand it rights over the
+  // cluster's own machinery (RBAC, tokens, workloads, admission) or wildcards.
+  static const std::set<std::string> kBuiltinGroups = {"rbac.authorization.k8s.io",
+                                                       "admissionregistration.k8s.io",
+                                                       "apiextensions.k8s.io",
+                                                       "apiregistration.k8s.io",
+                                                       "authentication.k8s.io",
+                                                       "authorization.k8s.io",
+                                                       "certificates.k8s.io",
+                                                       "apps",
+                                                       "batch",
+                                                       "policy",
+                                                       "coordination.k8s.io",
+                                                       "storage.k8s.io",
+                                                       "networking.k8s.io",
+                                                       "node.k8s.io",
+                                                       "scheduling.k8s.io",
+                                                       "flowcontrol.apiserver.k8s.io",
+                                                       "events.k8s.io",
+                                                       "discovery.k8s.io"};
+  auto refuse = [&](const std::string& g, const std::string& r) -> core::Status {
+    bool wildcard = r.find('*') != std::string::npos || g.find('*') != std::string::npos ||
+                    r.find('/') != std::string::npos;
+    bool builtin = kBuiltinGroups.count(g) > 0 || g.ends_with(".k8s.io") ||
+                   (g.empty() && r != "secrets" && r != "configmaps");
+    if (!wildcard && !builtin && !r.empty()) return core::Status::Ok();
+    return core::Forbidden(fmt::format(
+        "the provider asks the konnector to manage {}{}{}; kubectl bind grants it custom "
+        "resources and claimed Secrets/ConfigMaps only. Ask the provider to fix its export "
+        "template",
+        r.empty() ? "<nothing>" : r, g.empty() ? "" : ".", g));
+  };
+  KLUTCH_RETURN_IF_ERROR(refuse(group, resource));
+  if (claims.is_array()) {
+    for (const Json& claim : claims) {
+      KLUTCH_RETURN_IF_ERROR(refuse(machinery::GetString(claim, {"group"}),
+                                    machinery::GetString(claim, {"resource"})));
+    }
+  }
   struct Want {
     std::string group, resource;
     const std::vector<std::string>* verbs;

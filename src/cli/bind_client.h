@@ -68,8 +68,10 @@ core::Result<BindingResponse> ParseBindingResponse(std::string_view json,
 core::Result<BindingResponse> DecodeCallbackResponse(std::string_view response,
                                                      const std::string& session_id);
 
-// The authorize URL the user opens: `authenticated_url` with p=<port>, s=<sid>, c=<cid> (keys
-// sorted, existing parameters kept).
+// The authorize URL the user opens: `authenticated_url` with c=<cid>, s=<sid> and
+// u=http://127.0.0.1:<port>/callback (keys sorted, existing parameters kept). Upstream's CLI
+// sends p=<port>, which backends turn into http://localhost:<port>/callback; the explicit IPv4
+// loopback keeps the credentials off any listener on [::1].
 core::Result<std::string> AuthorizeUrl(const std::string& authenticated_url, int port,
                                        const std::string& session_id,
                                        const std::string& cluster_id);
@@ -122,7 +124,9 @@ core::Status InstallKonnector(client::RestClient& app, const KonnectorInstall& o
 // Adds rules for `resource`.`group` and its status subresource (and for each claimed resource
 // of `claims` outside core Secrets/ConfigMaps) to ClusterRole kBoundResourcesRole, unless a
 // rule already covers them; creates the role and its binding when missing. Never removes
-// rules.
+// rules. kForbidden (nothing written) for wildcards, subresources, core resources other than
+// Secrets and ConfigMaps, and the built-in Kubernetes groups (RBAC, workloads, admission, ...):
+// a provider does not get to hand the konnector rights over the cluster itself.
 core::Status GrantBoundResource(client::RestClient& app, const std::string& group,
                                 const std::string& resource, const Json& claims, bool dry_run,
                                 const BindOutput& out);

@@ -58,12 +58,12 @@ TEST(BindingProvider, AcceptsWhatUpstreamAcceptsAndSaysWhyNot) {
 
 std::string ResponseJson(const std::string& sid, Json requests = Json()) {
   if (requests.is_null()) {
-    requests = Json::array({{{"kind", "APIServiceExportRequest"},
-                             {"apiVersion", kBindApiVersion},
-                             {"metadata", {{"name", "postgresqlinstances.anynines.com"}}},
-                             {"spec",
-                              {{"resources",
-                                {{{"group", "anynines.com"}, {"resource", "postgresqlinstances"}}}}}}}});
+    requests = Json::array(
+        {{{"kind", "APIServiceExportRequest"},
+          {"apiVersion", kBindApiVersion},
+          {"metadata", {{"name", "postgresqlinstances.anynines.com"}}},
+          {"spec",
+           {{"resources", {{{"group", "anynines.com"}, {"resource", "postgresqlinstances"}}}}}}}});
   }
   return Json({{"kind", "BindingResponse"},
                {"apiVersion", kBindApiVersion},
@@ -87,24 +87,27 @@ TEST(BindingResponse, DecodesEitherBase64AlphabetAndChecksTheSession) {
   EXPECT_NE(other.status().message().find("another login session"), std::string::npos);
   EXPECT_FALSE(DecodeCallbackResponse("%%%", "aB3xZ9").ok());
   EXPECT_FALSE(ParseBindingResponse(ResponseJson("s", Json::array()), "s").ok());
-  EXPECT_FALSE(ParseBindingResponse(
-                   ResponseJson("s", Json::array({{{"kind", "Secret"}, {"apiVersion", "v1"}}})),
-                   "s")
-                   .ok());
+  EXPECT_FALSE(
+      ParseBindingResponse(
+          ResponseJson("s", Json::array({{{"kind", "Secret"}, {"apiVersion", "v1"}}})), "s")
+          .ok());
 }
 
 TEST(AuthorizeUrl, AddsSortedParametersAndKeepsExistingOnes) {
   auto url = AuthorizeUrl("https://backend:9443/authorize?x=1", 41234, "aB3xZ9", "q1w2e3");
   ASSERT_TRUE(url.ok());
-  EXPECT_EQ(*url, "https://backend:9443/authorize?x=1&c=q1w2e3&p=41234&s=aB3xZ9");
+  EXPECT_EQ(*url,
+            "https://backend:9443/"
+            "authorize?x=1&c=q1w2e3&s=aB3xZ9&u=http%3A%2F%2F127.0.0.1%3A41234%2Fcallback");
   EXPECT_FALSE(AuthorizeUrl("not a url", 1, "s", "c").ok());
 }
 
 std::string Kubeconfig(const std::string& server, const std::string& ns) {
   return "apiVersion: v1\nkind: Config\nclusters:\n- name: default\n  cluster:\n    server: " +
-         server + "\nusers:\n- name: default\n  user:\n    token: t\ncontexts:\n- name: default\n"
-         "  context:\n    cluster: default\n    user: default\n    namespace: " + ns +
-         "\ncurrent-context: default\n";
+         server +
+         "\nusers:\n- name: default\n  user:\n    token: t\ncontexts:\n- name: default\n"
+         "  context:\n    cluster: default\n    user: default\n    namespace: " +
+         ns + "\ncurrent-context: default\n";
 }
 
 class BindClientTest : public klutch::testing::ClusterTest {
@@ -117,29 +120,29 @@ class BindClientTest : public klutch::testing::ClusterTest {
 
 TEST_F(BindClientTest, ProviderKubeconfigSecretIsReusedPerServerAndNamespace) {
   ASSERT_TRUE(EnsureBindNamespace(app()).ok());
-  auto first = StoreProviderKubeconfig(app(), Kubeconfig("https://p:6443", "cluster-a"), false,
-                                       Out());
+  auto first =
+      StoreProviderKubeconfig(app(), Kubeconfig("https://p:6443", "cluster-a"), false, Out());
   ASSERT_TRUE(first.ok()) << first.status().ToString();
   EXPECT_TRUE(first->starts_with("kubeconfig-"));
-  auto again = StoreProviderKubeconfig(app(), Kubeconfig("https://p:6443", "cluster-a"), false,
-                                       Out());
+  auto again =
+      StoreProviderKubeconfig(app(), Kubeconfig("https://p:6443", "cluster-a"), false, Out());
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(*again, *first);
-  auto other = StoreProviderKubeconfig(app(), Kubeconfig("https://p:6443", "cluster-b"), false,
-                                       Out());
+  auto other =
+      StoreProviderKubeconfig(app(), Kubeconfig("https://p:6443", "cluster-b"), false, Out());
   ASSERT_TRUE(other.ok());
   EXPECT_NE(*other, *first);
-  auto dry = StoreProviderKubeconfig(app(), Kubeconfig("https://q:6443", "cluster-a"), true,
-                                     Out());
+  auto dry = StoreProviderKubeconfig(app(), Kubeconfig("https://q:6443", "cluster-a"), true, Out());
   ASSERT_TRUE(dry.ok());
   EXPECT_EQ(*dry, "");
   auto list = Resource(resources::kSecrets, kBindNamespace).List();
   ASSERT_TRUE(list.ok());
   EXPECT_EQ((*list)["items"].size(), 2u);
   auto missing_ns = StoreProviderKubeconfig(
-      app(), "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: "
-             "https://p\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\nusers:\n"
-             "- name: u\n  user: {}\ncurrent-context: c\n",
+      app(),
+      "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: "
+      "https://p\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\nusers:\n"
+      "- name: u\n  user: {}\ncurrent-context: c\n",
       false, Out());
   ASSERT_FALSE(missing_ns.ok());
   EXPECT_NE(missing_ns.status().message().find("namespace"), std::string::npos);
@@ -174,15 +177,15 @@ TEST_F(BindClientTest, KonnectorInstallsOnceAndUpgradesOnlyOurOlderImages) {
   EXPECT_NE(log_.str().find("Upgrading the konnector"), std::string::npos);
 
   std::vector<Json> printed;
-  ASSERT_TRUE(InstallKonnector(app(), {.force = true, .dry_run = true, .printed = &printed},
-                               Out())
-                  .ok());
+  ASSERT_TRUE(
+      InstallKonnector(app(), {.force = true, .dry_run = true, .printed = &printed}, Out()).ok());
   EXPECT_GE(printed.size(), 5u);
 }
 
 TEST_F(BindClientTest, BoundResourcesAreGrantedOnceWithTheirStatus) {
-  Json claims = Json::array({tb::PermissionClaim("secrets", "Provider"),
-                             {{"group", "example.com"}, {"resource", "widgets"}, {"version", "v1"}}});
+  Json claims =
+      Json::array({tb::PermissionClaim("secrets", "Provider"),
+                   {{"group", "example.com"}, {"resource", "widgets"}, {"version", "v1"}}});
   ASSERT_TRUE(GrantBoundResource(app(), "db.example", "things", claims, false, Out()).ok());
   ASSERT_TRUE(GrantBoundResource(app(), "db.example", "things", claims, false, Out()).ok());
   auto role = Resource(resources::kClusterRoles).Get(kBoundResourcesRole);
@@ -193,8 +196,23 @@ TEST_F(BindClientTest, BoundResourcesAreGrantedOnceWithTheirStatus) {
   EXPECT_EQ(rules[1]["resources"], Json::array({"things/status"}));
   EXPECT_EQ(rules[2]["apiGroups"], Json::array({"example.com"}));
   EXPECT_TRUE(Exists(resources::kClusterRoleBindings, "", kBoundResourcesRole));
+  // Rights over the cluster itself are refused, and nothing is written.
+  for (const auto& [g, r] : std::vector<std::pair<std::string, std::string>>{
+           {"rbac.authorization.k8s.io", "clusterrolebindings"},
+           {"", "serviceaccounts"},
+           {"", "pods/exec"},
+           {"db.example", "*"},
+           {"apps", "deployments"}}) {
+    core::Status refused = GrantBoundResource(app(), g, r, Json::array(), false, Out());
+    EXPECT_EQ(refused.reason(), core::Reason::kForbidden) << g << "/" << r;
+  }
+  Json bad_claim = Json::array({{{"group", "rbac.authorization.k8s.io"}, {"resource", "roles"}}});
+  EXPECT_FALSE(GrantBoundResource(app(), "db.example", "gadgets", bad_claim, false, Out()).ok());
+  auto unchanged = Resource(resources::kClusterRoles).Get(kBoundResourcesRole);
+  EXPECT_EQ((*unchanged)["rules"].size(), 3u);
   // Covered by an existing rule: nothing added.
-  ASSERT_TRUE(GrantBoundResource(app(), "example.com", "widgets", Json::array(), false, Out()).ok());
+  ASSERT_TRUE(
+      GrantBoundResource(app(), "example.com", "widgets", Json::array(), false, Out()).ok());
   auto after = Resource(resources::kClusterRoles).Get(kBoundResourcesRole);
   EXPECT_EQ((*after)["rules"].size(), 4u);  // widgets/status was new, widgets was not
 }
@@ -248,12 +266,11 @@ TEST_F(BindClientTest, ExportRequestWaitsForTheProviderAndReportsRefusals) {
 TEST_F(BindClientTest, BindingsAreCreatedOnceAndRefuseAnotherProvider) {
   ASSERT_TRUE(tb::InstallBindCrd(app(), "klutch.anynines.com_apiservicebindings.yaml").ok());
   ASSERT_TRUE(EnsureBindNamespace(app()).ok());
-  Json request = {
-      {"spec",
-       {{"resources",
-         {{{"group", "anynines.com"},
-           {"resource", "postgresqlinstances"},
-           {"permissionClaims", {tb::PermissionClaim("secrets", "Provider")}}}}}}}};
+  Json request = {{"spec",
+                   {{"resources",
+                     {{{"group", "anynines.com"},
+                       {"resource", "postgresqlinstances"},
+                       {"permissionClaims", {tb::PermissionClaim("secrets", "Provider")}}}}}}}};
   // No terminal to ask and no --accept-permission-claims: a clear refusal, nothing created.
   auto refused = CreateBindings(app(), request, "kubeconfig-abc", false, false, nullptr, Out());
   ASSERT_FALSE(refused.ok());

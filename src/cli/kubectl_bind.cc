@@ -271,17 +271,6 @@ int BindRequests(client::RestClient& app, const std::string& provider_kubeconfig
                                              out);
     if (!st.ok()) return Fail(st);
   }
-  for (const Json& request : accepted) {
-    const Json* list = machinery::Find(request, {"spec", "resources"});
-    if (list == nullptr || !list->is_array()) continue;
-    for (const Json& r : *list) {
-      const Json* claims = machinery::Find(r, {"permissionClaims"});
-      core::Status st = bind::GrantBoundResource(
-          app, machinery::GetString(r, {"group"}), machinery::GetString(r, {"resource"}),
-          claims != nullptr ? *claims : Json::array(), f.dry_run, out);
-      if (!st.ok()) return Fail(st);
-    }
-  }
   if (!f.dry_run) {
     core::Status st = bind::WaitForBindingCrd(app, timeout, out);
     if (!st.ok()) return Fail(st);
@@ -292,6 +281,34 @@ int BindRequests(client::RestClient& app, const std::string& provider_kubeconfig
         bind::CreateBindings(app, request, secret, f.accept_claims, f.dry_run, &printed, out);
     if (!made.ok()) return Fail(made.status());
     names.insert(names.end(), made->begin(), made->end());
+  }
+  // Only now, with the user's answers stored on the bindings, may the konnector sync what
+  // they accepted: the bound resources and the claims marked Accepted.
+  for (const Json& request : accepted) {
+    const Json* list = machinery::Find(request, {"spec", "resources"});
+    if (list == nullptr || !list->is_array()) continue;
+    for (const Json& r : *list) {
+      std::string group = machinery::GetString(r, {"group"});
+      std::string resource = machinery::GetString(r, {"resource"});
+      Json claims = Json::array();
+      if (f.dry_run) {
+        if (const Json* c = machinery::Find(r, {"permissionClaims"}); c != nullptr) claims = *c;
+      } else {
+        auto binding =
+            client::ResourceClient(app, {"klutch.anynines.com", "v1alpha1", "apiservicebindings"},
+                                   bind::kBindNamespace)
+                .Get(group.empty() ? resource : resource + "." + group);
+        const Json* c =
+            binding.ok() ? machinery::Find(*binding, {"spec", "permissionClaims"}) : nullptr;
+        if (c != nullptr && c->is_array()) {
+          for (const Json& claim : *c) {
+            if (machinery::GetString(claim, {"state"}) == "Accepted") claims.push_back(claim);
+          }
+        }
+      }
+      core::Status st = bind::GrantBoundResource(app, group, resource, claims, f.dry_run, out);
+      if (!st.ok()) return Fail(st);
+    }
   }
   if (f.dry_run) {
     PrintObjects(printed, f.output);

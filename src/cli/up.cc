@@ -1,5 +1,7 @@
 #include "cli/up.h"
 
+#include <sys/stat.h>
+
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <iostream>
@@ -20,6 +22,8 @@ void AddUpFlags(CLI::App* cmd, UpFlags& f) {
 }
 
 int RunUp(const UpFlags& f) {
+  // Keys, kubeconfigs and databases under the state directory are the user's alone.
+  ::umask(077);
   serving::BlockShutdownSignals();
   auto started_at = std::chrono::steady_clock::now();
   std::cout << "klutch up: starting the sandbox in " << f.state_dir << "\n" << std::flush;

@@ -261,6 +261,10 @@ core::Status IdentityProvider::Configure() {
     return core::Internal("rnbyc failed: " + (made.ok() ? made->output : made.status().message()));
   }
   KLUTCH_ASSIGN_OR_RETURN(std::string jwks_text, core::ReadFile(options_.dir / "key-sig1.jwks"));
+  // The private key lives on in glewlwyd's database only.
+  std::error_code ec;
+  std::filesystem::remove(options_.dir / "key-sig1.jwks", ec);
+  std::filesystem::remove(options_.dir / "key-sig1.pub.jwks", ec);
   KLUTCH_ASSIGN_OR_RETURN(Json jwks, machinery::ParseJson(jwks_text));
   Json params = {
       {"iss", issuer()},

@@ -265,10 +265,12 @@ class Sandbox::Impl {
   }
 
   core::Status StartProcess(const std::string& name, std::vector<std::string> argv,
-                            std::chrono::milliseconds grace = std::chrono::seconds(10)) {
+                            std::chrono::milliseconds grace = std::chrono::seconds(10),
+                            std::vector<std::string> env = {}) {
     ProcessOptions p;
     p.name = name;
     p.spec.argv = std::move(argv);
+    p.spec.env = std::move(env);
     p.spec.cwd = dir_;
     p.spec.output_file = dir_ / "logs" / (name + ".log");
     p.grace = grace;
@@ -386,41 +388,41 @@ class Sandbox::Impl {
     std::string cp_server = cp_->config().server;
     fs::path cp_ca = dir_ / "pki" / "control-plane-ca.crt";
     KLUTCH_RETURN_IF_ERROR(core::WriteFileAtomic(cp_ca, cp_->config().ca_pem));
-    KLUTCH_RETURN_IF_ERROR(
-        StartProcess("backend", {klutch_,
-                                 "backend",
-                                 "--kubeconfig",
-                                 info_.control_plane_kubeconfig.string(),
-                                 "--listen-address",
-                                 fmt::format("127.0.0.1:{}", port),
-                                 "--tls-cert-file",
-                                 (dir_ / "pki" / "backend.crt").string(),
-                                 "--tls-key-file",
-                                 (dir_ / "pki" / "backend.key").string(),
-                                 "--external-address",
-                                 cp_server,
-                                 "--external-ca-file",
-                                 cp_ca.string(),
-                                 "--pretty-name",
-                                 "Klutch sandbox",
-                                 "--oidc-issuer-url",
-                                 idp_->issuer(),
-                                 "--oidc-issuer-client-id",
-                                 idp_->client_id(),
-                                 "--oidc-issuer-client-secret",
-                                 idp_->client_secret(),
-                                 "--oidc-callback-url",
-                                 info_.backend_url + "/callback",
-                                 "--oidc-ca-file",
-                                 info_.ca_file.string(),
-                                 "--oidc-scopes",
-                                 "openid",
-                                 "--cookie-signing-key",
-                                 machinery::GetString(state_, {"cookieSigningKey"}),
-                                 "--cookie-encryption-key",
-                                 machinery::GetString(state_, {"cookieEncryptionKey"}),
-                                 "--konnector-image",
-                                 "klutch:v0.1.0"}));
+    KLUTCH_RETURN_IF_ERROR(StartProcess(
+        "backend",
+        {klutch_,
+         "backend",
+         "--kubeconfig",
+         info_.control_plane_kubeconfig.string(),
+         "--listen-address",
+         fmt::format("127.0.0.1:{}", port),
+         "--tls-cert-file",
+         (dir_ / "pki" / "backend.crt").string(),
+         "--tls-key-file",
+         (dir_ / "pki" / "backend.key").string(),
+         "--external-address",
+         cp_server,
+         "--external-ca-file",
+         cp_ca.string(),
+         "--pretty-name",
+         "Klutch sandbox",
+         "--oidc-issuer-url",
+         idp_->issuer(),
+         "--oidc-issuer-client-id",
+         idp_->client_id(),
+         "--oidc-callback-url",
+         info_.backend_url + "/callback",
+         "--oidc-ca-file",
+         info_.ca_file.string(),
+         "--oidc-scopes",
+         "openid",
+         "--konnector-image",
+         "klutch:v0.1.0"},
+        std::chrono::seconds(10),
+        // Secrets through the environment: other users can read a process's argv.
+        {"KLUTCH_OIDC_CLIENT_SECRET=" + idp_->client_secret(),
+         "KLUTCH_COOKIE_SIGNING_KEY=" + machinery::GetString(state_, {"cookieSigningKey"}),
+         "KLUTCH_COOKIE_ENCRYPTION_KEY=" + machinery::GetString(state_, {"cookieEncryptionKey"})}));
     // Templates for the Klutch APIs, in the namespace upstream uses.
     client::Applier applier(*cp_);
     for (const OfferedApi& api : kOffered) {

@@ -76,6 +76,9 @@ class SandboxE2eTest : public ::testing::Test {
   }
 
   static void TearDownTestSuite() {
+    // klutch up needs time to stop the broker's instances; ChildProcess's destructor would
+    // SIGKILL it after 5 s and orphan its children.
+    if (up_ != nullptr && up_->running()) up_->Signal(SIGTERM, 180s);
     delete up_;
     up_ = nullptr;
     delete dir_;
