@@ -17,6 +17,7 @@
 #include "cli/bind_client.h"
 #include "client/dynamic.h"
 #include "client/kubeconfig.h"
+#include "core/duration.h"
 #include "core/file.h"
 #include "core/process.h"
 #include "core/strings.h"
@@ -144,26 +145,23 @@ void AddCommonFlags(CLI::App* cmd, CommonFlags& f) {
                   "How long to wait for the login, the provider and the konnector (Go "
                   "duration).")
       ->capture_default_str()
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            auto d = core::ParseGoDuration(v);
+            if (!d.ok() || (d->seconds <= 0 && d->nanos <= 0)) {
+              return "must be a positive duration such as 90s, 10m or 1h30m";
+            }
+            return "";
+          },
+          "DURATION"))
       ->group("Options");
 }
 
+// The --timeout value, checked when the flags are parsed (a positive Go duration).
 std::chrono::milliseconds ParseTimeout(const std::string& text) {
-  auto parts = text;
-  int64_t unit = 1000;
-  if (parts.ends_with("ms")) {
-    unit = 1;
-    parts.resize(parts.size() - 2);
-  } else if (parts.ends_with('s')) {
-    parts.pop_back();
-  } else if (parts.ends_with('m')) {
-    unit = 60000;
-    parts.pop_back();
-  } else if (parts.ends_with('h')) {
-    unit = 3600000;
-    parts.pop_back();
-  }
-  auto n = core::ParseInt64(parts);
-  return std::chrono::milliseconds(n && *n > 0 ? *n * unit : 600000);
+  auto d = core::ParseGoDuration(text);
+  if (!d.ok()) return std::chrono::minutes(10);
+  return std::chrono::milliseconds(d->seconds * 1000 + d->nanos / 1000000);
 }
 
 int Fail(const core::Status& st) {

@@ -44,6 +44,11 @@ core::Result<Url> ParseUrl(std::string_view text) {
   std::string_view path_query =
       path_start == std::string_view::npos ? std::string_view() : rest.substr(path_start);
   if (authority.empty()) return bad("the host is missing");
+  for (char c : path_query) {
+    // Raw spaces and control characters (CR/LF would split the request line) must be encoded.
+    if (static_cast<unsigned char>(c) <= ' ' || c == 0x7f)
+      return bad("unencoded space or control character");
+  }
   if (authority.find('@') != std::string_view::npos) return bad("user info is not allowed");
   for (char c : authority) {
     if (static_cast<unsigned char>(c) <= ' ' || c == '\\') return bad("bad character in host");

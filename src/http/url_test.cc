@@ -31,9 +31,10 @@ TEST(Url, TakesAbsoluteUrlsApart) {
 }
 
 TEST(Url, RejectsWhatIsNotAnHttpUrl) {
-  for (const char* bad : {"", "backend/export", "ftp://h/", "https://", "https://:80/",
-                          "https://u:p@h/", "https://h:0/", "https://h:70000/", "https://h:x/",
-                          "https://[::1/", "https://h h/", "https://[::1]x/"}) {
+  for (const char* bad :
+       {"", "backend/export", "ftp://h/", "https://", "https://:80/", "https://u:p@h/",
+        "https://h:0/", "https://h:70000/", "https://h:x/", "https://[::1/", "https://h h/",
+        "https://[::1]x/", "https://h/a\r\nHost: evil", "https://h/?q=a b"}) {
     auto u = ParseUrl(bad);
     EXPECT_FALSE(u.ok()) << bad;
     if (!u.ok()) {
