@@ -41,11 +41,12 @@ function(klutch_library name)
   target_link_libraries(klutch_${name} PUBLIC ${ARG_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
 endfunction()
 
-# klutch_test(<name> SOURCES ... [DEPS ...] [LABEL fast|slow])
+# klutch_test(<name> SOURCES ... [DEPS ...] [LABEL fast|slow] [WHOLE])
 # Unit tests are labelled "fast" (the tier to run while iterating); integration and kubectl
-# scenarios are "slow".
+# scenarios are "slow". Each gtest case is its own ctest test, unless WHOLE: then the binary
+# is one test (for suites whose cases share one expensive fixture and run in order).
 function(klutch_test name)
-  cmake_parse_arguments(ARG "" "LABEL;TIMEOUT" "SOURCES;DEPS" ${ARGN})
+  cmake_parse_arguments(ARG "WHOLE" "LABEL;TIMEOUT" "SOURCES;DEPS" ${ARGN})
   if(NOT ARG_LABEL)
     set(ARG_LABEL fast)
   endif()
@@ -66,8 +67,13 @@ function(klutch_test name)
     KLUTCH_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
     KLUTCH_SHARED_DIR="${PROJECT_SOURCE_DIR}/../shared"
     KLUTCH_BIN_DIR="${CMAKE_BINARY_DIR}/bin")
-  gtest_discover_tests(${name} PROPERTIES LABELS ${ARG_LABEL} TIMEOUT ${ARG_TIMEOUT}
-                       DISCOVERY_TIMEOUT 60)
+  if(ARG_WHOLE)
+    add_test(NAME ${name} COMMAND ${name})
+    set_tests_properties(${name} PROPERTIES LABELS ${ARG_LABEL} TIMEOUT ${ARG_TIMEOUT})
+  else()
+    gtest_discover_tests(${name} PROPERTIES LABELS ${ARG_LABEL} TIMEOUT ${ARG_TIMEOUT}
+                         DISCOVERY_TIMEOUT 60)
+  endif()
 endfunction()
 
 # With KLUTCH_FUZZ every target is compiled with coverage instrumentation and sanitizers, so
