@@ -9,6 +9,7 @@
 #include "core/log.h"
 #include "core/strings.h"
 #include "http/client.h"
+#include "http/url.h"
 #include "machinery/json.h"
 #include "machinery/object.h"
 
@@ -19,43 +20,6 @@ namespace {
 using machinery::Json;
 
 core::Status Refused(std::string why) { return core::Status(core::Reason::kUnauthorized, why); }
-
-struct HttpsUrl {
-  std::string host;
-  uint16_t port = 443;
-  std::string target;  // path and query
-};
-
-core::Result<HttpsUrl> ParseHttpsUrl(std::string_view url) {
-  constexpr std::string_view kScheme = "https://";
-  if (!url.starts_with(kScheme)) return core::BadRequest(fmt::format("{}: must use https", url));
-  std::string_view rest = url.substr(kScheme.size());
-  size_t slash = rest.find('/');
-  std::string_view authority = rest.substr(0, slash);
-  HttpsUrl out;
-  out.target = slash == std::string_view::npos ? "/" : std::string(rest.substr(slash));
-  if (authority.empty() || authority.find('@') != std::string_view::npos) {
-    return core::BadRequest(fmt::format("{}: bad host", url));
-  }
-  size_t colon = authority.rfind(':');
-  if (authority.front() == '[') {
-    size_t close = authority.find(']');
-    if (close == std::string_view::npos) return core::BadRequest(fmt::format("{}: bad host", url));
-    out.host = std::string(authority.substr(1, close - 1));
-    colon = close + 1 < authority.size() && authority[close + 1] == ':' ? close + 1
-                                                                        : std::string_view::npos;
-  } else {
-    out.host = std::string(authority.substr(0, colon));
-  }
-  if (colon != std::string_view::npos) {
-    auto port = core::ParseInt64(authority.substr(colon + 1));
-    if (!port || *port <= 0 || *port > 65535) {
-      return core::BadRequest(fmt::format("{}: bad port", url));
-    }
-    out.port = static_cast<uint16_t>(*port);
-  }
-  return out;
-}
 
 // The claim's value as a list of strings (a string or an array of strings).
 core::Result<std::vector<std::string>> StringList(const Json& v, const std::string& claim) {
@@ -77,7 +41,7 @@ core::Result<std::vector<std::string>> StringList(const Json& v, const std::stri
 }  // namespace
 
 core::Result<std::unique_ptr<OidcAuthenticator>> OidcAuthenticator::New(OidcOptions options) {
-  auto url = ParseHttpsUrl(options.issuer_url);
+  auto url = http::ParseHttpsUrl(options.issuer_url);
   if (!url.ok()) return core::BadRequest("--oidc-issuer-url " + url.status().message());
   if (options.client_id.empty()) {
     return core::BadRequest("--oidc-client-id is required with --oidc-issuer-url");
@@ -105,7 +69,7 @@ OidcAuthenticator::OidcAuthenticator(OidcOptions options) : options_(std::move(o
 OidcAuthenticator::~OidcAuthenticator() = default;
 
 core::Result<std::string> OidcAuthenticator::Fetch(const std::string& url) {
-  KLUTCH_ASSIGN_OR_RETURN(HttpsUrl u, ParseHttpsUrl(url));
+  KLUTCH_ASSIGN_OR_RETURN(http::Url u, http::ParseHttpsUrl(url));
   http::ClientOptions co;
   co.host = u.host;
   co.port = u.port;
@@ -115,7 +79,7 @@ core::Result<std::string> OidcAuthenticator::Fetch(const std::string& url) {
   http::Client client(co);
   http::Headers h;
   h.Add("Accept", "application/json");
-  KLUTCH_ASSIGN_OR_RETURN(http::ClientResponse resp, client.Do("GET", u.target, h));
+  KLUTCH_ASSIGN_OR_RETURN(http::ClientResponse resp, client.Do("GET", u.Target(), h));
   if (resp.status != 200) {
     return core::Status(core::Reason::kServiceUnavailable,
                         fmt::format("GET {}: HTTP {}", url, resp.status));

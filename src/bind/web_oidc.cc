@@ -11,49 +11,13 @@
 #include "core/log.h"
 #include "core/strings.h"
 #include "http/client.h"
+#include "http/url.h"
 #include "machinery/object.h"
 
 namespace klutch::bind {
 namespace {
 
 using machinery::Json;
-
-struct HttpsUrl {
-  std::string host;
-  uint16_t port = 443;
-  std::string target;
-};
-
-core::Result<HttpsUrl> ParseHttpsUrl(std::string_view url) {
-  constexpr std::string_view kScheme = "https://";
-  if (!url.starts_with(kScheme)) return core::Invalid(fmt::format("{}: must use https", url));
-  std::string_view rest = url.substr(kScheme.size());
-  size_t slash = rest.find_first_of("/?");
-  std::string_view authority = rest.substr(0, slash);
-  HttpsUrl out;
-  out.target = slash == std::string_view::npos ? "/" : std::string(rest.substr(slash));
-  if (!out.target.starts_with('/')) out.target.insert(0, "/");
-  if (authority.empty() || authority.find('@') != std::string_view::npos) {
-    return core::Invalid(fmt::format("{}: bad host", url));
-  }
-  size_t colon = authority.rfind(':');
-  if (authority.front() == '[') {
-    size_t close = authority.find(']');
-    if (close == std::string_view::npos) return core::Invalid(fmt::format("{}: bad host", url));
-    out.host = std::string(authority.substr(1, close - 1));
-    colon = close + 1 < authority.size() && authority[close + 1] == ':' ? close + 1
-                                                                        : std::string_view::npos;
-  } else {
-    out.host = std::string(authority.substr(0, colon));
-  }
-  if (colon != std::string_view::npos) {
-    auto port = core::ParseInt64(authority.substr(colon + 1));
-    if (!port || *port <= 0 || *port > 65535)
-      return core::Invalid(fmt::format("{}: bad port", url));
-    out.port = static_cast<uint16_t>(*port);
-  }
-  return out;
-}
 
 std::string FormEncode(std::initializer_list<std::pair<std::string_view, std::string_view>> kv) {
   std::string out;
@@ -86,7 +50,7 @@ core::Result<std::pair<int, Json>> PostForm(const std::string& url, const std::s
                                             const std::string& form,
                                             const std::string& authorization,
                                             std::chrono::seconds timeout) {
-  KLUTCH_ASSIGN_OR_RETURN(HttpsUrl u, ParseHttpsUrl(url));
+  KLUTCH_ASSIGN_OR_RETURN(http::Url u, http::ParseHttpsUrl(url));
   http::Client client({.host = u.host,
                        .port = u.port,
                        .tls = true,
@@ -96,7 +60,7 @@ core::Result<std::pair<int, Json>> PostForm(const std::string& url, const std::s
   headers.Add("Content-Type", "application/x-www-form-urlencoded");
   headers.Add("Accept", "application/json");
   if (!authorization.empty()) headers.Add("Authorization", authorization);
-  KLUTCH_ASSIGN_OR_RETURN(http::ClientResponse resp, client.Do("POST", u.target, headers, form));
+  KLUTCH_ASSIGN_OR_RETURN(http::ClientResponse resp, client.Do("POST", u.Target(), headers, form));
   auto parsed = machinery::ParseJson(resp.body);
   Json body = parsed.ok() && parsed->is_object() ? std::move(*parsed) : Json::object();
   return std::make_pair(resp.status, std::move(body));
@@ -104,7 +68,7 @@ core::Result<std::pair<int, Json>> PostForm(const std::string& url, const std::s
 
 core::Result<std::unique_ptr<OidcClient>> OidcClient::New(OidcClientOptions options) {
   if (options.issuer_url.empty()) return core::Invalid("--oidc-issuer-url is required");
-  if (auto u = ParseHttpsUrl(options.issuer_url); !u.ok()) {
+  if (auto u = http::ParseHttpsUrl(options.issuer_url); !u.ok()) {
     return core::Invalid("--oidc-issuer-url " + u.status().message());
   }
   if (options.client_id.empty()) return core::Invalid("--oidc-issuer-client-id is required");
@@ -142,7 +106,7 @@ core::Status OidcClient::Discover() {
   std::string issuer = options_.issuer_url;
   while (!issuer.empty() && issuer.back() == '/') issuer.pop_back();
   const std::string url = issuer + "/.well-known/openid-configuration";
-  KLUTCH_ASSIGN_OR_RETURN(HttpsUrl u, ParseHttpsUrl(url));
+  KLUTCH_ASSIGN_OR_RETURN(http::Url u, http::ParseHttpsUrl(url));
   http::Client client(
       {.host = u.host,
        .port = u.port,
@@ -151,7 +115,7 @@ core::Status OidcClient::Discover() {
        .timeout = std::chrono::duration_cast<std::chrono::milliseconds>(options_.timeout)});
   http::Headers headers;
   headers.Add("Accept", "application/json");
-  KLUTCH_ASSIGN_OR_RETURN(http::ClientResponse resp, client.Do("GET", u.target, headers));
+  KLUTCH_ASSIGN_OR_RETURN(http::ClientResponse resp, client.Do("GET", u.Target(), headers));
   if (resp.status != 200) {
     return core::Unavailable(fmt::format("GET {}: HTTP {}", url, resp.status));
   }
@@ -171,8 +135,8 @@ core::Status OidcClient::Discover() {
   if (e.authorization.empty() || e.token.empty()) {
     return core::Unavailable(url + " lacks authorization_endpoint or token_endpoint");
   }
-  if (!ParseHttpsUrl(e.token).ok()) return core::Unavailable("token_endpoint must use https");
-  if (!e.device_authorization.empty() && !ParseHttpsUrl(e.device_authorization).ok()) {
+  if (!http::ParseHttpsUrl(e.token).ok()) return core::Unavailable("token_endpoint must use https");
+  if (!e.device_authorization.empty() && !http::ParseHttpsUrl(e.device_authorization).ok()) {
     e.device_authorization.clear();
   }
   // The keys too, so the first login does not wait for them.

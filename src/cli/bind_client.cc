@@ -68,8 +68,6 @@ std::optional<std::array<int64_t, 3>> OurImageVersion(std::string_view image) {
 
 std::string DefaultImage() { return fmt::format("{}:{}", kDefaultImageRepository, kCliVersion); }
 
-std::vector<std::string> StringList(const Json* v) { return machinery::Strings(v); }
-
 bool Contains(const std::vector<std::string>& list, const std::string& v) {
   return std::find(list.begin(), list.end(), v) != list.end() ||
          std::find(list.begin(), list.end(), "*") != list.end();
@@ -81,13 +79,13 @@ bool Covered(const Json& rules, const std::string& group, const std::string& res
   if (!rules.is_array()) return false;
   for (const Json& rule : rules) {
     if (!rule.is_object()) continue;
-    if (!Contains(StringList(machinery::Find(rule, {"apiGroups"})), group)) continue;
-    if (!Contains(StringList(machinery::Find(rule, {"resources"})), resource)) continue;
+    if (!Contains(machinery::Strings(machinery::Find(rule, {"apiGroups"})), group)) continue;
+    if (!Contains(machinery::Strings(machinery::Find(rule, {"resources"})), resource)) continue;
     if (machinery::Find(rule, {"resourceNames"}) != nullptr &&
-        !StringList(machinery::Find(rule, {"resourceNames"})).empty()) {
+        !machinery::Strings(machinery::Find(rule, {"resourceNames"})).empty()) {
       continue;
     }
-    auto have = StringList(machinery::Find(rule, {"verbs"}));
+    auto have = machinery::Strings(machinery::Find(rule, {"verbs"}));
     if (std::all_of(verbs.begin(), verbs.end(),
                     [&](const std::string& v) { return Contains(have, v); })) {
       return true;

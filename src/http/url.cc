@@ -80,6 +80,14 @@ core::Result<Url> ParseUrl(std::string_view text) {
   return url;
 }
 
+core::Result<Url> ParseHttpsUrl(std::string_view text) {
+  KLUTCH_ASSIGN_OR_RETURN(Url url, ParseUrl(text));
+  if (url.scheme != "https") {
+    return core::BadRequest(fmt::format("{}: must use https", core::GoQuote(text)));
+  }
+  return url;
+}
+
 std::string AddQuery(const Url& url,
                      const std::vector<std::pair<std::string, std::string>>& params) {
   Url out = url;

@@ -39,6 +39,10 @@ struct Url {
 // another scheme, user info, an empty host, a bad port.
 core::Result<Url> ParseUrl(std::string_view text);
 
+// ParseUrl for the https URLs of an OIDC issuer and its endpoints: kBadRequest "<url>: must use
+// https" for any other scheme.
+core::Result<Url> ParseHttpsUrl(std::string_view text);
+
 // `url` with `params` appended to its query (percent-encoded; existing parameters kept).
 std::string AddQuery(const Url& url,
                      const std::vector<std::pair<std::string, std::string>>& params);

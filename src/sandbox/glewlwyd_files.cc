@@ -70,4 +70,42 @@ std::string GlewlwydWebappConfig(const fs::path& dir) {
          "\n)\n";
 }
 
+std::string GlewlwydConfig(const GlewlwydConfigOptions& o) {
+  // Learned the hard way (shared/specs/dependencies.md §6): use_secure_connection demands
+  // valid key and pem files; login_url is appended to external_url; log_mode "console" into a
+  // redirected file is reliable where "file" was not.
+  std::string port = std::to_string(o.port);
+  std::string config = "port=" + port +
+                       "\nbind_address=\"127.0.0.1\"\n"
+                       "external_url=\"https://127.0.0.1:" +
+                       port +
+                       "\"\n"
+                       "login_url=\"login.html\"\n"
+                       "api_prefix=\"api\"\n"
+                       "log_mode=\"console\"\n"
+                       "log_level=\"" +
+                       o.log_level +
+                       "\"\n"
+                       "cookie_secure=1\n"
+                       "session_expiration=3600\n"
+                       "session_key=\"GLEWLWYD2_SESSION_ID\"\n"
+                       "admin_scope=\"g_admin\"\n"
+                       "profile_scope=\"g_profile\"\n"
+                       "login_api_enabled=true\n"
+                       "user_module_path=\"/usr/lib/glewlwyd/user\"\n"
+                       "client_module_path=\"/usr/lib/glewlwyd/client\"\n"
+                       "user_auth_scheme_module_path=\"/usr/lib/glewlwyd/scheme\"\n"
+                       "plugin_module_path=\"/usr/lib/glewlwyd/plugin\"\n"
+                       "use_secure_connection=true\n"
+                       "secure_connection_key_file=\"" +
+                       (o.dir / "tls.key").string() + "\"\nsecure_connection_pem_file=\"" +
+                       (o.dir / "tls.crt").string() +
+                       "\"\n"
+                       "hash_algorithm=\"SHA512\"\n"
+                       "database = { type = \"sqlite3\" path = \"" +
+                       (o.dir / "glewlwyd.db").string() + "\" }\n";
+  if (!o.webapp.empty()) config += GlewlwydWebappConfig(o.webapp);
+  return config;
+}
+
 }  // namespace klutch::sandbox

@@ -7,6 +7,7 @@
 // Thread-compatible (writes files).
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <string>
 
@@ -22,5 +23,15 @@ core::Status WriteGlewlwydWebapp(const std::filesystem::path& dir);
 // The glewlwyd.conf lines (static_files_path, static_files_mime_types) serving `dir` at the
 // root of the server.
 std::string GlewlwydWebappConfig(const std::filesystem::path& dir);
+
+struct GlewlwydConfigOptions {
+  uint16_t port = 0;             // on 127.0.0.1, HTTPS
+  std::filesystem::path dir;     // holds tls.crt, tls.key and glewlwyd.db
+  std::filesystem::path webapp;  // a WriteGlewlwydWebapp copy to serve; empty: none
+  std::string log_level = "WARNING";
+};
+// The whole glewlwyd.conf: HTTPS on the loopback address with the certificate of `dir`, the
+// login API on, the SQLite database of `dir`, Debian's module paths, log to the console.
+std::string GlewlwydConfig(const GlewlwydConfigOptions& options);
 
 }  // namespace klutch::sandbox

@@ -132,35 +132,7 @@ core::Result<std::unique_ptr<IdentityProvider>> IdentityProvider::Start(
 
   KLUTCH_RETURN_IF_ERROR(WriteGlewlwydWebapp(dir / "webapp"));
   std::string port = std::to_string(idp->port_);
-  std::string config = GlewlwydWebappConfig(dir / "webapp") + "port=" + port +
-                       "\n"
-                       "bind_address=\"127.0.0.1\"\n"
-                       "external_url=\"https://127.0.0.1:" +
-                       port +
-                       "\"\n"
-                       "login_url=\"login.html\"\n"
-                       "api_prefix=\"api\"\n"
-                       "allow_origin=\"*\"\n"
-                       "log_mode=\"console\"\n"
-                       "log_level=\"WARNING\"\n"
-                       "cookie_secure=1\n"
-                       "session_expiration=3600\n"
-                       "session_key=\"GLEWLWYD2_SESSION_ID\"\n"
-                       "admin_scope=\"g_admin\"\n"
-                       "profile_scope=\"g_profile\"\n"
-                       "login_api_enabled=true\n"
-                       "user_module_path=\"/usr/lib/glewlwyd/user\"\n"
-                       "client_module_path=\"/usr/lib/glewlwyd/client\"\n"
-                       "user_auth_scheme_module_path=\"/usr/lib/glewlwyd/scheme\"\n"
-                       "plugin_module_path=\"/usr/lib/glewlwyd/plugin\"\n"
-                       "use_secure_connection=true\n"
-                       "secure_connection_key_file=\"" +
-                       (dir / "tls.key").string() + "\"\nsecure_connection_pem_file=\"" +
-                       (dir / "tls.crt").string() +
-                       "\"\n"
-                       "hash_algorithm=\"SHA512\"\n"
-                       "database = { type = \"sqlite3\" path = \"" +
-                       (dir / "glewlwyd.db").string() + "\" }\n";
+  std::string config = GlewlwydConfig({.port = idp->port_, .dir = dir, .webapp = dir / "webapp"});
   KLUTCH_RETURN_IF_ERROR(core::WriteFileAtomic(dir / "glewlwyd.conf", config));
 
   // No privileges needed: as root, run as the package's system user when it can reach the

@@ -59,7 +59,7 @@ std::string Expand(const std::string& text, const std::map<std::string, std::str
   return out;
 }
 
-bool IsAddressFlag(std::string_view arg, std::string_view flag) {
+bool IsFlag(std::string_view arg, std::string_view flag) {
   return arg == flag || arg.starts_with(std::string(flag) + "=");
 }
 
@@ -249,24 +249,28 @@ class KonnectorRunner::Impl {
         }
       }
     }
-    std::vector<std::string> argv = {options_.klutch_binary};
-    std::vector<std::string> command = machinery::Strings(machinery::Find(container, {"command"}));
-    // The image's entry point is `klutch`; what follows it (the subcommand) is kept.
-    for (size_t i = 1; i < command.size(); ++i) argv.push_back(Expand(command[i], env));
-    if (command.empty()) argv.push_back("konnector");
-    bool has_kubeconfig = false;
-    for (const std::string& raw : machinery::Strings(machinery::Find(container, {"args"}))) {
-      std::string arg = Expand(raw, env);
-      if (IsAddressFlag(arg, "--health-probe-bind-address")) {
-        arg = "--health-probe-bind-address=127.0.0.1:0";
-      } else if (IsAddressFlag(arg, "--metrics-bind-address")) {
-        arg = "--metrics-bind-address=0";
-      } else if (IsAddressFlag(arg, "--kubeconfig")) {
-        has_kubeconfig = true;
+    // Always `klutch konnector` with the kubeconfig made here: a Deployment in a cluster must
+    // not make the sandbox run another command or reach another cluster's credentials. Its
+    // own probe, metrics and kubeconfig flags (`--flag=value` or `--flag value`) give way.
+    std::vector<std::string> argv = {options_.klutch_binary, "konnector"};
+    std::vector<std::string> args = machinery::Strings(machinery::Find(container, {"args"}));
+    for (size_t i = 0; i < args.size(); ++i) {
+      std::string arg = Expand(args[i], env);
+      bool replaced = false;
+      for (const char* flag :
+           {"--health-probe-bind-address", "--metrics-bind-address", "--kubeconfig"}) {
+        if (arg == flag) {
+          ++i;  // its value is the next argument
+          replaced = true;
+        } else if (IsFlag(arg, flag)) {
+          replaced = true;
+        }
       }
-      argv.push_back(arg);
+      if (!replaced) argv.push_back(arg);
     }
-    if (!has_kubeconfig) argv.push_back("--kubeconfig=" + (dir / "kubeconfig").string());
+    argv.push_back("--health-probe-bind-address=127.0.0.1:0");
+    argv.push_back("--metrics-bind-address=0");
+    argv.push_back("--kubeconfig=" + (dir / "kubeconfig").string());
     ProcessOptions p;
     p.name = process;
     p.spec.argv = argv;

@@ -2,7 +2,8 @@
 // watches the Deployments of one cluster and, for each Deployment with a container named
 // `konnector` (kubectl bind's deploy/konnector, or the bind backend's control-plane-mode
 // konnectors), runs `klutch konnector` as a local process with that container's arguments
-// and environment, as a Pod of the Deployment would run:
+// and environment, as a Pod of the Deployment would run (whatever the container's command,
+// and with the kubeconfig below replacing any the arguments name):
 //  - a kubeconfig standing in for the mounted service account: the cluster's address and CA,
 //    and a token of the Deployment's service account from the TokenRequest API, renewed
 //    before it expires (the file is rewritten; the konnector re-reads it);

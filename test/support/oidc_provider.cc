@@ -11,6 +11,7 @@
 #include <sstream>
 #include <thread>
 
+#include "core/net.h"
 #include "core/random.h"
 #include "core/strings.h"
 #include "http/certs.h"
@@ -35,21 +36,8 @@ constexpr char kPluginName[] = "oidc";
 // A port the kernel considers free right now: bound to 127.0.0.1:0, then released for
 // glewlwyd to take (Start() retries on the rare race).
 core::Result<uint16_t> FreeLoopbackPort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return core::Internal("socket() failed");
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof(addr);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    close(fd);
-    return core::Internal("binding 127.0.0.1:0 failed");
-  }
-  uint16_t port = ntohs(addr.sin_port);
-  close(fd);
-  return port;
+  KLUTCH_ASSIGN_OR_RETURN(int port, core::FreeTcpPort("127.0.0.1"));
+  return static_cast<uint16_t>(port);
 }
 
 core::Status WriteFile(const fs::path& path, const std::string& content) {
@@ -96,7 +84,6 @@ std::string RandomToken() { return core::Base64UrlEncode(core::RandomBytes(18));
 // Options::serve_webapp: a copy of Debian's web app with a config.json of our own, served at
 // the root (sandbox/glewlwyd_files.h says why).
 core::Status WriteWebapp(const fs::path& dir) { return sandbox::WriteGlewlwydWebapp(dir); }
-std::string WebappConfig(const fs::path& dir) { return sandbox::GlewlwydWebappConfig(dir); }
 
 }  // namespace
 
@@ -183,38 +170,11 @@ std::unique_ptr<OidcProvider> OidcProvider::Start(const fs::path& dir, std::stri
     p->ca_pem_ = ca->certificate;
     p->client_secret_ = RandomToken();
     std::string port_text = std::to_string(*port);
-    // Notes (each learned the hard way, see shared/specs/dependencies.md §6):
-    // - use_secure_connection makes glewlwyd serve HTTPS with the given key and chain; any
-    //   use_secure_connection line demands valid key/pem files.
-    // - login_url is appended to external_url; the login API (POST /api/auth/) is what we use.
-    // - log_mode "console" into a redirected file is reliable, "file" was not.
-    std::string config = "port=" + port_text + "\n" +
-                         "bind_address=\"127.0.0.1\"\n"
-                         "external_url=\"https://127.0.0.1:" +
-                         port_text + "\"\n" +
-                         "login_url=\"login.html\"\n"
-                         "api_prefix=\"api\"\n"
-                         "allow_origin=\"*\"\n"
-                         "log_mode=\"console\"\n"
-                         "log_level=\"INFO\"\n"
-                         "cookie_secure=1\n"
-                         "session_expiration=3600\n"
-                         "session_key=\"GLEWLWYD2_SESSION_ID\"\n"
-                         "admin_scope=\"g_admin\"\n"
-                         "profile_scope=\"g_profile\"\n"
-                         "login_api_enabled=true\n"
-                         "user_module_path=\"/usr/lib/glewlwyd/user\"\n"
-                         "client_module_path=\"/usr/lib/glewlwyd/client\"\n"
-                         "user_auth_scheme_module_path=\"/usr/lib/glewlwyd/scheme\"\n"
-                         "plugin_module_path=\"/usr/lib/glewlwyd/plugin\"\n"
-                         "use_secure_connection=true\n"
-                         "secure_connection_key_file=\"" +
-                         (dir_abs / "tls.key").string() + "\"\n" + "secure_connection_pem_file=\"" +
-                         (dir_abs / "tls.crt").string() + "\"\n" +
-                         "hash_algorithm=\"SHA512\"\n"
-                         "database = { type = \"sqlite3\" path = \"" +
-                         (dir_abs / "glewlwyd.db").string() + "\" }\n";
-    if (options.serve_webapp) config += WebappConfig(dir_abs / "webapp");
+    std::string config =
+        sandbox::GlewlwydConfig({.port = *port,
+                                 .dir = dir_abs,
+                                 .webapp = options.serve_webapp ? dir_abs / "webapp" : fs::path(),
+                                 .log_level = "INFO"});
     if (auto s = WriteFile(dir_abs / "glewlwyd.conf", config); !s.ok()) return fail(s.message());
     fs::remove(dir_abs / "glewlwyd.log", ec);
     std::vector<std::string> argv = prefix;
