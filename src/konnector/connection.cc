@@ -428,6 +428,17 @@ core::Result<Result> Connection::ReconcileNamespace(const Request& request) {
 // ---------------------------------------------------------------------------------------------
 // §4.7: the consumer CRD of each binding, and the binding's Connected condition.
 
+// A CRD controlled by an earlier APIServiceBinding of the same name that no longer exists
+// anywhere in the App Cluster (a binding of that uid in another namespace still owns it).
+bool Connection::AdoptableCrd(const Json& crd, const Json& binding) const {
+  std::string earlier = EarlierBindingUid(crd, binding);
+  if (earlier.empty()) return false;
+  for (const ObjectPtr& b : ctx_.bindings.indexer().List()) {
+    if (machinery::Uid(*b) == earlier) return false;
+  }
+  return true;
+}
+
 core::Result<Result> Connection::ReconcileCrd(const Request& request) {
   if (!CachesSynced()) return Result::Done();
   {
@@ -463,6 +474,27 @@ core::Result<Result> Connection::ReconcileCrd(const Request& request) {
         fail("CustomResourceDefinitionCreateFailed",
              "the App Cluster refused CustomResourceDefinition " + request.name + ": " +
                  r.status().message());
+      } else {
+        retry = r.status();
+      }
+    } else if (!CrdOwnedBy(*existing, *binding) && AdoptableCrd(*existing, *binding)) {
+      // Left by an earlier binding of this name (unbound, then bound again): the CRD and the
+      // objects kept in it are this binding's now, as kubectl users expect of a re-bind.
+      Json adopted = *existing;
+      adopted["spec"] = desired["spec"];
+      adopted["metadata"]["ownerReferences"] = desired["metadata"]["ownerReferences"];
+      auto r = crds.Update(adopted);
+      ctx_.metrics.writes.Increment({{"cluster", "app"}, {"verb", "update"}});
+      if (r.ok()) {
+        ctx_.binding_events.Event(*binding, "Normal", "AdoptedCustomResourceDefinition",
+                                  "CustomResourceDefinition " + request.name +
+                                      " was left by an earlier binding of this name; this "
+                                      "binding serves it now");
+        reconcile::MarkTrue(modified, "Connected", ctx_.clock);
+      } else if (core::IsInvalid(r.status())) {
+        fail("CustomResourceDefinitionUpdateFailed",
+             "the App Cluster refused the update of CustomResourceDefinition " + request.name +
+                 ": " + r.status().message());
       } else {
         retry = r.status();
       }

@@ -107,6 +107,7 @@ class Connection {
   core::Result<reconcile::Result> ReconcileHeartbeat();
   core::Result<reconcile::Result> ReconcileNamespace(const reconcile::Request& request);
   core::Result<reconcile::Result> ReconcileCrd(const reconcile::Request& request);
+  bool AdoptableCrd(const Json& crd, const Json& binding) const;
   core::Result<reconcile::Result> ReconcileExport(const reconcile::Request& request);
   core::Status MirrorKubeconfig(const Json& cluster_binding, Json& status_object);
   void SetBindingCondition(const std::string& binding_key, const reconcile::SeverityCondition& c);

@@ -457,6 +457,37 @@ TEST_F(KonnectorTest, BadBindingsSayWhatIsWrongAndLeaveOthersAlone) {
   EXPECT_EQ(konnector_->connections(), 1u);
 }
 
+TEST_F(KonnectorTest, ABindingMadeAgainAdoptsTheCrdItsPredecessorLeft) {
+  ASSERT_TRUE(Until([&] { return BindingCondition(kBindingName, "Connected", "True"); }));
+  CreateApp(kInstances, Instance("dev", "kept", "14"));
+  ASSERT_TRUE(Until([&] { return Cp(kInstances, Mapped("dev")).Get("kept").ok(); }));
+  std::string first_uid =
+      Get(App(kApiServiceBindings, "klutch-bind"), kBindingName, {"metadata", "uid"});
+
+  // Unbind: the binding goes, the CRD and the claims stay (upstream too).
+  ASSERT_TRUE(App(kApiServiceBindings, "klutch-bind").Delete(kBindingName).ok());
+  ASSERT_TRUE(Until([&] {
+    return core::IsNotFound(App(kApiServiceBindings, "klutch-bind").Get(kBindingName).status());
+  }));
+  ASSERT_TRUE(App(client::resources::kCustomResourceDefinitions).Get(kBindingName).ok());
+  EXPECT_TRUE(App(kInstances, "dev").Get("kept").ok());
+  EXPECT_TRUE(Cp(kInstances, Mapped("dev")).Get("kept").ok());
+
+  // Bound again under the same name: the new binding takes the CRD over and syncing resumes.
+  CreateApp(kApiServiceBindings, Binding(kBindingName, "kubeconfig-provider", Json::array()));
+  EXPECT_TRUE(Until([&] { return BindingCondition(kBindingName, "Connected", "True"); }));
+  auto crd = App(client::resources::kCustomResourceDefinitions).Get(kBindingName);
+  ASSERT_TRUE(crd.ok());
+  std::string second_uid =
+      Get(App(kApiServiceBindings, "klutch-bind"), kBindingName, {"metadata", "uid"});
+  EXPECT_NE(second_uid, first_uid);
+  EXPECT_EQ(machinery::GetString((*crd)["metadata"]["ownerReferences"][0], {"uid"}), second_uid);
+  EXPECT_TRUE(Until([&] { return HasEvent("klutch-bind", "AdoptedCustomResourceDefinition"); }));
+  CreateApp(kInstances, Instance("dev", "after", "15"));
+  EXPECT_TRUE(Until([&] { return Cp(kInstances, Mapped("dev")).Get("after").ok(); }));
+  EXPECT_TRUE(Cp(kInstances, Mapped("dev")).Get("kept").ok());
+}
+
 TEST_F(KonnectorTest, DeletingAConsumerNamespaceDeletesItsServiceNamespace) {
   CreateApp(client::resources::kNamespaces,
             {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "gone"}}}});

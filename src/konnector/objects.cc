@@ -80,6 +80,22 @@ bool CrdOwnedBy(const Json& crd, const Json& binding) {
   return false;
 }
 
+std::string EarlierBindingUid(const Json& crd, const Json& binding) {
+  const Json* refs = machinery::Find(crd, {"metadata", "ownerReferences"});
+  if (!refs || !refs->is_array()) return "";
+  for (const Json& ref : *refs) {
+    if (!BoolField(ref, "controller")) continue;
+    std::string uid = machinery::GetString(ref, {"uid"});
+    bool earlier =
+        machinery::ParseApiVersion(machinery::GetString(ref, {"apiVersion"})).group == kGroup &&
+        machinery::GetString(ref, {"kind"}) == "APIServiceBinding" &&
+        machinery::GetString(ref, {"name"}) == machinery::Name(binding) && !uid.empty() &&
+        uid != machinery::Uid(binding);
+    return earlier ? uid : "";
+  }
+  return "";
+}
+
 int64_t Generation(const Json& object) {
   const Json* g = machinery::Find(object, {"metadata", "generation"});
   if (!g) return 0;

@@ -23,6 +23,9 @@ Json ExportToCrd(const Json& export_object, const Json& binding);
 std::string FirstServedVersion(const Json& export_object);
 // True when the CRD's controlling owner is `binding` (group, kind, name and uid).
 bool CrdOwnedBy(const Json& crd, const Json& binding);
+// The uid of the APIServiceBinding of the same name as `binding` but another uid that controls
+// the CRD (an earlier binding, deleted and made again), or "" when the CRD has no such owner.
+std::string EarlierBindingUid(const Json& crd, const Json& binding);
 // metadata.generation (0 when absent).
 int64_t Generation(const Json& object);
 // The binding's permission claims with state Accepted (the only ones acted upon), in order.

@@ -8,6 +8,7 @@
 
 #include "client/dynamic.h"
 #include "client/informer.h"
+#include "core/clock.h"
 #include "core/file.h"
 #include "core/log.h"
 #include "core/strings.h"
@@ -185,7 +186,7 @@ class KonnectorRunner::Impl {
       auto it = running_.find(key);
       if (it != running_.end()) {
         if (wanted && it->second.template_hash == hash && processes_.Running(it->second.process)) {
-          return core::Status::Ok();
+          return ReportStatus(*object);
         }
         stop = it->second.process;
         running_.erase(it);
@@ -196,7 +197,62 @@ class KonnectorRunner::Impl {
       processes_.Stop(stop);
     }
     if (!wanted) return core::Status::Ok();
-    return StartKonnector(key, *object, *container, hash);
+    KLUTCH_RETURN_IF_ERROR(StartKonnector(key, *object, *container, hash));
+    return ReportStatus(*object);
+  }
+
+  // What the deployment controller and the kubelet would report once the one local process
+  // runs, so that `kubectl get deployments` and `kubectl rollout status` show the konnector as
+  // available (a dead process is restarted by Reconcile or the ProcessSet, not reported).
+  // Written only on change.
+  core::Status ReportStatus(const Json& deployment) {
+    Json conditions = Json::array({
+        {{"type", "Available"},
+         {"status", "True"},
+         {"reason", "KonnectorRunning"},
+         {"message", "klutch up runs this konnector as a local process"}},
+        {{"type", "Progressing"},
+         {"status", "True"},
+         {"reason", "NewReplicaSetAvailable"},
+         {"message", "klutch up runs the current pod template"}},
+    });
+    Json status = {{"observedGeneration", deployment["metadata"].value("generation", 1)},
+                   {"replicas", 1},
+                   {"updatedReplicas", 1},
+                   {"readyReplicas", 1},
+                   {"availableReplicas", 1}};
+    const Json* have = machinery::Find(deployment, {"status"});
+    auto same = [&](const char* field) {
+      return have != nullptr && have->contains(field) && (*have)[field] == status[field];
+    };
+    bool current = true;
+    for (const auto& [field, value] : status.items()) current = current && same(field.c_str());
+    const Json* have_conditions =
+        have != nullptr ? machinery::Find(*have, {"conditions"}) : nullptr;
+    for (const Json& c : conditions) {
+      bool found = false;
+      if (have_conditions != nullptr && have_conditions->is_array()) {
+        for (const Json& h : *have_conditions) {
+          found =
+              found || (h.value("type", "") == c["type"] && h.value("status", "") == c["status"] &&
+                        h.value("reason", "") == c["reason"]);
+        }
+      }
+      current = current && found;
+    }
+    if (current) return core::Status::Ok();
+    std::string now = core::FormatTime(std::chrono::system_clock::now());
+    for (Json& c : conditions) {
+      c["lastUpdateTime"] = now;
+      c["lastTransitionTime"] = now;
+    }
+    status["conditions"] = std::move(conditions);
+    client::ResourceClient deployments(admin_, resources::kDeployments,
+                                       machinery::Namespace(deployment));
+    return deployments
+        .Patch(machinery::Name(deployment), client::PatchType::kMerge,
+               machinery::Dump(Json{{"status", status}}), {}, "status")
+        .status();
   }
 
   core::Result<std::string> RequestToken(const std::string& ns, const std::string& sa) {

@@ -417,7 +417,10 @@ class Sandbox::Impl {
          "--oidc-scopes",
          "openid",
          "--konnector-image",
-         "klutch:v0.1.0"},
+         "klutch:v0.1.0",
+         // AppClusterBindings too: an App Cluster can be bound from the Control Plane side,
+         // with no agent in it (its konnector runs under the control-plane KonnectorRunner).
+         "--control-plane-mode"},
         std::chrono::seconds(10),
         // Secrets through the environment: other users can read a process's argv.
         {"KLUTCH_OIDC_CLIENT_SECRET=" + idp_->client_secret(),

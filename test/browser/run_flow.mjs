@@ -92,9 +92,12 @@ async function glewlwydLogin(page, step, deadline) {
       for (const box of await page.locator('input[type=checkbox]:visible').all()) {
         if (!(await box.isChecked())) await box.check();
       }
-      await grant.click();
-      granted = true;
-      process.stderr.write('glewlwydLogin: scopes granted\n');
+      // The React page may swap the grant screen for another (a session that has granted
+      // already) between the check and the click: a click that finds no button looks again.
+      if (await grant.click({ timeout: 2000 }).then(() => true, () => false)) {
+        granted = true;
+        process.stderr.write('glewlwydLogin: scopes granted\n');
+      }
     } else if (await cont.isVisible()) {
       // Continue goes to glewlwyd's authorization endpoint, which redirects to the client or
       // back here (e.g. to grant): wait for the next page, then look again.
@@ -102,7 +105,10 @@ async function glewlwydLogin(page, step, deadline) {
         predicate: (frame) => frame === page.mainFrame(),
         timeout: Math.max(1, deadline - Date.now()),
       });
-      await cont.click();
+      if (!(await cont.click({ timeout: 2000 }).then(() => true, () => false))) {
+        navigated.catch(() => {});
+        continue;
+      }
       await navigated;
       process.stderr.write(`glewlwydLogin: continued to ${page.url()}\n`);
       await page.waitForLoadState('domcontentloaded');

@@ -6,9 +6,14 @@
 //    from the Control Plane and the broker.
 //  - App Cluster 2 is bound with `kubectl bind URL --skip-browser`, the login and the catalog
 //    page driven in Chromium (screenshots of the catalog and consumer pages are artifacts).
-//  - App Cluster 3 is bound with `kubectl bind URL --headless` (device grant, approved as the
-//    user through glewlwyd's API), and its konnector's credentials reach nothing of App
-//    Cluster 2's on the Control Plane.
+//  - App Cluster 3 is bound with `kubectl bind URL --headless` (device grant, approved through
+//    glewlwyd's API) by a second user, gets its own Control Plane namespace, and its konnector's
+//    credentials reach nothing of App Cluster 2's there.
+//  - Unbinding App Cluster 3 (its APIServiceBindings and konnector deleted) leaves its claims
+//    and their database on the Control Plane; binding it again reuses its namespace.
+//  - App Cluster 4 is bound from the Control Plane (an AppClusterBinding, control-plane mode):
+//    claims there sync with no konnector in it, and deleting the AppClusterBinding removes its
+//    namespaces and, as the claims' Delete policy says, their instance.
 //  - A second `klutch up` on the same directory is refused; SIGTERM stops every process.
 // The tests of a suite share one sandbox and run in order.
 #include <gtest/gtest.h>
@@ -54,7 +59,7 @@ class SandboxE2eTest : public ::testing::Test {
                     std::filesystem::perm_options::add);
     state_ = dir_->path() / "state";
     up_ = new ChildProcess(
-        {(kBin / "klutch").string(), "up", "--state-dir", state_.string(), "--app-clusters", "3"},
+        {(kBin / "klutch").string(), "up", "--state-dir", state_.string(), "--app-clusters", "4"},
         dir_->path() / "up.log");
     bool ready = Eventually(
         [] {
@@ -188,6 +193,80 @@ class SandboxE2eTest : public ::testing::Test {
     return child;
   }
 
+  // `kubectl bind --headless --api <api>.anynines.com` for `cluster`, the device code approved
+  // as `user` would in a browser: log in, consent, confirm the code (glewlwyd's API).
+  static void BindHeadless(const std::string& cluster, const std::string& api,
+                           const std::string& user, const std::string& password) {
+    std::string out;
+    fs::path log =
+        dir_->path() / ("bind-" + cluster + "-" + api + "-" + core::RandomSuffix(4) + ".log");
+    auto bind = StartBind(cluster, {"--headless", "--api", api + ".anynines.com"}, log,
+                          "Waiting for the login", &out);
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(out, m, std::regex("enter the code ([A-Z0-9-]+)"))) << out;
+    std::string code = m[1];
+    ASSERT_TRUE(std::regex_search(out, m, std::regex("(https://127\\.0\\.0\\.1:\\d+)/api/oidc")))
+        << out;
+    CommandResult approved = RunShell(
+        "set -e; C=\"$DIR/cj-$RANDOM\"; "
+        "curl -sf --cacert \"$CA\" -c \"$C\" -H 'Content-Type: application/json' "
+        "-d \"{\\\"username\\\":\\\"$U\\\",\\\"password\\\":\\\"$P\\\"}\" \"$IDP/api/auth/\" "
+        ">/dev/null; "
+        "curl -sf --cacert \"$CA\" -b \"$C\" -X PUT -H 'Content-Type: application/json' "
+        "-d '{\"scope\":\"openid\"}' \"$IDP/api/auth/grant/klutch-backend\" >/dev/null; "
+        "curl -s --cacert \"$CA\" -b \"$C\" -o /dev/null -w '%{redirect_url}' "
+        "\"$IDP/api/oidc/device?code=$CODE&g_continue\"",
+        {{"CA", (state_ / "pki" / "ca.crt").string()},
+         {"U", user},
+         {"P", password},
+         {"IDP", std::string(m[1])},
+         {"CODE", code},
+         {"DIR", dir_->path().string()}},
+        dir_->path(), 30s);
+    ASSERT_EQ(approved.exit_code, 0) << approved.out << approved.err;
+    EXPECT_NE(approved.out.find("deviceComplete"), std::string::npos) << approved.out;
+    ASSERT_TRUE(Eventually([&] { return !bind->running(); }, 120s)) << Read(log);
+    ASSERT_EQ(bind->exit_code().value_or(-1), 0) << Read(log);
+  }
+
+  // A second user in glewlwyd, made with the administrator's password klutch up keeps.
+  static void AddUser(const std::string& user, const std::string& password) {
+    auto state = machinery::ParseJson(Read(state_ / "identity-provider" / "identity.json"));
+    ASSERT_TRUE(state.ok());
+    std::smatch m;
+    std::string log = Read(dir_->path() / "up.log");
+    ASSERT_TRUE(std::regex_search(log, m, std::regex("identity provider up: (https://[^/\\s]+)")))
+        << log;
+    CommandResult r = RunShell(
+        "set -e; C=\"$DIR/admin-$RANDOM\"; "
+        "curl -sf --cacert \"$CA\" -c \"$C\" -H 'Content-Type: application/json' "
+        "-d \"{\\\"username\\\":\\\"admin\\\",\\\"password\\\":\\\"$AP\\\"}\" \"$IDP/api/auth/\" "
+        ">/dev/null; "
+        "curl -sf --cacert \"$CA\" -b \"$C\" -H 'Content-Type: application/json' "
+        "-d \"{\\\"username\\\":\\\"$U\\\",\\\"password\\\":\\\"$P\\\",\\\"enabled\\\":true,"
+        "\\\"scope\\\":[\\\"g_profile\\\",\\\"openid\\\"]}\" \"$IDP/api/user/\"",
+        {{"CA", (state_ / "pki" / "ca.crt").string()},
+         {"AP", machinery::GetString(*state, {"adminPassword"})},
+         {"U", user},
+         {"P", password},
+         {"IDP", std::string(m[1])},
+         {"DIR", dir_->path().string()}},
+        dir_->path(), 30s);
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  }
+
+  // The Control Plane namespace of `cluster`'s consumer, from its konnector's kubeconfig.
+  static std::string ClusterNamespace(const std::string& cluster) {
+    CommandResult secret =
+        Kubectl(cluster, "get secret -n klutch-bind -o jsonpath='{.items[0].data.kubeconfig}'");
+    auto text = core::Base64Decode(core::Trim(secret.out));
+    std::smatch m;
+    std::string kubeconfig = text ? *text : "";
+    return std::regex_search(kubeconfig, m, std::regex("namespace: \"?([a-z0-9-]+)"))
+               ? std::string(m[1])
+               : std::string();
+  }
+
   static TempDir* dir_;
   static fs::path state_;
   static ChildProcess* up_;
@@ -307,55 +386,17 @@ TEST_F(SandboxE2eTest, A2_AppCluster2IsBoundThroughTheBrowser) {
   ASSERT_NO_FATAL_FAILURE(ExpectDatabase("app-2", "default", "web"));
 }
 
-TEST_F(SandboxE2eTest, A3_AppCluster3IsBoundHeadlessAndIsolatedFromAppCluster2) {
+TEST_F(SandboxE2eTest, A3_AppCluster3IsBoundHeadlessByASecondUserAndIsolated) {
+  ASSERT_NO_FATAL_FAILURE(AddUser("second", "second-password-3c1f"));
   for (const char* api : {"postgresqlinstances", "servicebindings"}) {
-    std::string out;
-    fs::path log = dir_->path() / (std::string("bind-app-3-") + api + ".log");
-    auto bind = StartBind("app-3", {"--headless", "--api", std::string(api) + ".anynines.com"}, log,
-                          "Waiting for the login", &out);
-    std::smatch m;
-    ASSERT_TRUE(std::regex_search(out, m, std::regex("enter the code ([A-Z0-9-]+)"))) << out;
-    std::string code = m[1];
-    ASSERT_TRUE(std::regex_search(out, m, std::regex("(https://127\\.0\\.0\\.1:\\d+)/api/oidc")))
-        << out;
-    // The user's part, as a browser would do it: log in, consent, confirm the code.
-    CommandResult approved = RunShell(
-        "set -e; C=\"$DIR/cj-$RANDOM\"; "
-        "curl -sf --cacert \"$CA\" -c \"$C\" -H 'Content-Type: application/json' "
-        "-d \"{\\\"username\\\":\\\"$U\\\",\\\"password\\\":\\\"$P\\\"}\" \"$IDP/api/auth/\" "
-        ">/dev/null; "
-        "curl -sf --cacert \"$CA\" -b \"$C\" -X PUT -H 'Content-Type: application/json' "
-        "-d '{\"scope\":\"openid\"}' \"$IDP/api/auth/grant/klutch-backend\" >/dev/null; "
-        "curl -s --cacert \"$CA\" -b \"$C\" -o /dev/null -w '%{redirect_url}' "
-        "\"$IDP/api/oidc/device?code=$CODE&g_continue\"",
-        {{"CA", (state_ / "pki" / "ca.crt").string()},
-         {"U", user_},
-         {"P", password_},
-         {"IDP", std::string(m[1])},
-         {"CODE", code},
-         {"DIR", dir_->path().string()}},
-        dir_->path(), 30s);
-    ASSERT_EQ(approved.exit_code, 0) << approved.out << approved.err;
-    EXPECT_NE(approved.out.find("deviceComplete"), std::string::npos) << approved.out;
-    ASSERT_TRUE(Eventually([&] { return !bind->running(); }, 120s)) << Read(log);
-    EXPECT_EQ(bind->exit_code().value_or(-1), 0) << Read(log);
+    ASSERT_NO_FATAL_FAILURE(BindHeadless("app-3", api, "second", "second-password-3c1f"));
   }
   ASSERT_NO_FATAL_FAILURE(ExpectDatabase("app-3", "team-a", "api"));
 
   // Separate Control Plane namespaces, and App Cluster 3's konnector credentials reach nothing
   // of App Cluster 2's there.
-  auto cluster_namespace = [](const std::string& cluster) {
-    CommandResult secret =
-        Kubectl(cluster, "get secret -n klutch-bind -o jsonpath='{.items[0].data.kubeconfig}'");
-    auto text = core::Base64Decode(core::Trim(secret.out));
-    std::smatch m;
-    std::string kubeconfig = text ? *text : "";
-    return std::regex_search(kubeconfig, m, std::regex("namespace: \"?([a-z0-9-]+)"))
-               ? std::string(m[1])
-               : std::string();
-  };
-  std::string ns2 = cluster_namespace("app-2");
-  std::string ns3 = cluster_namespace("app-3");
+  std::string ns2 = ClusterNamespace("app-2");
+  std::string ns3 = ClusterNamespace("app-3");
   ASSERT_FALSE(ns2.empty());
   ASSERT_FALSE(ns3.empty());
   EXPECT_NE(ns2, ns3);
@@ -380,7 +421,125 @@ TEST_F(SandboxE2eTest, A3_AppCluster3IsBoundHeadlessAndIsolatedFromAppCluster2) 
   EXPECT_EQ(own.exit_code, 0) << own.err;
 }
 
-TEST_F(SandboxE2eTest, A4_ASecondSandboxIsRefusedAndSigtermStopsEverything) {
+TEST_F(SandboxE2eTest, A4_UnbindingLeavesTheClaimsAndRebindingReusesTheNamespace) {
+  std::string ns3 = ClusterNamespace("app-3");
+  ASSERT_FALSE(ns3.empty());
+  std::string uri = SecretUri("app-3", "team-a", "api-binding-creds");
+  ASSERT_EQ(Psql(uri,
+                 "create table kept(v text); insert into kept values ('x'); "
+                 "select count(*) from kept"),
+            "1");
+
+  // Unbind: the APIServiceBindings and the konnector go; nothing is deleted upstream.
+  CommandResult unbound = Kubectl(
+      "app-3", "delete apiservicebindings --all -n klutch-bind --wait=true --timeout=60s", 90s);
+  ASSERT_EQ(unbound.exit_code, 0) << unbound.err;
+  ASSERT_EQ(Kubectl("app-3", "delete deployment konnector -n klutch-bind --wait=true").exit_code,
+            0);
+  // klutch up stops App Cluster 3's konnector process with its Deployment.
+  EXPECT_TRUE(Eventually(
+      [&] {
+        return core::Trim(RunShell("pgrep -f '" + state_.string() +
+                                       "/konnectors/[k]onnector-app-3' || true",
+                                   {}, dir_->path(), 10s)
+                              .out)
+            .empty();
+      },
+      30s));
+  // The claim on the Control Plane and its database stay, as do the CRDs and objects here.
+  std::string upstream_ns = ns3 + "-team-a";
+  EXPECT_EQ(Kubectl("control-plane", "get postgresqlinstance api -n " + upstream_ns).exit_code, 0);
+  EXPECT_EQ(Kubectl("app-3", "get postgresqlinstance api -n team-a").exit_code, 0);
+  EXPECT_EQ(Psql(uri, "select count(*) from kept"), "1");
+  // Unbound, a new claim here no longer reaches the Control Plane (no konnector runs).
+  const std::string late_binding =
+      "apiVersion: anynines.com/v1\nkind: ServiceBinding\nmetadata:\n  name: api-late\n"
+      "  namespace: team-a\nspec:\n  instanceRef: api\n  serviceInstanceType: postgresql\n"
+      "  compositionRef:\n    name: a9s-servicebinding\n";
+  ASSERT_EQ(Apply("app-3", late_binding).exit_code, 0);
+  EXPECT_NE(Kubectl("control-plane", "get servicebinding api-late -n " + upstream_ns).exit_code, 0);
+
+  // Bound again by the same user: the same namespace, and the claims sync again.
+  for (const char* api : {"postgresqlinstances", "servicebindings"}) {
+    ASSERT_NO_FATAL_FAILURE(BindHeadless("app-3", api, "second", "second-password-3c1f"));
+  }
+  EXPECT_EQ(ClusterNamespace("app-3"), ns3);
+  std::string late_uri;
+  EXPECT_TRUE(Eventually(
+      [&] {
+        late_uri = SecretUri("app-3", "team-a", "api-late-creds");
+        return !late_uri.empty();
+      },
+      120s))
+      << Diagnostics("app-3");
+  EXPECT_EQ(Psql(late_uri, "select count(*) from kept"), "1");
+  EXPECT_EQ(Psql(SecretUri("app-3", "team-a", "api-binding-creds"), "select count(*) from kept"),
+            "1");
+}
+
+TEST_F(SandboxE2eTest, A5_AppCluster4IsBoundFromTheControlPlaneWithNoAgentInIt) {
+  // A platform operator on the Control Plane: the App Cluster's kubeconfig as a Secret and an
+  // AppClusterBinding naming the APIs.
+  ASSERT_EQ(Kubectl("control-plane", "create namespace platform").exit_code, 0);
+  ASSERT_EQ(Kubectl("control-plane",
+                    "create secret generic app-4-kubeconfig -n platform "
+                    "--from-file=kubeconfig=" +
+                        Kubeconfig("app-4").string())
+                .exit_code,
+            0);
+  CommandResult applied =
+      Apply("control-plane",
+            "apiVersion: klutch.anynines.com/v1alpha1\nkind: AppClusterBinding\nmetadata:\n"
+            "  name: app-4\n  namespace: platform\nspec:\n  kubeconfigSecretRef:\n"
+            "    name: app-4-kubeconfig\n    namespace: platform\n    key: kubeconfig\n"
+            "  apiExports:\n  - group: anynines.com\n    resource: postgresqlinstances\n"
+            "  - group: anynines.com\n    resource: servicebindings\n"
+            "  konnector:\n    deploy: true\n");
+  ASSERT_EQ(applied.exit_code, 0) << applied.err;
+  CommandResult ready = Kubectl("control-plane",
+                                "wait appclusterbinding/app-4 -n platform --for=condition=Ready "
+                                "--timeout=120s",
+                                150s);
+  ASSERT_EQ(ready.exit_code, 0) << ready.out << ready.err;
+  // Its konnector runs from the Control Plane; App Cluster 4 has none, and no bind namespace.
+  EXPECT_TRUE(Eventually(
+      [&] {
+        return Kubectl("control-plane",
+                       "get deployment konnector-app-4 -n klutch-bind-platform-app-4 "
+                       "-o jsonpath='{.status.availableReplicas}'")
+                   .out == "1";
+      },
+      60s));
+  EXPECT_EQ(core::Trim(Kubectl("app-4", "get deployments -A -o name").out), "");
+  EXPECT_NE(Kubectl("app-4", "get namespace klutch-bind").exit_code, 0);
+  ASSERT_TRUE(Eventually(
+      [&] {
+        return Kubectl("app-4",
+                       "get crd postgresqlinstances.anynines.com servicebindings.anynines.com")
+                   .exit_code == 0;
+      },
+      60s));
+  ASSERT_NO_FATAL_FAILURE(ExpectDatabase("app-4", "default", "edge"));
+  std::string uri = SecretUri("app-4", "default", "edge-binding-creds");
+
+  // Deleting the AppClusterBinding removes its namespaces on the Control Plane; the claims go
+  // with them and, their instances' policy being Delete, so does the database.
+  CommandResult deleted =
+      Kubectl("control-plane",
+              "delete appclusterbinding app-4 -n platform --wait=true --timeout=120s", 150s);
+  ASSERT_EQ(deleted.exit_code, 0) << deleted.err;
+  EXPECT_TRUE(Eventually(
+      [&] {
+        CommandResult cp =
+            Kubectl("control-plane", "get namespaces,postgresqlinstances.anynines.com -A -o name");
+        return cp.exit_code == 0 && cp.out.find("klutch-bind-platform-app-4") == std::string::npos;
+      },
+      180s))
+      << Kubectl("control-plane", "get namespaces,postgresqlinstances -A").out;
+  EXPECT_TRUE(Eventually([&] { return Psql(uri, "select 1") != "1"; }, 180s));
+}
+
+TEST_F(SandboxE2eTest, A9_ASecondSandboxIsRefusedAndSigtermStopsEverything) {
   CommandResult second = RunShell((kBin / "klutch").string() + " up --state-dir " + state_.string(),
                                   {}, dir_->path(), 30s);
   EXPECT_EQ(second.exit_code, 3) << second.out << second.err;
