@@ -11,10 +11,12 @@
 
 #include "apis/manifests.h"
 #include "bind/ids.h"
+#include "bind/names.h"
 #include "bind/provision.h"
 #include "client/apply.h"
 #include "client/dynamic.h"
 #include "client/kubeconfig.h"
+#include "core/clock.h"
 #include "core/file.h"
 #include "core/net.h"
 #include "core/random.h"
@@ -116,6 +118,7 @@ class Sandbox::Impl {
     KLUTCH_RETURN_IF_ERROR(StartBackend());
     KLUTCH_RETURN_IF_ERROR(StartKonnectorRunners());
     KLUTCH_RETURN_IF_ERROR(BindFirstAppCluster());
+    RenewExpiredKonnectorCredentials();
     return SaveState();
   }
 
@@ -390,34 +393,14 @@ class Sandbox::Impl {
     KLUTCH_RETURN_IF_ERROR(core::WriteFileAtomic(cp_ca, cp_->config().ca_pem));
     KLUTCH_RETURN_IF_ERROR(StartProcess(
         "backend",
-        {klutch_,
-         "backend",
-         "--kubeconfig",
-         info_.control_plane_kubeconfig.string(),
-         "--listen-address",
-         fmt::format("127.0.0.1:{}", port),
-         "--tls-cert-file",
-         (dir_ / "pki" / "backend.crt").string(),
-         "--tls-key-file",
-         (dir_ / "pki" / "backend.key").string(),
-         "--external-address",
-         cp_server,
-         "--external-ca-file",
-         cp_ca.string(),
-         "--pretty-name",
-         "Klutch sandbox",
-         "--oidc-issuer-url",
-         idp_->issuer(),
-         "--oidc-issuer-client-id",
-         idp_->client_id(),
-         "--oidc-callback-url",
-         info_.backend_url + "/callback",
-         "--oidc-ca-file",
-         info_.ca_file.string(),
-         "--oidc-scopes",
-         "openid",
-         "--konnector-image",
-         "klutch:v0.1.0",
+        {klutch_, "backend", "--kubeconfig", info_.control_plane_kubeconfig.string(),
+         "--listen-address", fmt::format("127.0.0.1:{}", port), "--tls-cert-file",
+         (dir_ / "pki" / "backend.crt").string(), "--tls-key-file",
+         (dir_ / "pki" / "backend.key").string(), "--external-address", cp_server,
+         "--external-ca-file", cp_ca.string(), "--pretty-name", "Klutch sandbox",
+         "--oidc-issuer-url", idp_->issuer(), "--oidc-issuer-client-id", idp_->client_id(),
+         "--oidc-callback-url", info_.backend_url + "/callback", "--oidc-ca-file",
+         info_.ca_file.string(), "--oidc-scopes", "openid", "--konnector-image", "klutch:v0.1.0",
          // AppClusterBindings too: an App Cluster can be bound from the Control Plane side,
          // with no agent in it (its konnector runs under the control-plane KonnectorRunner).
          "--control-plane-mode"},
@@ -544,6 +527,65 @@ class Sandbox::Impl {
     }
     Say("App Cluster 1 bound");
     return core::Status::Ok();
+  }
+
+  // A konnector reaches the Control Plane with a short-lived token that the backend renews in
+  // the ClusterBinding's Secret and the konnector itself copies into its App Cluster. After a
+  // stop longer than the token's life it cannot fetch the renewal with the expired token, so
+  // the sandbox, administrator of both sides, delivers it: for each App Cluster kubeconfig
+  // Secret in klutch-bind that names this Control Plane, once the backend has renewed the
+  // token upstream (a bounded wait), a differing copy is replaced. A real cluster's operator
+  // re-runs `kubectl bind` instead (ADR 0013).
+  void RenewExpiredKonnectorCredentials() {
+    for (size_t i = 0; i < apps_.size(); ++i) {
+      auto secrets = client::ResourceClient(*apps_[i], resources::kSecrets, "klutch-bind").List();
+      if (!secrets.ok()) continue;
+      for (const Json& secret : (*secrets)["items"]) {
+        auto text = core::Base64Decode(machinery::GetString(secret, {"data", "kubeconfig"}));
+        if (!text) continue;
+        auto kubeconfig = client::ParseKubeconfig(*text, "kubeconfig", dir_);
+        if (!kubeconfig.ok()) continue;
+        auto config = client::ResolveKubeconfig(*kubeconfig);
+        if (!config.ok() || config->server != cp_->config().server) continue;
+        auto fresh = RenewedUpstream(config->namespace_);
+        if (!fresh || *fresh == *text) continue;
+        Json patch = {{"data", {{"kubeconfig", core::Base64Encode(*fresh)}}}};
+        auto r =
+            client::ResourceClient(*apps_[i], resources::kSecrets, "klutch-bind")
+                .Patch(machinery::Name(secret), client::PatchType::kMerge, machinery::Dump(patch));
+        if (r.ok()) {
+          Say(
+              fmt::format("App Cluster {}: its konnector's Control Plane token was out of date (it "
+                          "expires while the sandbox is stopped); delivered the renewed one",
+                          i + 1));
+        }
+      }
+    }
+  }
+
+  // The kubeconfig in the ClusterBinding Secret of Control Plane namespace `ns` once its token
+  // is valid for at least another minute (waiting up to 30 s for the backend to renew an
+  // expired one); nothing when there is none.
+  std::optional<std::string> RenewedUpstream(const std::string& ns) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (true) {
+      auto cb =
+          client::ResourceClient(*cp_, {"klutch.anynines.com", "v1alpha1", "clusterbindings"}, ns)
+              .Get("cluster");
+      if (!cb.ok()) return std::nullopt;
+      std::string name = machinery::GetString(*cb, {"spec", "kubeconfigSecretRef", "name"});
+      std::string key = machinery::GetString(*cb, {"spec", "kubeconfigSecretRef", "key"});
+      auto secret = client::ResourceClient(*cp_, resources::kSecrets, ns).Get(name);
+      if (!secret.ok()) return std::nullopt;
+      auto expires = core::ParseTime(
+          machinery::Annotation(*secret, std::string(bind::kTokenExpiresAnnotation)));
+      if (expires && *expires > std::chrono::system_clock::now() + std::chrono::minutes(1)) {
+        return core::Base64Decode(
+            machinery::GetString(*secret, {"data", key.empty() ? "kubeconfig" : key}));
+      }
+      if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
+      std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    }
   }
 
   SandboxOptions options_;

@@ -14,7 +14,8 @@
 //  - App Cluster 4 is bound from the Control Plane (an AppClusterBinding, control-plane mode):
 //    claims there sync with no konnector in it, and deleting the AppClusterBinding removes its
 //    namespaces and, as the claims' Delete policy says, their instance.
-//  - A second `klutch up` on the same directory is refused; SIGTERM stops every process.
+//  - A second `klutch up` on the same directory is refused; SIGTERM stops every process; the
+//    next start resumes with the data and delivers a konnector token that expired meanwhile.
 // The tests of a suite share one sandbox and run in order.
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -545,12 +546,78 @@ TEST_F(SandboxE2eTest, A9_ASecondSandboxIsRefusedAndSigtermStopsEverything) {
   EXPECT_EQ(second.exit_code, 3) << second.out << second.err;
   EXPECT_NE(second.err.find("already running"), std::string::npos) << second.err;
 
+  // App Cluster 1's konnector token made useless, as a stop longer than its life would leave
+  // it: the next start must deliver the renewed one (A10). Its konnector is stopped first (it
+  // would restore the token it can still fetch).
+  ASSERT_EQ(Kubectl("app-1", "scale deployment konnector -n klutch-bind --replicas=0").exit_code,
+            0);
+  EXPECT_TRUE(Eventually(
+      [&] {
+        return core::Trim(RunShell("pgrep -f '" + state_.string() +
+                                       "/konnectors/[k]onnector-app-1' || true",
+                                   {}, dir_->path(), 10s)
+                              .out)
+            .empty();
+      },
+      30s));
+  CommandResult secret =
+      Kubectl("app-1", "get secret -n klutch-bind -o jsonpath='{.items[0].metadata.name}'");
+  std::string secret_name(core::Trim(secret.out));
+  ASSERT_FALSE(secret_name.empty());
+  auto kubeconfig =
+      core::Base64Decode(core::Trim(Kubectl("app-1", "get secret -n klutch-bind " + secret_name +
+                                                         " -o jsonpath='{.data.kubeconfig}'")
+                                        .out));
+  ASSERT_TRUE(kubeconfig.has_value());
+  std::string stale = std::regex_replace(*kubeconfig, std::regex("token: \\S+"), "token: expired");
+  ASSERT_NE(stale, *kubeconfig);
+  ASSERT_EQ(Kubectl("app-1", "patch secret -n klutch-bind " + secret_name +
+                                 " --type merge -p '{\"data\":{\"kubeconfig\":\"" +
+                                 core::Base64Encode(stale) + "\"}}'")
+                .exit_code,
+            0);
+
   ASSERT_TRUE(up_->Signal(SIGTERM, 150s).has_value()) << Read(dir_->path() / "up.log");
   EXPECT_EQ(up_->exit_code().value_or(-1), 0) << Read(dir_->path() / "up.log");
   // "[s]tate" matches the directory but not this pgrep's own command line.
   std::string pattern = state_.parent_path().string() + "/[s]tate";
   CommandResult left = RunShell("pgrep -af '" + pattern + "' || true", {}, dir_->path(), 10s);
   EXPECT_EQ(core::Trim(left.out), "") << left.out;
+}
+
+TEST_F(SandboxE2eTest, A10_TheNextStartResumesWithItsStateAndRenewsAnExpiredKonnectorToken) {
+  ASSERT_FALSE(up_->running());
+  fs::path log = dir_->path() / "up-again.log";
+  ChildProcess again(
+      {(kBin / "klutch").string(), "up", "--state-dir", state_.string(), "--app-clusters", "4"},
+      log);
+  // Stopped gracefully whatever fails below (the destructor's SIGKILL would orphan instances).
+  struct Stopper {
+    ChildProcess& p;
+    ~Stopper() {
+      if (p.running()) p.Signal(SIGTERM, 150s);
+    }
+  } stopper{again};
+  ASSERT_TRUE(Eventually(
+      [&] { return Read(log).find("(ready in") != std::string::npos || !again.running(); }, 180s))
+      << Read(log);
+  ASSERT_TRUE(again.running()) << Read(log);
+  EXPECT_NE(Read(log).find("App Cluster 1: its konnector's Control Plane token was out of date"),
+            std::string::npos)
+      << Read(log);
+  EXPECT_NE(Read(log).find("App Cluster 1 is bound already"), std::string::npos) << Read(log);
+
+  // App Cluster 2's database, with its data, is back; App Cluster 1's konnector, running
+  // again, syncs claims with the delivered token.
+  ASSERT_EQ(Kubectl("app-1", "scale deployment konnector -n klutch-bind --replicas=2").exit_code,
+            0);
+  EXPECT_TRUE(Eventually(
+      [&] { return Psql(SecretUri("app-2", "default", "web-binding-creds"), "select 1") == "1"; },
+      120s));
+  ASSERT_NO_FATAL_FAILURE(ExpectDatabase("app-1", "default", "after-resume"));
+
+  ASSERT_TRUE(again.Signal(SIGTERM, 150s).has_value()) << Read(log);
+  EXPECT_EQ(again.exit_code().value_or(-1), 0) << Read(log);
 }
 
 }  // namespace
