@@ -147,6 +147,7 @@ core::Result<BindingProvider> ParseBindingProvider(std::string_view body, const 
         p.device_authorization_url =
             machinery::GetString(m, {"oauth2DeviceGrant", "deviceAuthorizationURL"});
         p.device_token_url = machinery::GetString(m, {"oauth2DeviceGrant", "tokenURL"});
+        p.device_bind_url = machinery::GetString(m, {"oauth2DeviceGrant", "bindURL"});
       }
     }
   }

@@ -47,6 +47,7 @@ struct BindingProvider {
   // Our device-grant method (docs/decisions/0013-bind-backend.md), when offered.
   std::string device_authorization_url;
   std::string device_token_url;
+  std::string device_bind_url;  // binds more APIs with one login's DeviceSession ("" = none)
 };
 
 // Parses and checks a BindingProvider document: kind BindingProvider, apiVersion exactly

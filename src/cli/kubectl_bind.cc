@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -413,29 +414,104 @@ core::Result<http::ClientResponse> PostForm(
   return http::Fetch(parsed, options);
 }
 
+// An --api value: <resource>.<group>.
+core::Result<std::pair<std::string, std::string>> SplitApi(const std::string& api) {
+  size_t dot = api.find('.');
+  std::string resource = api.substr(0, dot);
+  std::string group = dot == std::string::npos ? "" : api.substr(dot + 1);
+  if (resource.empty() || group.empty()) {
+    return core::BadRequest("--api " + core::GoQuote(api) +
+                            ": expected <resource>.<group>, e.g. postgresqlinstances.anynines.com");
+  }
+  return std::make_pair(resource, group);
+}
+
+// The APIs to bind from a DeviceSession's offer: the --api values (each must be offered), or
+// the user's choice on a terminal; without a terminal, an error listing what is offered.
+core::Result<std::vector<std::pair<std::string, std::string>>> ChooseApis(const Json& offered,
+                                                                          const BindFlags& f) {
+  std::vector<std::pair<std::string, std::string>> apis;  // (resource, group)
+  const Json* list = machinery::Find(offered, {"apis"});
+  if (list != nullptr && list->is_array()) {
+    for (const Json& a : *list) {
+      apis.emplace_back(machinery::GetString(a, {"resource"}), machinery::GetString(a, {"group"}));
+    }
+  }
+  if (apis.empty()) return core::NotFound("the backend offers no API to bind");
+  std::string names;
+  for (size_t i = 0; i < apis.size(); ++i) {
+    names += fmt::format("\n  {}. {}.{}", i + 1, apis[i].first, apis[i].second);
+  }
+  std::vector<std::pair<std::string, std::string>> chosen;
+  if (!f.apis.empty()) {
+    for (const std::string& api : f.apis) {
+      KLUTCH_ASSIGN_OR_RETURN(auto wanted, SplitApi(api));
+      if (std::find(apis.begin(), apis.end(), wanted) == apis.end()) {
+        return core::NotFound("--api " + api +
+                              ": the backend does not offer it; it offers:" + names);
+      }
+      chosen.push_back(wanted);
+    }
+    return chosen;
+  }
+  if (!isatty(STDIN_FILENO)) {
+    return core::BadRequest(
+        "name the APIs to bind with --api <resource>.<group> (repeatable); "
+        "the backend offers:" +
+        names);
+  }
+  std::cerr << "The backend offers:" << names
+            << "\nWhich to bind? Numbers or names, separated by commas, or \"all\": " << std::flush;
+  std::string answer;
+  std::getline(std::cin, answer);
+  for (std::string_view item : core::Split(answer, ',')) {
+    std::string token(core::Trim(item));
+    if (token.empty()) continue;
+    if (token == "all") return apis;
+    size_t index = 0;
+    if (std::all_of(token.begin(), token.end(), ::isdigit)) index = std::stoul(token.substr(0, 6));
+    if (index >= 1 && index <= apis.size()) {
+      chosen.push_back(apis[index - 1]);
+      continue;
+    }
+    auto it = std::find_if(apis.begin(), apis.end(), [&](const auto& a) {
+      return token == a.first || token == a.first + "." + a.second;
+    });
+    if (it == apis.end()) return core::BadRequest(core::GoQuote(token) + " is not offered");
+    chosen.push_back(*it);
+  }
+  if (chosen.empty()) return core::BadRequest("no API chosen; nothing to bind");
+  return chosen;
+}
+
 // The device authorization grant through the backend (docs/bind-backend.md): the user opens
-// the printed URL on any device and enters the code; this polls until the backend answers
-// with the BindingResponse for the one API asked for.
-core::Result<bind::BindingResponse> DeviceLogin(const bind::BindingProvider& provider,
-                                                const BindFlags& f, const std::string& ca_pem,
-                                                const std::string& session_id,
-                                                const std::string& cluster_id,
-                                                std::chrono::milliseconds timeout) {
+// the printed URL on any device and enters the code; this polls until the backend answers.
+// One --api: the token answer is that API's BindingResponse. Otherwise the answer is a
+// DeviceSession: the user's APIs (the --api values, or chosen from its offer) are bound with
+// it one by one, all with this one login.
+core::Result<std::vector<bind::BindingResponse>> DeviceLogin(const bind::BindingProvider& provider,
+                                                             const BindFlags& f,
+                                                             const std::string& ca_pem,
+                                                             const std::string& session_id,
+                                                             const std::string& cluster_id,
+                                                             std::chrono::milliseconds timeout) {
   if (provider.device_authorization_url.empty() || provider.device_token_url.empty()) {
     return core::BadRequest(
         "this backend offers no device-grant login; run kubectl bind without --headless "
         "(with --skip-browser to open the login URL on another machine)");
   }
-  if (f.apis.size() != 1) {
-    return core::BadRequest(
-        "--headless binds one API per login: name it with --api <resource>.<group> (the "
-        "backend's catalog page lists them), e.g. --api postgresqlinstances.anynines.com");
+  std::vector<std::pair<std::string, std::string>> token_api;  // the one API asked for at once
+  if (f.apis.size() == 1 || provider.device_bind_url.empty()) {
+    if (f.apis.size() != 1) {
+      return core::BadRequest(
+          "this backend binds one API per device login: name it with --api <resource>.<group> "
+          "(its catalog page lists them), e.g. --api postgresqlinstances.anynines.com");
+    }
+    KLUTCH_ASSIGN_OR_RETURN(auto api, SplitApi(f.apis.front()));
+    token_api.push_back(api);
+  } else {
+    for (const std::string& api : f.apis) KLUTCH_RETURN_IF_ERROR(SplitApi(api).status());
   }
-  const std::string& api = f.apis.front();
-  size_t dot = api.find('.');
-  std::string resource = api.substr(0, dot);
-  std::string group = dot == std::string::npos ? "" : api.substr(dot + 1);
-  if (resource.empty()) return core::BadRequest("--api " + api + ": expected <resource>.<group>");
   KLUTCH_ASSIGN_OR_RETURN(
       http::ClientResponse started,
       PostForm(provider.device_authorization_url, ca_pem, {{"s", session_id}, {"c", cluster_id}}));
@@ -459,7 +535,30 @@ core::Result<bind::BindingResponse> DeviceLogin(const bind::BindingProvider& pro
             << ".\nWaiting for the login";
   bool tty = isatty(STDERR_FILENO);
   std::cerr << (tty ? "" : "...\n") << std::flush;
+  std::vector<std::pair<std::string, std::string>> form = {{"device_handle", handle}};
+  if (!token_api.empty()) {
+    form.emplace_back("group", token_api.front().second);
+    form.emplace_back("resource", token_api.front().first);
+  }
   auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::string session_body;
+  auto refused = [](const http::ClientResponse& r) {
+    auto error = machinery::ParseJson(r.body);
+    std::string kind = error.ok() ? machinery::GetString(*error, {"error"}) : "";
+    std::string description = error.ok() ? machinery::GetString(*error, {"error_description"}) : "";
+    if (kind == "access_denied") {
+      return core::Forbidden("the login was declined" +
+                             (description.empty() ? std::string() : ": " + description));
+    }
+    if (kind == "expired_token") {
+      return core::Status(core::Reason::kTimeout,
+                          "the login expired before it finished; run kubectl bind --headless "
+                          "again");
+    }
+    return core::BadRequest(fmt::format("the backend refused the device login (HTTP {}, {}){}{}",
+                                        r.status, kind.empty() ? "no error code" : kind,
+                                        description.empty() ? "" : ": ", description));
+  };
   while (true) {
     if (std::chrono::steady_clock::now() >= deadline) {
       if (tty) std::cerr << "\n";
@@ -469,19 +568,20 @@ core::Result<bind::BindingResponse> DeviceLogin(const bind::BindingProvider& pro
                                       f.common.timeout));
     }
     std::this_thread::sleep_for(std::chrono::seconds(interval));
-    auto polled = PostForm(provider.device_token_url, ca_pem,
-                           {{"device_handle", handle}, {"group", group}, {"resource", resource}});
-    if (!polled.ok()) {
+    KLUTCH_ASSIGN_OR_RETURN(http::ClientResponse polled,
+                            PostForm(provider.device_token_url, ca_pem, form));
+    if (polled.status == 200) {
       if (tty) std::cerr << "\n";
-      return polled.status();
+      if (!token_api.empty()) {
+        KLUTCH_ASSIGN_OR_RETURN(bind::BindingResponse response,
+                                bind::ParseBindingResponse(polled.body, session_id));
+        return std::vector<bind::BindingResponse>{std::move(response)};
+      }
+      session_body = std::move(polled.body);
+      break;
     }
-    if (polled->status == 200) {
-      if (tty) std::cerr << "\n";
-      return bind::ParseBindingResponse(polled->body, session_id);
-    }
-    auto error = machinery::ParseJson(polled->body);
+    auto error = machinery::ParseJson(polled.body);
     std::string kind = error.ok() ? machinery::GetString(*error, {"error"}) : "";
-    std::string description = error.ok() ? machinery::GetString(*error, {"error_description"}) : "";
     if (kind == "authorization_pending") {
       if (tty) std::cerr << "." << std::flush;
       continue;
@@ -491,19 +591,28 @@ core::Result<bind::BindingResponse> DeviceLogin(const bind::BindingProvider& pro
       continue;
     }
     if (tty) std::cerr << "\n";
-    if (kind == "access_denied") {
-      return core::Forbidden("the login was declined" +
-                             (description.empty() ? std::string() : ": " + description));
-    }
-    if (kind == "expired_token") {
-      return core::Status(core::Reason::kTimeout,
-                          "the login code expired before the login finished; run kubectl bind "
-                          "--headless again");
-    }
-    return core::BadRequest(fmt::format("the backend refused the device login (HTTP {}, {}){}{}",
-                                        polled->status, kind.empty() ? "no error code" : kind,
-                                        description.empty() ? "" : ": ", description));
+    return refused(polled);
   }
+
+  // Logged in: a DeviceSession with the offer; bind the chosen APIs with it.
+  auto device_session = machinery::ParseJson(session_body);
+  if (!device_session.ok() || machinery::GetString(*device_session, {"kind"}) != "DeviceSession") {
+    return core::Internal("the backend's answer to the login is not a DeviceSession");
+  }
+  KLUTCH_ASSIGN_OR_RETURN(auto chosen, ChooseApis(*device_session, f));
+  std::string sealed = machinery::GetString(*device_session, {"session"});
+  std::vector<bind::BindingResponse> responses;
+  for (const auto& [resource, group] : chosen) {
+    KLUTCH_ASSIGN_OR_RETURN(
+        http::ClientResponse bound,
+        PostForm(provider.device_bind_url, ca_pem,
+                 {{"session", sealed}, {"group", group}, {"resource", resource}}));
+    if (bound.status != 200) return refused(bound);
+    KLUTCH_ASSIGN_OR_RETURN(bind::BindingResponse response,
+                            bind::ParseBindingResponse(bound.body, session_id));
+    responses.push_back(std::move(response));
+  }
+  return responses;
 }
 
 int RunBind(BindFlags& f) {
@@ -549,11 +658,16 @@ int RunBind(BindFlags& f) {
   std::string session_id = klutch::bind::NewSessionId();
   auto timeout = ParseTimeout(f.common.timeout);
   if (f.headless) {
-    auto response = DeviceLogin(*provider, f, ca_pem, session_id, cluster_id, timeout);
-    if (!response.ok()) return Fail(response.status());
+    auto responses = DeviceLogin(*provider, f, ca_pem, session_id, cluster_id, timeout);
+    if (!responses.ok()) return Fail(responses.status());
+    const std::string& id = responses->front().id;
     std::cerr << "Logged in to " << (provider->pretty_name.empty() ? f.url : provider->pretty_name)
-              << (response->id.empty() ? "" : " as " + response->id) << ".\n";
-    return BindRequests(**app, response->kubeconfig, "", "", response->requests, f.common);
+              << (id.empty() ? "" : " as " + id) << ".\n";
+    for (const bind::BindingResponse& response : *responses) {
+      int code = BindRequests(**app, response.kubeconfig, "", "", response.requests, f.common);
+      if (code != 0) return code;
+    }
+    return 0;
   }
   if (provider->authenticated_url.empty()) {
     return Fail(core::BadRequest(
@@ -678,6 +792,9 @@ int KubectlBindMain(int argc, char** argv) {
       "  kubectl bind https://backend.example.com/export\n\n"
       "  # Log in on another device (terminals, CI): print a code to enter there\n"
       "  kubectl bind https://backend.example.com/export --headless\n\n"
+      "  # The same in CI: name the APIs to bind with that one login\n"
+      "  kubectl bind https://backend.example.com/export --headless \\\n"
+      "      --api postgresqlinstances.anynines.com --api servicebindings.anynines.com\n\n"
       "  # Show what would be created, without creating it\n"
       "  kubectl bind https://backend.example.com/export --dry-run -o yaml");
   BindFlags bind_flags;
@@ -691,7 +808,8 @@ int KubectlBindMain(int argc, char** argv) {
                "any device and enter the code; no local browser or callback needed.")
       ->group("Options");
   app.add_option("--api", bind_flags.apis,
-                 "With --headless: an API to bind, as <resource>.<group> (repeatable).")
+                 "With --headless: an API to bind, as <resource>.<group> (repeatable; without "
+                 "it, choose from the backend's offer after the login).")
       ->group("Options");
   app.add_option("--backend-ca-file", bind_flags.backend_ca_file,
                  "PEM file of the CA that signed the backend's certificate (default: the "

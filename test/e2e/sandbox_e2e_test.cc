@@ -194,15 +194,19 @@ class SandboxE2eTest : public ::testing::Test {
     return child;
   }
 
-  // `kubectl bind --headless --api <api>.anynines.com` for `cluster`, the device code approved
-  // as `user` would in a browser: log in, consent, confirm the code (glewlwyd's API).
-  static void BindHeadless(const std::string& cluster, const std::string& api,
+  // `kubectl bind --headless --api <api>.anynines.com ...` for `cluster` (one login for all of
+  // them), the device code approved as `user` would in a browser: log in, consent, confirm the
+  // code (glewlwyd's API).
+  static void BindHeadless(const std::string& cluster, const std::vector<std::string>& apis,
                            const std::string& user, const std::string& password) {
     std::string out;
-    fs::path log =
-        dir_->path() / ("bind-" + cluster + "-" + api + "-" + core::RandomSuffix(4) + ".log");
-    auto bind = StartBind(cluster, {"--headless", "--api", api + ".anynines.com"}, log,
-                          "Waiting for the login", &out);
+    fs::path log = dir_->path() / ("bind-" + cluster + "-" + core::RandomSuffix(6) + ".log");
+    std::vector<std::string> flags = {"--headless"};
+    for (const std::string& api : apis) {
+      flags.push_back("--api");
+      flags.push_back(api + ".anynines.com");
+    }
+    auto bind = StartBind(cluster, flags, log, "Waiting for the login", &out);
     std::smatch m;
     ASSERT_TRUE(std::regex_search(out, m, std::regex("enter the code ([A-Z0-9-]+)"))) << out;
     std::string code = m[1];
@@ -389,9 +393,9 @@ TEST_F(SandboxE2eTest, A2_AppCluster2IsBoundThroughTheBrowser) {
 
 TEST_F(SandboxE2eTest, A3_AppCluster3IsBoundHeadlessByASecondUserAndIsolated) {
   ASSERT_NO_FATAL_FAILURE(AddUser("second", "second-password-3c1f"));
-  for (const char* api : {"postgresqlinstances", "servicebindings"}) {
-    ASSERT_NO_FATAL_FAILURE(BindHeadless("app-3", api, "second", "second-password-3c1f"));
-  }
+  // Both APIs with one login (the backend's DeviceSession).
+  ASSERT_NO_FATAL_FAILURE(BindHeadless("app-3", {"postgresqlinstances", "servicebindings"},
+                                       "second", "second-password-3c1f"));
   ASSERT_NO_FATAL_FAILURE(ExpectDatabase("app-3", "team-a", "api"));
 
   // Separate Control Plane namespaces, and App Cluster 3's konnector credentials reach nothing
@@ -461,8 +465,9 @@ TEST_F(SandboxE2eTest, A4_UnbindingLeavesTheClaimsAndRebindingReusesTheNamespace
   EXPECT_NE(Kubectl("control-plane", "get servicebinding api-late -n " + upstream_ns).exit_code, 0);
 
   // Bound again by the same user: the same namespace, and the claims sync again.
+  // One API per login this time (the token answer is the binding itself).
   for (const char* api : {"postgresqlinstances", "servicebindings"}) {
-    ASSERT_NO_FATAL_FAILURE(BindHeadless("app-3", api, "second", "second-password-3c1f"));
+    ASSERT_NO_FATAL_FAILURE(BindHeadless("app-3", {api}, "second", "second-password-3c1f"));
   }
   EXPECT_EQ(ClusterNamespace("app-3"), ns3);
   std::string late_uri;
