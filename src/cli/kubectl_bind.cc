@@ -344,15 +344,22 @@ class CallbackState {
     }
     auto decoded = bind::DecodeCallbackResponse(*encoded, session_id_);
     if (!decoded.ok()) {
+      // Not this login's answer (another page or process can reach a loopback port too):
+      // shown and ignored; the login goes on waiting for the backend's.
       response.status = 400;
-      response.body = "<h1>The binding failed.</h1><p>" +
+      response.body = "<h1>This is not the answer kubectl bind is waiting for.</h1><p>" +
                       klutch::bind::HtmlEscape(decoded.status().message()) +
-                      "</p><p>Run kubectl bind again; your terminal shows the same message.</p>";
-    } else {
-      response.body =
-          "<h1>You have been authenticated successfully!</h1><p>Return to your terminal; "
-          "you can close this window.</p>";
+                      "</p><p>Finish the login in the window kubectl bind opened, or run it "
+                      "again.</p>";
+      std::cerr << "\nkubectl bind: ignored a request to the callback that does not carry this "
+                   "login's answer ("
+                << decoded.status().message() << ")\n"
+                << std::flush;
+      return response;
     }
+    response.body =
+        "<h1>You have been authenticated successfully!</h1><p>Return to your terminal; "
+        "you can close this window.</p>";
     result_ = std::move(decoded);
     cv_.SignalAll();
     return response;

@@ -365,6 +365,17 @@ TEST_F(SandboxE2eTest, A2_AppCluster2IsBoundThroughTheBrowser) {
     std::smatch m;
     ASSERT_TRUE(std::regex_search(out, m, std::regex("(https://\\S+/authorize\\S+)"))) << out;
     std::string authorize = m[1];
+    // A request to the CLI's callback that is not the backend's answer (any local page or
+    // process can send one) is refused and does not end the login.
+    ASSERT_TRUE(
+        std::regex_search(authorize, m, std::regex("u=http%3A%2F%2F127\\.0\\.0\\.1%3A(\\d+)")))
+        << authorize;
+    CommandResult bogus = RunShell(
+        "curl -s -o /dev/null -w '%{http_code}' "
+        "\"http://127.0.0.1:" +
+            std::string(m[1]) + "/callback?response=eyJmb28iOjF9\"",
+        {}, dir_->path(), 10s);
+    EXPECT_EQ(bogus.out, "400");
     BrowserFlow flow;
     flow.Goto(authorize)
         .GlewlwydLogin(user_, password_)
