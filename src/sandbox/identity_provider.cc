@@ -258,7 +258,7 @@ core::Status IdentityProvider::Configure() {
       {"auth-type-client-enabled", false},
       {"auth-type-device-enabled", true},
       {"device-authorization-expiration", 600},
-      {"device-authorization-interval", 2},
+      {"device-authorization-interval", 1},
       {"auth-type-refresh-enabled", true},
       {"pkce-allowed", true},
       {"pkce-method-plain-allowed", false},

@@ -331,6 +331,7 @@ class KonnectorRunner::Impl {
     p.name = process;
     p.spec.argv = argv;
     for (const auto& [k, v] : env) p.spec.env.push_back(k + "=" + v);
+    p.spec.env.push_back("MALLOC_ARENA_MAX=2");  // as the sandbox's other processes
     p.spec.cwd = dir;
     p.spec.output_file = options_.dir / (process + ".log");
     p.grace = std::chrono::seconds(10);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <thread>
 
 #include "core/log.h"
@@ -51,9 +52,20 @@ class ProcessSet::Impl {
       pid = it->second.pid;
       grace = it->second.options.grace;
       entries_.erase(it);
+      if (pid > 0) stopping_.insert(pid);
     }
     if (pid > 0) core::StopProcess(pid, grace);
+    core::MutexLock lock(mu_);
+    stopping_.erase(pid);
     return true;
+  }
+
+  void KillAll() {
+    core::MutexLock lock(mu_);
+    for (const auto& [name, e] : entries_) {
+      if (e.pid > 0) ::kill(-e.pid, SIGKILL);
+    }
+    for (pid_t pid : stopping_) ::kill(-pid, SIGKILL);
   }
 
   void StopAll() {
@@ -77,15 +89,6 @@ class ProcessSet::Impl {
     std::vector<ProcessInfo> out;
     for (const auto& [name, e] : entries_) {
       out.push_back({name, e.pid, e.restarts, e.options.spec.output_file.string()});
-    }
-    return out;
-  }
-
-  std::vector<pid_t> Pids() const {
-    core::MutexLock lock(mu_);
-    std::vector<pid_t> out;
-    for (const auto& [name, e] : entries_) {
-      if (e.pid > 0) out.push_back(e.pid);
     }
     return out;
   }
@@ -156,6 +159,7 @@ class ProcessSet::Impl {
   mutable core::Mutex mu_;
   core::CondVar cv_;
   std::map<std::string, Entry> entries_ GUARDED_BY(mu_);
+  std::set<pid_t> stopping_ GUARDED_BY(mu_);  // being stopped by Stop, for KillAll
   int next_order_ GUARDED_BY(mu_) = 0;
   bool quit_ GUARDED_BY(mu_) = false;
   std::thread watcher_;
@@ -168,6 +172,6 @@ bool ProcessSet::Stop(const std::string& name) { return impl_->Stop(name); }
 void ProcessSet::StopAll() { impl_->StopAll(); }
 bool ProcessSet::Running(const std::string& name) const { return impl_->Running(name); }
 std::vector<ProcessInfo> ProcessSet::List() const { return impl_->List(); }
-std::vector<pid_t> ProcessSet::Pids() const { return impl_->Pids(); }
+void ProcessSet::KillAll() { impl_->KillAll(); }
 
 }  // namespace klutch::sandbox

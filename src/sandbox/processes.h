@@ -47,10 +47,11 @@ class ProcessSet {
   bool Stop(const std::string& name);
   // Ends every process, newest first. Idempotent.
   void StopAll();
+  // SIGKILLs the process group of every process, those a Stop is waiting for included; the
+  // watcher may restart them (call it on the way out).
+  void KillAll();
   bool Running(const std::string& name) const;
   std::vector<ProcessInfo> List() const;
-  // PIDs of every running process (for resource accounting).
-  std::vector<pid_t> Pids() const;
 
   class Impl;
 

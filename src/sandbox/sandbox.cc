@@ -25,6 +25,7 @@
 #include "http/url.h"
 #include "machinery/json.h"
 #include "machinery/object.h"
+#include "reconcile/conditions.h"
 #include "sandbox/identity_provider.h"
 #include "sandbox/konnector_runner.h"
 #include "sandbox/processes.h"
@@ -68,17 +69,6 @@ core::Result<std::unique_ptr<client::RestClient>> ClientFor(const fs::path& kube
   return client::RestClient::New(config);
 }
 
-// Retries `fn` (e.g. applying objects whose kind is about to be served) until it succeeds or
-// `timeout` passes; the last error otherwise.
-core::Status Retry(std::chrono::seconds timeout, const std::function<core::Status()>& fn) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (true) {
-    core::Status st = fn();
-    if (st.ok() || std::chrono::steady_clock::now() >= deadline) return st;
-    std::this_thread::sleep_for(std::chrono::milliseconds(250));
-  }
-}
-
 std::string Replace(std::string text, const std::string& from, const std::string& to) {
   for (size_t pos = text.find(from); pos != std::string::npos;
        pos = text.find(from, pos + to.size())) {
@@ -93,6 +83,31 @@ class Sandbox::Impl {
  public:
   explicit Impl(SandboxOptions options) : options_(std::move(options)) {}
   ~Impl() { Stop(); }
+
+  // Retries `fn` (e.g. applying objects whose kind is about to be served) until it succeeds,
+  // `timeout` passes (its last error) or the start is cancelled.
+  core::Status Retry(std::chrono::seconds timeout, const std::function<core::Status()>& fn) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (true) {
+      core::Status st = fn();
+      if (st.ok() || std::chrono::steady_clock::now() >= deadline) return st;
+      KLUTCH_RETURN_IF_ERROR(Pause(std::chrono::milliseconds(250)));
+    }
+  }
+
+  // Sleeps between polls; fails once the start is cancelled (checked every 50 ms).
+  core::Status Pause(std::chrono::milliseconds d) {
+    auto until = std::chrono::steady_clock::now() + d;
+    while (true) {
+      if (options_.cancelled && options_.cancelled()) {
+        return core::Status(core::Reason::kServiceUnavailable, "start cancelled");
+      }
+      auto now = std::chrono::steady_clock::now();
+      if (now >= until) return core::Status::Ok();
+      std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(
+          until - now, std::chrono::milliseconds(50)));
+    }
+  }
 
   core::Status Start() {
     std::error_code ec;
@@ -110,15 +125,14 @@ class Sandbox::Impl {
                                                          : options_.kubectl_bind_binary;
     KLUTCH_RETURN_IF_ERROR(LoadState());
     KLUTCH_RETURN_IF_ERROR(EnsurePki());
-    KLUTCH_RETURN_IF_ERROR(StartApiServers());
-    KLUTCH_RETURN_IF_ERROR(StartIdentityProvider());
-    KLUTCH_RETURN_IF_ERROR(StartManager());
-    KLUTCH_RETURN_IF_ERROR(StartBroker());
-    KLUTCH_RETURN_IF_ERROR(ApplyPackage());
-    KLUTCH_RETURN_IF_ERROR(StartBackend());
-    KLUTCH_RETURN_IF_ERROR(StartKonnectorRunners());
-    KLUTCH_RETURN_IF_ERROR(BindFirstAppCluster());
-    RenewExpiredKonnectorCredentials();
+    // Each step is checked for cancellation too (Pause with no wait).
+    for (auto step : {&Impl::StartApiServers, &Impl::StartIdentityProvider, &Impl::StartManager,
+                      &Impl::StartBroker, &Impl::ApplyPackage, &Impl::StartBackend,
+                      &Impl::StartKonnectorRunners, &Impl::BindFirstAppCluster,
+                      &Impl::RenewExpiredKonnectorCredentials}) {
+      KLUTCH_RETURN_IF_ERROR(Pause(std::chrono::milliseconds(0)));
+      KLUTCH_RETURN_IF_ERROR((this->*step)());
+    }
     return SaveState();
   }
 
@@ -166,20 +180,7 @@ class Sandbox::Impl {
         info_.ca_file.string(), info_.control_plane_kubeconfig.string(), dir_.string());
   }
 
-  int64_t KlutchResidentBytes() const {
-    int64_t total = 0;
-    for (const ProcessInfo& p : processes_.List()) {
-      if (p.pid <= 0 || p.name == "identity-provider") continue;
-      auto status = core::ReadFile(fmt::format("/proc/{}/status", p.pid));
-      if (!status.ok()) continue;
-      size_t pos = status->find("VmRSS:");
-      if (pos == std::string::npos) continue;
-      auto kb = core::ParseInt64(
-          core::Trim(std::string_view(*status).substr(pos + 6, status->find('\n', pos) - pos - 9)));
-      if (kb) total += *kb * 1024;
-    }
-    return total;
-  }
+  void Kill() { processes_.KillAll(); }
 
  private:
   void Say(const std::string& line) {
@@ -274,6 +275,9 @@ class Sandbox::Impl {
     p.name = name;
     p.spec.argv = std::move(argv);
     p.spec.env = std::move(env);
+    // glibc's default of a malloc arena per core-multiple of threads keeps freed memory per
+    // thread; two arenas keep the many-threaded Klutch processes small (as in containers).
+    p.spec.env.push_back("MALLOC_ARENA_MAX=2");
     p.spec.cwd = dir_;
     p.spec.output_file = dir_ / "logs" / (name + ".log");
     p.grace = grace;
@@ -291,7 +295,7 @@ class Sandbox::Impl {
       if (r.ok() && r->status == 200) return core::Status::Ok();
       last = r.ok() ? core::Unavailable(fmt::format("/readyz answered {}", r->status)) : r.status();
       if (!processes_.Running(process)) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      KLUTCH_RETURN_IF_ERROR(Pause(std::chrono::milliseconds(100)));
     }
     return core::Unavailable(fmt::format("{} did not become ready: {}; see {}", what,
                                          last.message(),
@@ -312,7 +316,7 @@ class Sandbox::Impl {
       fs::path admin = dir_ / name / "admin.kubeconfig";
       auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
       while (!fs::exists(admin) && std::chrono::steady_clock::now() < deadline) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        KLUTCH_RETURN_IF_ERROR(Pause(std::chrono::milliseconds(50)));
       }
       KLUTCH_ASSIGN_OR_RETURN(auto rest, ClientFor(admin));
       KLUTCH_RETURN_IF_ERROR(WaitReady(*rest, "the " + name + " API server", "apiserver-" + name));
@@ -441,7 +445,7 @@ class Sandbox::Impl {
         return core::Status::Ok();
       }
       if (!processes_.Running("backend")) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      KLUTCH_RETURN_IF_ERROR(Pause(std::chrono::milliseconds(100)));
     }
     return core::Unavailable("the bind backend did not become ready; see " +
                              (dir_ / "logs" / "backend.log").string());
@@ -525,6 +529,21 @@ class Sandbox::Impl {
       return core::Internal("binding App Cluster 1 failed; see " +
                             (dir_ / "logs" / "bind-app-1.log").string());
     }
+    // Ready for claims once the konnector serves every API there (kubectl bind returns when
+    // the bindings exist, before their CRDs are established).
+    client::ResourceClient crds(app, resources::kCustomResourceDefinitions);
+    for (const OfferedApi& api : kOffered) {
+      std::string name = std::string(api.resource) + ".anynines.com";
+      KLUTCH_RETURN_IF_ERROR(Retry(std::chrono::seconds(60), [&]() -> core::Status {
+        auto crd = crds.Get(name);
+        if (!crd.ok()) return crd.status();
+        return reconcile::IsConditionTrue(*crd, "Established")
+                   ? core::Status::Ok()
+                   : core::Unavailable("CustomResourceDefinition " + name +
+                                       " is not established in App Cluster 1; see " +
+                                       (dir_ / "konnectors").string());
+      }));
+    }
     Say("App Cluster 1 bound");
     return core::Status::Ok();
   }
@@ -536,7 +555,7 @@ class Sandbox::Impl {
   // Secret in klutch-bind that names this Control Plane, once the backend has renewed the
   // token upstream (a bounded wait), a differing copy is replaced. A real cluster's operator
   // re-runs `kubectl bind` instead (ADR 0013).
-  void RenewExpiredKonnectorCredentials() {
+  core::Status RenewExpiredKonnectorCredentials() {
     for (size_t i = 0; i < apps_.size(); ++i) {
       auto secrets = client::ResourceClient(*apps_[i], resources::kSecrets, "klutch-bind").List();
       if (!secrets.ok()) continue;
@@ -561,6 +580,7 @@ class Sandbox::Impl {
         }
       }
     }
+    return core::Status::Ok();
   }
 
   // The kubeconfig in the ClusterBinding Secret of Control Plane namespace `ns` once its token
@@ -584,7 +604,7 @@ class Sandbox::Impl {
             machinery::GetString(*secret, {"data", key.empty() ? "kubeconfig" : key}));
       }
       if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
-      std::this_thread::sleep_for(std::chrono::milliseconds(250));
+      if (!Pause(std::chrono::milliseconds(250)).ok()) return std::nullopt;
     }
   }
 
@@ -617,7 +637,7 @@ Sandbox::Sandbox(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Sandbox::~Sandbox() = default;
 const SandboxInfo& Sandbox::info() const { return impl_->info(); }
 std::string Sandbox::Banner() const { return impl_->Banner(); }
-int64_t Sandbox::KlutchResidentBytes() const { return impl_->KlutchResidentBytes(); }
+void Sandbox::Kill() { impl_->Kill(); }
 void Sandbox::Stop() { impl_->Stop(); }
 
 }  // namespace klutch::sandbox

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <iosfwd>
 #include <memory>
 #include <string>
@@ -31,6 +32,8 @@ struct SandboxOptions {
   std::string klutch_binary;
   std::string kubectl_bind_binary;
   std::ostream* log = nullptr;  // progress lines; nullptr = quiet
+  // Polled while starting; once true, Start stops what it started and fails (Ctrl-C).
+  std::function<bool()> cancelled;
 };
 
 // What a user (or a test) needs to reach the sandbox.
@@ -58,12 +61,13 @@ class Sandbox {
   const SandboxInfo& info() const;
   // The next steps, printed by `klutch up` once the sandbox is ready.
   std::string Banner() const;
-  // Sum of the resident memory of the Klutch processes (API servers, backend, manager,
-  // broker, konnectors; not the IdP and not the data-service instances), in bytes.
-  int64_t KlutchResidentBytes() const;
   // Stops every process it started, data-service instances included (the broker stops them).
   // Idempotent.
   void Stop();
+  // SIGKILLs every process it started, at once (a second Ctrl-C), also while Stop runs on
+  // another thread. The broker's data-service instances are left running; the next start's
+  // broker adopts them.
+  void Kill();
 
   class Impl;
 

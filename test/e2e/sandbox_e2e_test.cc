@@ -15,7 +15,8 @@
 //    claims there sync with no konnector in it, and deleting the AppClusterBinding removes its
 //    namespaces and, as the claims' Delete policy says, their instance.
 //  - A second `klutch up` on the same directory is refused; SIGTERM stops every process; the
-//    next start resumes with the data and delivers a konnector token that expired meanwhile.
+//    next start resumes with the data and delivers a konnector token that expired meanwhile;
+//    Ctrl-C during a start stops what had started.
 // The tests of a suite share one sandbox and run in order.
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -634,6 +635,23 @@ TEST_F(SandboxE2eTest, A10_TheNextStartResumesWithItsStateAndRenewsAnExpiredKonn
 
   ASSERT_TRUE(again.Signal(SIGTERM, 150s).has_value()) << Read(log);
   EXPECT_EQ(again.exit_code().value_or(-1), 0) << Read(log);
+}
+
+TEST_F(SandboxE2eTest, A11_CtrlCDuringTheStartStopsWhatHadStarted) {
+  fs::path state = dir_->path() / "cancelled";
+  fs::path log = dir_->path() / "up-cancelled.log";
+  ChildProcess up(
+      {(kBin / "klutch").string(), "up", "--state-dir", state.string(), "--app-clusters", "1"},
+      log);
+  ASSERT_TRUE(Eventually(
+      [&] { return Read(log).find("API servers up") != std::string::npos || !up.running(); }, 60s))
+      << Read(log);
+  ASSERT_TRUE(up.Signal(SIGINT, 60s).has_value()) << Read(log);
+  EXPECT_EQ(up.exit_code().value_or(-1), 130) << Read(log);
+  EXPECT_NE(Read(log).find("start cancelled"), std::string::npos) << Read(log);
+  std::string pattern = state.parent_path().string() + "/[c]ancelled";
+  CommandResult left = RunShell("pgrep -af '" + pattern + "' || true", {}, dir_->path(), 10s);
+  EXPECT_EQ(core::Trim(left.out), "") << left.out;
 }
 
 }  // namespace
