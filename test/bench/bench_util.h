@@ -1,8 +1,10 @@
 // Shared by the benchmarks that drive processes: time, memory of a process, percentiles,
-// an unthrottled admin client from a kubeconfig, and a /metrics scraper for the counters a
-// controller process publishes.
+// an unthrottled admin client from a kubeconfig, a /metrics scraper for the counters a
+// controller process publishes, and the floor of a PostgreSQL instance (initdb + start) that
+// the data-service benchmarks compare with.
 #pragma once
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iostream>
 #include <map>
 #include <memory>
 #include <optional>
@@ -24,7 +27,12 @@
 #include "client/dynamic.h"
 #include "client/kubeconfig.h"
 #include "client/rest_client.h"
+#include "core/file.h"
+#include "core/net.h"
+#include "core/process.h"
+#include "core/random.h"
 #include "http/client.h"
+#include "test/support/wait.h"
 
 namespace klutch::testing {
 
@@ -173,6 +181,90 @@ inline double Sum(const Scrape& s, const std::string& name,
     if (ok) total += v;
   }
   return total;
+}
+
+// ---- the floor of a data-service instance ----
+
+inline const std::filesystem::path kPgBin = "/usr/lib/postgresql/15/bin";
+
+// The account instances run as: `postgres` when run as root (as the broker runs them), else
+// this process's own (nullopt). Exits when root has no postgres account.
+inline std::optional<core::UserIds> InstanceUser() {
+  if (::getuid() != 0) return std::nullopt;
+  auto u = core::LookupUser("postgres");
+  if (!u.ok()) {
+    std::cerr << "the postgres account is needed when run as root\n";
+    std::exit(1);
+  }
+  return *u;
+}
+
+// A fresh directory under /tmp that other users may traverse (instances run as their own
+// account below it).
+inline std::filesystem::path NewTraversableDir(const std::string& prefix) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::path("/tmp") / (prefix + core::RandomSuffix(6));
+  fs::create_directories(dir);
+  fs::permissions(dir, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec);
+  return dir;
+}
+
+inline void Chown(const std::filesystem::path& p, const std::optional<core::UserIds>& user) {
+  if (user) (void)!::chown(p.c_str(), user->uid, user->gid);
+}
+
+inline int FreePortNumber() {
+  auto port = core::FreeTcpPort("127.0.0.1");
+  if (!port.ok()) {
+    std::cerr << port.status().message() << "\n";
+    std::exit(1);
+  }
+  return *port;
+}
+
+// `initdb` (with the broker's options) plus `postgres` until pg_isready answers, as `user`;
+// seconds. Exits when either fails.
+inline double PostgresFloor(const std::optional<core::UserIds>& user) {
+  namespace fs = std::filesystem;
+  using std::chrono::seconds;
+  fs::path dir = NewTraversableDir("kbf-");
+  fs::path data = dir / "data";
+  Chown(dir, user);
+  core::WriteFileAtomic(dir / "pw", "floorpassword\n").ok();
+  Chown(dir / "pw", user);
+  int port = FreePortNumber();
+  auto start = BenchClock::now();
+  auto init = core::RunProcess(
+      {.argv = {(kPgBin / "initdb").string(), "--pgdata", data.string(), "--username", "admin",
+                "--pwfile", (dir / "pw").string(), "--auth", "scram-sha-256", "--encoding", "UTF8",
+                "--locale", "C.UTF-8", "--no-sync"},
+       .user = user},
+      seconds(120));
+  if (!init.ok() || init->exit_code != 0) {
+    std::cerr << "initdb failed: " << (init.ok() ? init->output : init.status().message()) << "\n";
+    std::exit(1);
+  }
+  auto pid = core::SpawnProcess(
+      {.argv = {(kPgBin / "postgres").string(), "-D", data.string(), "-p", std::to_string(port),
+                "-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories="},
+       .user = user,
+       .output_file = dir / "log"});
+  bool up = Eventually(
+      [&] {
+        auto r = core::RunProcess({.argv = {(kPgBin / "pg_isready").string(), "-h", "127.0.0.1",
+                                            "-p", std::to_string(port), "-q"}},
+                                  seconds(2));
+        return r.ok() && r->exit_code == 0;
+      },
+      seconds(60));
+  double s = Seconds(start, BenchClock::now());
+  if (pid.ok()) core::StopProcess(*pid, seconds(10), SIGINT);
+  fs::remove_all(dir);
+  if (!up) {
+    std::cerr << "postgres did not start\n";
+    std::exit(1);
+  }
+  return s;
 }
 
 }  // namespace klutch::testing

@@ -25,9 +25,7 @@
 #include "client/dynamic.h"
 #include "client/rest_client.h"
 #include "core/file.h"
-#include "core/net.h"
 #include "core/process.h"
-#include "core/random.h"
 #include "core/strings.h"
 #include "http/client.h"
 #include "machinery/json.h"
@@ -46,87 +44,14 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 
 const std::string kKlutch = std::string(KLUTCH_BIN_DIR) + "/klutch";
-const fs::path kPgBin = "/usr/lib/postgresql/15/bin";
 constexpr char kPgService[] = "klutch-a9s-postgresql15";
 constexpr char kPgPlan[] = "klutch-postgresql-single-nano";
 constexpr char kKvService[] = "klutch-a9s-keyvalue8";
 constexpr char kKvPlan[] = "klutch-keyvalue-single-nano-ssl";
 
-std::optional<core::UserIds> RunAs() {
-  if (::getuid() != 0) return std::nullopt;
-  auto u = core::LookupUser("postgres");
-  if (!u.ok()) {
-    std::cerr << "the postgres account is needed when run as root\n";
-    std::exit(1);
-  }
-  return *u;
-}
-
-fs::path NewDir(const std::string& prefix) {
-  fs::path dir = fs::path("/tmp") / (prefix + core::RandomSuffix(6));
-  fs::create_directories(dir);
-  fs::permissions(dir, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec);
-  return dir;
-}
-
-void Chown(const fs::path& p, const std::optional<core::UserIds>& user) {
-  if (user) (void)!::chown(p.c_str(), user->uid, user->gid);
-}
-
-int FreePortNumber() {
-  auto port = core::FreeTcpPort("127.0.0.1");
-  if (!port.ok()) {
-    std::cerr << port.status().message() << "\n";
-    std::exit(1);
-  }
-  return *port;
-}
-
-// initdb + postgres until a connection succeeds; seconds.
-double PostgresFloor(const std::optional<core::UserIds>& user) {
-  fs::path dir = NewDir("kbf-");
-  fs::path data = dir / "data";
-  Chown(dir, user);
-  core::WriteFileAtomic(dir / "pw", "floorpassword\n").ok();
-  Chown(dir / "pw", user);
-  int port = FreePortNumber();
-  auto start = BenchClock::now();
-  auto init = core::RunProcess(
-      {.argv = {(kPgBin / "initdb").string(), "--pgdata", data.string(), "--username", "admin",
-                "--pwfile", (dir / "pw").string(), "--auth", "scram-sha-256", "--encoding", "UTF8",
-                "--locale", "C.UTF-8", "--no-sync"},
-       .user = user},
-      seconds(120));
-  if (!init.ok() || init->exit_code != 0) {
-    std::cerr << "initdb failed: " << (init.ok() ? init->output : init.status().message()) << "\n";
-    std::exit(1);
-  }
-  auto pid = core::SpawnProcess(
-      {.argv = {(kPgBin / "postgres").string(), "-D", data.string(), "-p", std::to_string(port),
-                "-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories="},
-       .user = user,
-       .output_file = dir / "log"});
-  bool up = Eventually(
-      [&] {
-        auto r = core::RunProcess({.argv = {(kPgBin / "pg_isready").string(), "-h", "127.0.0.1",
-                                            "-p", std::to_string(port), "-q"}},
-                                  seconds(2));
-        return r.ok() && r->exit_code == 0;
-      },
-      seconds(60));
-  double s = Seconds(start, BenchClock::now());
-  if (pid.ok()) core::StopProcess(*pid, seconds(10), SIGINT);
-  fs::remove_all(dir);
-  if (!up) {
-    std::cerr << "postgres did not start\n";
-    std::exit(1);
-  }
-  return s;
-}
-
 // redis-server until PING answers; seconds.
 double RedisFloor(const std::optional<core::UserIds>& user) {
-  fs::path dir = NewDir("kbr-");
+  fs::path dir = NewTraversableDir("kbr-");
   Chown(dir, user);
   int port = FreePortNumber();
   auto start = BenchClock::now();
@@ -323,7 +248,7 @@ double CreateAndWait(const client::ResourceClient& resource, const Json& object,
 
 ControlPlaneTimes MeasureControlPlane(int runs, std::string* manager_log) {
   ControlPlaneTimes t;
-  fs::path dir = NewDir("kbc-");
+  fs::path dir = NewTraversableDir("kbc-");
   std::string error;
   auto cp = DataServicesControlPlane::Start(dir, {}, &error);
   if (!cp) {
@@ -383,11 +308,11 @@ ControlPlaneTimes MeasureControlPlane(int runs, std::string* manager_log) {
 }
 
 int Run(bool quick) {
-  auto user = RunAs();
+  auto user = InstanceUser();
   const int runs = quick ? 2 : 10;
   const int instances = quick ? 3 : 50;
   const int megabytes = quick ? 10 : 100;
-  fs::path dir = NewDir("kbb-");
+  fs::path dir = NewTraversableDir("kbb-");
 
   std::vector<double> pg_floor, kv_floor, pg_claim, kv_claim, bind;
   for (int i = 0; i < runs; ++i) pg_floor.push_back(PostgresFloor(user));
