@@ -591,9 +591,14 @@ class WebBackend::Impl {
     for (const auto& ex : *items) {
       ExportView e;
       e.name = machinery::Name(ex);
-      Condition ready = ConditionOf(ex, "Ready");
-      e.ready = ready.status;
-      e.message = ready.message;
+      // Served to the consumer once its konnector is connected and the CRD established;
+      // the export's Ready summary also waits for a schema-conformance report no konnector
+      // sends (an upstream quirk), so it would read "Not ready" for a working binding.
+      Condition connected = ConditionOf(ex, "Connected");
+      Condition established = ConditionOf(ex, "Established");
+      const Condition& worse = connected.status != "True" ? connected : established;
+      e.ready = worse.status;
+      e.message = worse.status == "True" ? "" : worse.message;
       GatherClaims(ex, ns, provider_namespaces, e);
       c.exports.push_back(std::move(e));
     }

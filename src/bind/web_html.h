@@ -48,7 +48,7 @@ struct ClaimView {
 };
 struct ExportView {
   std::string name;   // "<resource>.<group>"
-  std::string ready;  // the APIServiceExport's Ready status
+  std::string ready;  // the APIServiceExport's Connected and Established, the worse of them
   std::string message;
   std::vector<ClaimView> claims;
 };

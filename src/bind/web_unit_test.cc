@@ -601,6 +601,17 @@ TEST_F(WebRoutes, ConsumerPageShowsClustersExportsClaimsAndHeartbeat) {
                                     {"subresources", Json::object()},
                                     {"schema", {{"openAPIV3Schema", {{"type", "object"}}}}}}})}}}});
   ASSERT_TRUE(exported.ok()) << exported.status().ToString();
+  // Served: connected and established, though the summary waits for a schema-conformance
+  // report no konnector sends.
+  auto condition = [&](const char* type, const char* status, const char* message) {
+    return Json{
+        {"type", type}, {"status", status}, {"message", message}, {"lastTransitionTime", now}};
+  };
+  patch_status(
+      kApiServiceExports, ns, "postgresqlinstances.anynines.com",
+      {{"conditions",
+        Json::array({condition("Connected", "True", ""), condition("Established", "True", ""),
+                     condition("Ready", "False", "no conformance report")})}});
   const client::GroupVersionResource claims{"anynines.com", "v1", "postgresqlinstances"};
   ASSERT_TRUE(client::ResourceClient(admin, claims, ns + "-default")
                   .Create({{"apiVersion", "anynines.com/v1"},
@@ -623,6 +634,11 @@ TEST_F(WebRoutes, ConsumerPageShowsClustersExportsClaimsAndHeartbeat) {
                                   std::string("Creating"), "default -&gt; " + ns + "-default"}) {
     EXPECT_NE(page.body.find(want), std::string::npos) << want << "\n" << page.body;
   }
+  EXPECT_NE(page.body.find("<code>postgresqlinstances.anynines.com</code> <span class=\"pill "
+                           "True\">Ready</span>"),
+            std::string::npos)
+      << page.body;
+  EXPECT_EQ(page.body.find("no conformance report"), std::string::npos) << page.body;
   // Another user sees none of it.
   Browser bob(router_);
   LogIn(bob, "BobSes", "bob");
