@@ -464,6 +464,21 @@ core::Result<Result> Connection::ReconcileCrd(const Request& request) {
   } else {
     client::ResourceClient crds(ctx_.app, client::resources::kCustomResourceDefinitions);
     Json desired = ExportToCrd(*exp, *binding);
+    // Writes the CRD; true once it is this binding's as desired.
+    auto update = [&](const Json& crd) {
+      auto r = crds.Update(crd);
+      ctx_.metrics.writes.Increment({{"cluster", "app"}, {"verb", "update"}});
+      if (r.ok()) {
+        reconcile::MarkTrue(modified, "Connected", ctx_.clock);
+      } else if (core::IsInvalid(r.status())) {
+        fail("CustomResourceDefinitionUpdateFailed",
+             "the App Cluster refused the update of CustomResourceDefinition " + request.name +
+                 ": " + r.status().message());
+      } else {
+        retry = r.status();  // conflicts and outages: try again (upstream swallows these)
+      }
+      return r.ok();
+    };
     ObjectPtr existing = ctx_.app_crds.indexer().Get(request.name);
     if (!existing) {
       auto r = crds.Create(desired);
@@ -483,20 +498,11 @@ core::Result<Result> Connection::ReconcileCrd(const Request& request) {
       Json adopted = *existing;
       adopted["spec"] = desired["spec"];
       adopted["metadata"]["ownerReferences"] = desired["metadata"]["ownerReferences"];
-      auto r = crds.Update(adopted);
-      ctx_.metrics.writes.Increment({{"cluster", "app"}, {"verb", "update"}});
-      if (r.ok()) {
+      if (update(adopted)) {
         ctx_.binding_events.Event(*binding, "Normal", "AdoptedCustomResourceDefinition",
                                   "CustomResourceDefinition " + request.name +
                                       " was left by an earlier binding of this name; this "
                                       "binding serves it now");
-        reconcile::MarkTrue(modified, "Connected", ctx_.clock);
-      } else if (core::IsInvalid(r.status())) {
-        fail("CustomResourceDefinitionUpdateFailed",
-             "the App Cluster refused the update of CustomResourceDefinition " + request.name +
-                 ": " + r.status().message());
-      } else {
-        retry = r.status();
       }
     } else if (!CrdOwnedBy(*existing, *binding)) {
       fail("ForeignCustomResourceDefinition",
@@ -511,17 +517,7 @@ core::Result<Result> Connection::ReconcileCrd(const Request& request) {
       if (have && Covers(*have, desired["spec"])) {
         reconcile::MarkTrue(modified, "Connected", ctx_.clock);
       } else {
-        auto r = crds.Update(updated);
-        ctx_.metrics.writes.Increment({{"cluster", "app"}, {"verb", "update"}});
-        if (r.ok()) {
-          reconcile::MarkTrue(modified, "Connected", ctx_.clock);
-        } else if (core::IsInvalid(r.status())) {
-          fail("CustomResourceDefinitionUpdateFailed",
-               "the App Cluster refused the update of CustomResourceDefinition " + request.name +
-                   ": " + r.status().message());
-        } else {
-          retry = r.status();  // conflicts and outages: try again (upstream swallows these)
-        }
+        update(updated);
       }
     }
   }

@@ -41,6 +41,7 @@
 #include "machinery/object.h"
 #include "reconcile/conditions.h"
 #include "test/bench/bench_util.h"
+#include "test/support/oidc_provider.h"
 #include "test/support/process.h"
 #include "test/support/wait.h"
 
@@ -217,30 +218,9 @@ class Sandbox {
   double served_s_ = 0, all_served_s_ = 0, announced_s_ = 0, stop_s_ = 0;
 };
 
-// The user's part of a device login, as a browser would do it and as sandbox_e2e_test does:
-// log in to glewlwyd, consent to the backend's client, confirm the code.
+// The user's part of a device login, as a browser would do it.
 core::Status Approve(const Sandbox& s, const std::string& idp, const std::string& code) {
-  CommandResult approved = RunShell(
-      "set -e; C=\"$DIR/cj-$RANDOM\"; "
-      "curl -sf --cacert \"$CA\" -c \"$C\" -H 'Content-Type: application/json' "
-      "-d \"{\\\"username\\\":\\\"$U\\\",\\\"password\\\":\\\"$P\\\"}\" \"$IDP/api/auth/\" "
-      ">/dev/null; "
-      "curl -sf --cacert \"$CA\" -b \"$C\" -X PUT -H 'Content-Type: application/json' "
-      "-d '{\"scope\":\"openid\"}' \"$IDP/api/auth/grant/klutch-backend\" >/dev/null; "
-      "curl -s --cacert \"$CA\" -b \"$C\" -o /dev/null -w '%{redirect_url}' "
-      "\"$IDP/api/oidc/device?code=$CODE&g_continue\"; rm -f \"$C\"",
-      {{"CA", s.ca_file().string()},
-       {"U", s.user()},
-       {"P", s.password()},
-       {"IDP", idp},
-       {"CODE", code},
-       {"DIR", s.dir().string()}},
-      s.dir(), seconds(30));
-  if (approved.exit_code != 0 || approved.out.find("deviceComplete") == std::string::npos) {
-    return core::Internal(
-        fmt::format("approving code {} at {} failed: {}{}", code, idp, approved.out, approved.err));
-  }
-  return core::Status::Ok();
+  return ApproveDeviceAt(idp, s.ca_file(), s.user(), s.password(), code, s.dir());
 }
 
 // A PostgresqlInstance and its ServiceBinding created in App Cluster 1 (as `kubectl apply`

@@ -35,6 +35,7 @@
 #include "machinery/json.h"
 #include "machinery/object.h"
 #include "test/support/browser.h"
+#include "test/support/oidc_provider.h"
 #include "test/support/process.h"
 #include "test/support/wait.h"
 
@@ -213,24 +214,9 @@ class SandboxE2eTest : public ::testing::Test {
     std::string code = m[1];
     ASSERT_TRUE(std::regex_search(out, m, std::regex("(https://127\\.0\\.0\\.1:\\d+)/api/oidc")))
         << out;
-    CommandResult approved = RunShell(
-        "set -e; C=\"$DIR/cj-$RANDOM\"; "
-        "curl -sf --cacert \"$CA\" -c \"$C\" -H 'Content-Type: application/json' "
-        "-d \"{\\\"username\\\":\\\"$U\\\",\\\"password\\\":\\\"$P\\\"}\" \"$IDP/api/auth/\" "
-        ">/dev/null; "
-        "curl -sf --cacert \"$CA\" -b \"$C\" -X PUT -H 'Content-Type: application/json' "
-        "-d '{\"scope\":\"openid\"}' \"$IDP/api/auth/grant/klutch-backend\" >/dev/null; "
-        "curl -s --cacert \"$CA\" -b \"$C\" -o /dev/null -w '%{redirect_url}' "
-        "\"$IDP/api/oidc/device?code=$CODE&g_continue\"",
-        {{"CA", (state_ / "pki" / "ca.crt").string()},
-         {"U", user},
-         {"P", password},
-         {"IDP", std::string(m[1])},
-         {"CODE", code},
-         {"DIR", dir_->path().string()}},
-        dir_->path(), 30s);
-    ASSERT_EQ(approved.exit_code, 0) << approved.out << approved.err;
-    EXPECT_NE(approved.out.find("deviceComplete"), std::string::npos) << approved.out;
+    core::Status approved =
+        ApproveDeviceAt(m[1], state_ / "pki" / "ca.crt", user, password, code, dir_->path());
+    ASSERT_TRUE(approved.ok()) << approved.ToString();
     ASSERT_TRUE(Eventually([&] { return !bind->running(); }, 120s)) << Read(log);
     ASSERT_EQ(bind->exit_code().value_or(-1), 0) << Read(log);
   }

@@ -535,4 +535,32 @@ core::Status OidcProvider::DropOldKeys() {
   return core::Status::Ok();
 }
 
+core::Status ApproveDeviceAt(const std::string& idp, const fs::path& ca_file,
+                             const std::string& user, const std::string& password,
+                             const std::string& user_code, const fs::path& dir,
+                             const std::string& client_id) {
+  CommandResult r = RunShell(
+      "set -e; C=\"$DIR/cookies-$RANDOM\"; trap 'rm -f \"$C\"' EXIT; "
+      "curl -sf --cacert \"$CA\" -c \"$C\" -H 'Content-Type: application/json' "
+      "-d \"{\\\"username\\\":\\\"$U\\\",\\\"password\\\":\\\"$P\\\"}\" \"$IDP/api/auth/\" "
+      ">/dev/null; "
+      "curl -sf --cacert \"$CA\" -b \"$C\" -X PUT -H 'Content-Type: application/json' "
+      "-d '{\"scope\":\"openid\"}' \"$IDP/api/auth/grant/$CLIENT\" >/dev/null; "
+      "curl -s --cacert \"$CA\" -b \"$C\" -o /dev/null -w '%{redirect_url}' "
+      "\"$IDP/api/oidc/device?code=$CODE&g_continue\"",
+      {{"CA", ca_file.string()},
+       {"U", user},
+       {"P", password},
+       {"IDP", idp},
+       {"CODE", user_code},
+       {"CLIENT", client_id},
+       {"DIR", dir.string()}},
+      dir, std::chrono::seconds(30));
+  if (r.exit_code != 0 || r.out.find("deviceComplete") == std::string::npos) {
+    return core::Internal("approving device code " + user_code + " at " + idp + " as " + user +
+                          " failed: " + r.out + r.err);
+  }
+  return core::Status::Ok();
+}
+
 }  // namespace klutch::testing

@@ -161,4 +161,14 @@ class OidcProvider {
   std::unique_ptr<ChildProcess> child_;
 };
 
+// The user's part of a device login at a glewlwyd this test did not start (klutch up's), as a
+// browser would do it, with curl: log `user` in at `idp` (https://host:port), consent to
+// `client_id`'s openid scope, confirm `user_code`. `ca_file` verifies glewlwyd; the cookie jar
+// goes to `dir` and is removed. kInternalError with curl's output when a step fails or
+// glewlwyd does not answer deviceComplete.
+core::Status ApproveDeviceAt(const std::string& idp, const std::filesystem::path& ca_file,
+                             const std::string& user, const std::string& password,
+                             const std::string& user_code, const std::filesystem::path& dir,
+                             const std::string& client_id = "klutch-backend");
+
 }  // namespace klutch::testing
