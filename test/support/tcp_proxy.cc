@@ -113,7 +113,8 @@ void TcpProxy::Relay(int client_fd, int number) {
       }
       int out = fds[1 - i].fd;
       for (ssize_t off = 0; off < n;) {
-        // send(MSG_NOSIGNAL): a peer that closed its end (CutAll) must not kill the test with SIGPIPE.
+        // send(MSG_NOSIGNAL): a peer that closed its end (CutAll) must not kill the test with
+        // SIGPIPE.
         ssize_t w = ::send(out, buf + off, n - off, MSG_NOSIGNAL);
         if (w <= 0) {
           done = true;
