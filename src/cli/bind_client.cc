@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <ostream>
 #include <set>
 #include <thread>
@@ -99,6 +100,20 @@ const std::vector<std::string> kObjectVerbs = {"get",    "list",  "watch", "crea
 const std::vector<std::string> kStatusVerbs = {"get", "update", "patch"};
 
 }  // namespace
+
+core::Result<std::string> KonnectorImageAt(std::string_view version) {
+  // An image tag: at most 128 of [A-Za-z0-9_.-] ("+build" suffixes do not fit a tag).
+  bool tag =
+      !version.empty() && version.size() <= 128 &&
+      std::all_of(version.begin(), version.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-';
+      });
+  if (!tag || !ParseVersion(version)) {
+    return core::BadRequest(
+        fmt::format("{} is not a version like {}", core::GoQuote(version), kCliVersion));
+  }
+  return fmt::format("{}:{}", kDefaultImageRepository, version);
+}
 
 core::Result<BindingProvider> ParseBindingProvider(std::string_view body, const std::string& url) {
   auto doc = machinery::ParseJson(body);

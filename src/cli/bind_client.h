@@ -109,6 +109,10 @@ core::Result<Json> CreateExportRequest(client::RestClient& provider,
                                        const std::string& cluster_namespace, Json request,
                                        std::chrono::milliseconds timeout, const BindOutput& out);
 
+// The default konnector image at `version` ("v1.2.3", as --konnector-version takes it);
+// kBadRequest when it is not a semantic version with a leading v.
+core::Result<std::string> KonnectorImageAt(std::string_view version);
+
 struct KonnectorInstall {
   std::string image;   // "" = the default image at this CLI's version
   bool force = false;  // apply even when a konnector is installed (--konnector-image given)

@@ -182,6 +182,18 @@ TEST_F(BindClientTest, KonnectorInstallsOnceAndUpgradesOnlyOurOlderImages) {
   EXPECT_GE(printed.size(), 5u);
 }
 
+TEST(KonnectorImageAt, TagsTheDefaultImageWithASemanticVersionOnly) {
+  for (const char* good : {"v1.4.0", "v1.4.0-rc.1"}) {
+    auto r = KonnectorImageAt(good);
+    ASSERT_TRUE(r.ok()) << good << ": " << r.status().ToString();
+    EXPECT_EQ(*r, std::string("klutch:") + good);
+  }
+  for (const char* bad : {"1.4.0", "v1.4", "latest", "", "v1.4.0 --x", "v1.4.0-rc 1", "v1.4.0+b"}) {
+    auto r = KonnectorImageAt(bad);
+    EXPECT_EQ(r.status().reason(), core::Reason::kBadRequest) << bad;
+  }
+}
+
 TEST_F(BindClientTest, BoundResourcesAreGrantedOnceWithTheirStatus) {
   Json claims =
       Json::array({tb::PermissionClaim("secrets", "Provider"),

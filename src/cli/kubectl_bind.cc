@@ -43,6 +43,7 @@ struct CommonFlags {
   bool dry_run = false;
   bool skip_konnector = false;
   std::string konnector_image;
+  std::string konnector_version;
   bool accept_claims = false;
   std::string timeout = "10m";
 };
@@ -93,7 +94,8 @@ class KubectlHelp : public CLI::Formatter {
       if (opt->get_expected_min() == 0) {
         value = value.empty() ? "false" : value;
       } else if (value.empty()) {
-        value = "''";
+        // A repeatable option shows as kubectl shows a stringArray flag.
+        value = opt->get_expected_max() > 1 ? "[]" : "''";
       }
       out << "    " << names << "=" << value << ":\n\t" << opt->get_description() << "\n\n";
     }
@@ -134,10 +136,23 @@ void AddCommonFlags(CLI::App* cmd, CommonFlags& f) {
                 "If true, do not install the konnector in the App Cluster (it must already "
                 "run).")
       ->group("Options");
-  cmd->add_option("--konnector-image", f.konnector_image,
-                  "The konnector image to install; given, the konnector is (re)installed with "
-                  "it even when one runs.")
-      ->group("Options");
+  CLI::Option* image =
+      cmd->add_option("--konnector-image", f.konnector_image,
+                      "The konnector image to install; given, the konnector is (re)installed "
+                      "with it even when one runs.")
+          ->group("Options");
+  cmd->add_option("--konnector-version", f.konnector_version,
+                  "The konnector version to install (the default image with that tag, e.g. "
+                  "v0.1.0); given, the konnector is (re)installed at it even when one runs. "
+                  "Default: this kubectl-bind's version.")
+      ->group("Options")
+      ->excludes(image)
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            auto at = bind::KonnectorImageAt(v);
+            return at.ok() ? "" : at.status().message();
+          },
+          "VERSION"));
   cmd->add_flag("--accept-permission-claims", f.accept_claims,
                 "If true, accept every permission claim of the bound APIs without asking "
                 "(for scripts).")
@@ -261,13 +276,16 @@ int BindRequests(client::RestClient& app, const std::string& provider_kubeconfig
     if (!done.ok()) return Fail(done.status());
     accepted.push_back(*done);
   }
-  if (!f.skip_konnector || !f.konnector_image.empty()) {
-    core::Status st = bind::InstallKonnector(app,
-                                             {.image = f.konnector_image,
-                                              .force = !f.konnector_image.empty(),
-                                              .dry_run = f.dry_run,
-                                              .printed = &printed},
-                                             out);
+  std::string image = f.konnector_image;
+  if (!f.konnector_version.empty()) {
+    auto at = bind::KonnectorImageAt(f.konnector_version);  // checked when the flags were parsed
+    if (!at.ok()) return Fail(at.status());
+    image = *at;
+  }
+  if (!f.skip_konnector || !image.empty()) {
+    core::Status st = bind::InstallKonnector(
+        app, {.image = image, .force = !image.empty(), .dry_run = f.dry_run, .printed = &printed},
+        out);
     if (!st.ok()) return Fail(st);
   }
   if (!f.dry_run) {

@@ -1,14 +1,16 @@
 // `klutch up` end to end (issue #14): the whole sandbox as one process tree, driven with the
 // real kubectl, kubectl-bind, psql and a headless Chromium.
-//  - App Cluster 1 comes up bound (kubectl bind apiservice, as an operator scripts it): a
-//    PostgreSQL claim there ends in a database psql reaches with the ServiceBinding's Secret,
-//    a Backup and a Restore bring deleted rows back, and deleting the claims removes them
-//    from the Control Plane and the broker.
+//  - The life of a database (DatabaseLifecycle) in each of App Clusters 1-3: a PostgreSQL
+//    claim ends in a database psql reaches with the ServiceBinding's Secret, a Backup and a
+//    Restore bring deleted rows back, and deleting the claims removes them from the Control
+//    Plane and the instance from the broker (its instance list).
+//  - App Cluster 1 comes up bound (kubectl bind apiservice, as an operator scripts it).
 //  - App Cluster 2 is bound with `kubectl bind URL --skip-browser`, the login and the catalog
-//    page driven in Chromium (screenshots of the catalog and consumer pages are artifacts).
+//    page driven in Chromium (screenshots of the catalog and consumer pages are artifacts); a
+//    bogus request to the CLI's callback does not end its login.
 //  - App Cluster 3 is bound with `kubectl bind URL --headless` (device grant, approved through
-//    glewlwyd's API) by a second user, gets its own Control Plane namespace, and its konnector's
-//    credentials reach nothing of App Cluster 2's there.
+//    glewlwyd's API; four APIs with one login) by a second user, gets its own Control Plane
+//    namespace, and its konnector's credentials reach nothing of App Cluster 2's there.
 //  - Unbinding App Cluster 3 (its APIServiceBindings and konnector deleted) leaves its claims
 //    and their database on the Control Plane; binding it again reuses its namespace.
 //  - App Cluster 4 is bound from the Control Plane (an AppClusterBinding, control-plane mode):
@@ -21,10 +23,13 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <regex>
+#include <set>
 #include <string>
 
 #include "core/file.h"
@@ -164,6 +169,97 @@ class SandboxE2eTest : public ::testing::Test {
     EXPECT_EQ(Psql(uri, "select 1"), "1");
   }
 
+  // The ids of the broker's instances of `type` ("postgresql"), from its a9s instance list
+  // (basic auth with the credentials klutch up gave the broker).
+  static std::set<std::string> BrokerInstances(const std::string& type) {
+    auto ports = machinery::ParseJson(Read(state_ / "sandbox.json"));
+    auto credentials = machinery::ParseJson(Read(state_ / "broker" / "credentials.json"));
+    if (!ports.ok() || !credentials.ok()) return {"<unreadable>"};
+    CommandResult r = RunShell("curl -sf -u \"$U:$P\" \"http://127.0.0.1:$PORT/$TYPE/instances\"",
+                               {{"U", machinery::GetString(*credentials, {type, "username"})},
+                                {"P", machinery::GetString(*credentials, {type, "password"})},
+                                {"PORT", machinery::GetString(*ports, {"ports", "broker"})},
+                                {"TYPE", type}},
+                               dir_->path(), 30s);
+    auto list = machinery::ParseJson(r.out);
+    if (r.exit_code != 0 || !list.ok()) return {"<unreachable: " + r.err + ">"};
+    std::set<std::string> ids;
+    for (const Json& i : (*list)["resources"]) ids.insert(machinery::Dump(i["id"]));
+    return ids;
+  }
+
+  // The whole life of a database in `cluster`: claim to psql, Backup, rows deleted, Restore
+  // brings them back, then deleting the claims there removes them from the Control Plane and
+  // the instance from the broker.
+  static void DatabaseLifecycle(const std::string& cluster, const std::string& ns,
+                                const std::string& name) {
+    std::set<std::string> before = BrokerInstances("postgresql");
+    ASSERT_NO_FATAL_FAILURE(ExpectDatabase(cluster, ns, name));
+    std::set<std::string> after = BrokerInstances("postgresql");
+    std::vector<std::string> created;
+    std::set_difference(after.begin(), after.end(), before.begin(), before.end(),
+                        std::back_inserter(created));
+    ASSERT_EQ(created.size(), 1u) << "broker instances before and after the claim differ by "
+                                  << created.size();
+    std::string uri = SecretUri(cluster, ns, name + "-binding-creds");
+    ASSERT_EQ(Psql(uri,
+                   "create table items(id int); insert into items select generate_series(1, "
+                   "100); select count(*) from items"),
+              "100");
+
+    CommandResult backup =
+        Apply(cluster, "apiVersion: anynines.com/v1\nkind: Backup\nmetadata:\n  name: " + name +
+                           "-backup\n  namespace: " + ns + "\nspec:\n  instanceRef: " + name +
+                           "\n  serviceInstanceType: postgresql\n  compositionRef:\n    name: "
+                           "a9s-backup\n");
+    ASSERT_EQ(backup.exit_code, 0) << backup.err;
+    ASSERT_EQ(Kubectl(cluster,
+                      "wait -n " + ns + " backup/" + name +
+                          "-backup --for=condition=Ready --timeout=180s",
+                      200s)
+                  .exit_code,
+              0)
+        << Diagnostics(cluster);
+    EXPECT_EQ(Psql(uri, "delete from items where id > 10; select count(*) from items"), "10");
+    CommandResult restore = Apply(
+        cluster, "apiVersion: anynines.com/v1\nkind: Restore\nmetadata:\n  name: " + name +
+                     "-restore\n  namespace: " + ns + "\nspec:\n  backupRef: " + name +
+                     "-backup\n  serviceInstanceType: postgresql\n  compositionRef:\n    name: "
+                     "a9s-restore\n");
+    ASSERT_EQ(restore.exit_code, 0) << restore.err;
+    ASSERT_EQ(Kubectl(cluster,
+                      "wait -n " + ns + " restore/" + name +
+                          "-restore --for=condition=Ready --timeout=180s",
+                      200s)
+                  .exit_code,
+              0)
+        << Diagnostics(cluster);
+    // The restore swaps the database in: a fresh connection sees the rows.
+    EXPECT_TRUE(Eventually([&] { return Psql(uri, "select count(*) from items") == "100"; }, 60s));
+
+    CommandResult deleted =
+        Kubectl(cluster,
+                "delete -n " + ns + " restore/" + name + "-restore backup/" + name +
+                    "-backup servicebinding/" + name + "-binding postgresqlinstance/" + name +
+                    " --wait=true --timeout=180s",
+                200s);
+    ASSERT_EQ(deleted.exit_code, 0) << deleted.err;
+    EXPECT_TRUE(Eventually(
+        [&] {
+          CommandResult cp = Kubectl("control-plane",
+                                     "get postgresqlinstances,servicebindings,backups,restores -A "
+                                     "-o name");
+          return cp.exit_code == 0 && cp.out.find("/" + name) == std::string::npos;
+        },
+        180s))
+        << Kubectl("control-plane", "get postgresqlinstances,servicebindings,backups,restores -A")
+               .out;
+    EXPECT_TRUE(
+        Eventually([&] { return BrokerInstances("postgresql").count(created[0]) == 0; }, 180s))
+        << "the broker still has instance " << created[0];
+    EXPECT_NE(Psql(uri, "select 1"), "1");  // the server is gone
+  }
+
   static std::string Diagnostics(const std::string& cluster) {
     return "\n--- " + cluster + " bindings:\n" +
            Kubectl(cluster, "get apiservicebindings -A -o wide").out +
@@ -280,64 +376,7 @@ TEST_F(SandboxE2eTest, A1_AppCluster1IsBoundAndAClaimEndsInADatabase) {
     EXPECT_NE(bindings.out.find(std::string(api) + ".anynines.com"), std::string::npos)
         << bindings.out;
   }
-  ASSERT_NO_FATAL_FAILURE(ExpectDatabase("app-1", "default", "orders"));
-  std::string uri = SecretUri("app-1", "default", "orders-binding-creds");
-  ASSERT_EQ(Psql(uri,
-                 "create table items(id int); insert into items select generate_series(1, "
-                 "100); select count(*) from items"),
-            "100");
-
-  // Backup, delete rows, Restore: the rows come back.
-  CommandResult backup = Apply(
-      "app-1",
-      "apiVersion: anynines.com/v1\nkind: Backup\nmetadata:\n  name: orders-backup\n  namespace: "
-      "default\nspec:\n  instanceRef: orders\n  serviceInstanceType: postgresql\n  "
-      "compositionRef:\n    name: a9s-backup\n");
-  ASSERT_EQ(backup.exit_code, 0) << backup.err;
-  ASSERT_EQ(Kubectl("app-1", "wait backup/orders-backup --for=condition=Ready --timeout=180s", 200s)
-                .exit_code,
-            0)
-      << Diagnostics("app-1");
-  EXPECT_EQ(Psql(uri, "delete from items where id > 10; select count(*) from items"), "10");
-  CommandResult restore = Apply(
-      "app-1",
-      "apiVersion: anynines.com/v1\nkind: Restore\nmetadata:\n  name: orders-restore\n  "
-      "namespace: default\nspec:\n  backupRef: orders-backup\n  serviceInstanceType: postgresql\n"
-      "  compositionRef:\n    name: a9s-restore\n");
-  ASSERT_EQ(restore.exit_code, 0) << restore.err;
-  ASSERT_EQ(
-      Kubectl("app-1", "wait restore/orders-restore --for=condition=Ready --timeout=180s", 200s)
-          .exit_code,
-      0)
-      << Diagnostics("app-1");
-  EXPECT_TRUE(Eventually(
-      [&] {
-        // The restore swaps the database in: a fresh connection sees the rows.
-        return Psql(uri, "select count(*) from items") == "100";
-      },
-      60s));
-
-  // Deleting the claims there removes everything on the Control Plane and the broker.
-  CommandResult deleted =
-      Kubectl("app-1",
-              "delete restore/orders-restore backup/orders-backup "
-              "servicebinding/orders-binding postgresqlinstance/orders --wait=true "
-              "--timeout=180s",
-              200s);
-  ASSERT_EQ(deleted.exit_code, 0) << deleted.err;
-  EXPECT_TRUE(Eventually(
-      [&] {
-        CommandResult cp = Kubectl(
-            "control-plane",
-            "get postgresqlinstances,serviceinstances.dataservices.anynines.com -A -o name");
-        return cp.exit_code == 0 && cp.out.find("orders") == std::string::npos &&
-               cp.out.find("serviceinstance") == std::string::npos;
-      },
-      180s))
-      << Kubectl("control-plane",
-                 "get postgresqlinstances,serviceinstances.dataservices.anynines.com -A")
-             .out;
-  EXPECT_NE(Psql(uri, "select 1"), "1");  // the instance is gone
+  ASSERT_NO_FATAL_FAILURE(DatabaseLifecycle("app-1", "default", "orders"));
 }
 
 TEST_F(SandboxE2eTest, A2_AppCluster2IsBoundThroughTheBrowser) {
@@ -345,7 +384,7 @@ TEST_F(SandboxE2eTest, A2_AppCluster2IsBoundThroughTheBrowser) {
   BrowserOptions browser;
   browser.timeout = 120s;
   browser.storage_state = artifacts / "cookies.json";
-  for (const char* api : {"postgresqlinstances", "servicebindings"}) {
+  for (const char* api : {"postgresqlinstances", "servicebindings", "backups", "restores"}) {
     std::string out;
     fs::path log = dir_->path() / (std::string("bind-app-2-") + api + ".log");
     auto bind = StartBind("app-2", {"--skip-browser"}, log, "Waiting for the login", &out);
@@ -386,14 +425,16 @@ TEST_F(SandboxE2eTest, A2_AppCluster2IsBoundThroughTheBrowser) {
     EXPECT_EQ(bind->exit_code().value_or(-1), 0) << Read(log);
     EXPECT_NE(Read(log).find("Created APIServiceBinding"), std::string::npos) << Read(log);
   }
-  ASSERT_NO_FATAL_FAILURE(ExpectDatabase("app-2", "default", "web"));
+  ASSERT_NO_FATAL_FAILURE(DatabaseLifecycle("app-2", "default", "web"));
 }
 
 TEST_F(SandboxE2eTest, A3_AppCluster3IsBoundHeadlessByASecondUserAndIsolated) {
   ASSERT_NO_FATAL_FAILURE(AddUser("second", "second-password-3c1f"));
   // Both APIs with one login (the backend's DeviceSession).
-  ASSERT_NO_FATAL_FAILURE(BindHeadless("app-3", {"postgresqlinstances", "servicebindings"},
-                                       "second", "second-password-3c1f"));
+  ASSERT_NO_FATAL_FAILURE(
+      BindHeadless("app-3", {"postgresqlinstances", "servicebindings", "backups", "restores"},
+                   "second", "second-password-3c1f"));
+  ASSERT_NO_FATAL_FAILURE(DatabaseLifecycle("app-3", "team-b", "jobs"));
   ASSERT_NO_FATAL_FAILURE(ExpectDatabase("app-3", "team-a", "api"));
 
   // Separate Control Plane namespaces, and App Cluster 3's konnector credentials reach nothing
@@ -610,12 +651,15 @@ TEST_F(SandboxE2eTest, A10_TheNextStartResumesWithItsStateAndRenewsAnExpiredKonn
       << Read(log);
   EXPECT_NE(Read(log).find("App Cluster 1 is bound already"), std::string::npos) << Read(log);
 
-  // App Cluster 2's database, with its data, is back; App Cluster 1's konnector, running
+  // App Cluster 3's database, with its data, is back; App Cluster 1's konnector, running
   // again, syncs claims with the delivered token.
   ASSERT_EQ(Kubectl("app-1", "scale deployment konnector -n klutch-bind --replicas=2").exit_code,
             0);
   EXPECT_TRUE(Eventually(
-      [&] { return Psql(SecretUri("app-2", "default", "web-binding-creds"), "select 1") == "1"; },
+      [&] {
+        return Psql(SecretUri("app-3", "team-a", "api-binding-creds"),
+                    "select count(*) from kept") == "1";
+      },
       120s));
   ASSERT_NO_FATAL_FAILURE(ExpectDatabase("app-1", "default", "after-resume"));
 

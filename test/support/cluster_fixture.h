@@ -62,13 +62,33 @@ class ClusterTest : public ::testing::Test {
 
   // Advances simulated time by `step` and waits (in real time, bounded) until the threads
   // parked on the clock have woken and parked again, so whatever the new time asked of the
-  // controllers is done: a test can then assert that something did not happen.
+  // controllers is done: a test can then assert that something did not happen. A thread
+  // whose timer fired for the last time (a one-off requeue, a backoff that ended) parks no
+  // more: once the clock has seen new waits, the parked count and the wait count standing
+  // still for 300 ms also count as settled (a snapshot taken mid-backoff counted one waiter
+  // too many and failed under load).
   bool AdvanceAndSettle(std::chrono::nanoseconds step) {
     const int parked = clock_.blocked_waiters();
     const uint64_t waits = clock_.blocking_waits();
     clock_.Advance(step);
+    int last_parked = -1;
+    uint64_t last_waits = 0;
+    auto still_since = std::chrono::steady_clock::now();
     return Eventually(
-        [&] { return clock_.blocking_waits() > waits && clock_.blocked_waiters() >= parked; },
+        [&] {
+          const int now_parked = clock_.blocked_waiters();
+          const uint64_t now_waits = clock_.blocking_waits();
+          if (now_waits <= waits) return false;
+          if (now_parked >= parked) return true;
+          auto now = std::chrono::steady_clock::now();
+          if (now_parked != last_parked || now_waits != last_waits) {
+            last_parked = now_parked;
+            last_waits = now_waits;
+            still_since = now;
+            return false;
+          }
+          return now - still_since >= std::chrono::milliseconds(300);
+        },
         std::chrono::seconds(10));
   }
 
