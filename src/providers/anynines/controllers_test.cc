@@ -382,7 +382,12 @@ TEST_F(AnyninesProviderTest, BindingPublishesSecretAndUnbindDeletesIt) {
            !Resource(client::resources::kSecrets, kNs).Get("db-creds-creds").ok();
   }));
   EXPECT_TRUE(broker_.bindings().empty());
-  EXPECT_EQ(broker_.requests("DELETE", "/service_bindings/" + machinery::Uid(mr)).size(), 1u);
+  // At least once: a reconcile queued while the first unbind was in flight may send it again
+  // before the finalizer's removal reaches its cache (the broker answers 410 Gone, which the
+  // provider takes as done); under load that happened on a fresh machine.
+  auto unbinds = broker_.requests("DELETE", "/service_bindings/" + machinery::Uid(mr)).size();
+  EXPECT_GE(unbinds, 1u);
+  EXPECT_LE(unbinds, 2u);
 }
 
 TEST_F(AnyninesProviderTest, BindingWaitsForItsInstance) {
