@@ -19,17 +19,6 @@ namespace {
 
 using machinery::Json;
 
-std::string FormEncode(std::initializer_list<std::pair<std::string_view, std::string_view>> kv) {
-  std::string out;
-  for (const auto& [k, v] : kv) {
-    if (!out.empty()) out += '&';
-    out += core::PercentEncode(k);
-    out += '=';
-    out += core::PercentEncode(v);
-  }
-  return out;
-}
-
 // The issuer's error answer as text for logs and pages: "invalid_grant: code expired".
 std::string OAuthError(int status, const Json& body) {
   std::string error = machinery::GetString(body, {"error"});
@@ -190,9 +179,9 @@ core::Result<std::pair<int, Json>> OidcClient::PostWithClientAuth(const std::str
     return first;
   }
   // client_secret_post for issuers that do not take the basic header.
-  std::string with_secret =
-      form + "&" +
-      FormEncode({{"client_id", options_.client_id}, {"client_secret", options_.client_secret}});
+  std::string with_secret = form + "&" +
+                            http::FormEncode({{"client_id", options_.client_id},
+                                              {"client_secret", options_.client_secret}});
   return PostForm(url, ca_pem_, with_secret, "", options_.timeout);
 }
 
@@ -237,10 +226,10 @@ core::Result<IdTokenClaims> OidcClient::ExchangeCode(const std::string& code,
                                                      const std::string& code_verifier,
                                                      const std::string& nonce) {
   KLUTCH_ASSIGN_OR_RETURN(Endpoints e, GetEndpoints());
-  const std::string form = FormEncode({{"grant_type", "authorization_code"},
-                                       {"code", code},
-                                       {"redirect_uri", options_.redirect_url},
-                                       {"code_verifier", code_verifier}});
+  const std::string form = http::FormEncode({{"grant_type", "authorization_code"},
+                                             {"code", code},
+                                             {"redirect_uri", options_.redirect_url},
+                                             {"code_verifier", code_verifier}});
   KLUTCH_ASSIGN_OR_RETURN(auto answer, PostWithClientAuth(e.token, form));
   if (answer.first != 200) {
     return core::Status(core::Reason::kUnauthorized,
@@ -262,7 +251,7 @@ core::Result<DeviceAuthorization> OidcClient::StartDeviceAuthorization() {
                             " does not offer the device authorization grant");
   }
   const std::string form =
-      FormEncode({{"client_id", options_.client_id}, {"scope", options_.scopes}});
+      http::FormEncode({{"client_id", options_.client_id}, {"scope", options_.scopes}});
   KLUTCH_ASSIGN_OR_RETURN(auto answer, PostWithClientAuth(e.device_authorization, form));
   if (answer.first != 200) {
     return core::Unavailable("the identity provider refused the device authorization (" +
@@ -287,9 +276,9 @@ core::Result<DeviceAuthorization> OidcClient::StartDeviceAuthorization() {
 core::Result<DevicePoll> OidcClient::PollDeviceToken(const std::string& device_code) {
   KLUTCH_ASSIGN_OR_RETURN(Endpoints e, GetEndpoints());
   const std::string form =
-      FormEncode({{"grant_type", "urn:ietf:params:oauth:grant-type:device_code"},
-                  {"device_code", device_code},
-                  {"client_id", options_.client_id}});
+      http::FormEncode({{"grant_type", "urn:ietf:params:oauth:grant-type:device_code"},
+                        {"device_code", device_code},
+                        {"client_id", options_.client_id}});
   KLUTCH_ASSIGN_OR_RETURN(auto answer, PostWithClientAuth(e.token, form));
   DevicePoll out;
   if (answer.first != 200) {

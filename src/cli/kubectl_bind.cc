@@ -417,28 +417,6 @@ void OpenBrowser(const std::string& url) {
   (void)core::SpawnProcess({.argv = {"/usr/bin/xdg-open", url}});
 }
 
-std::string FormEncode(const std::vector<std::pair<std::string, std::string>>& fields) {
-  std::string out;
-  for (const auto& [k, v] : fields) {
-    if (!out.empty()) out += "&";
-    out += core::PercentEncode(k) + "=" + core::PercentEncode(v);
-  }
-  return out;
-}
-
-core::Result<http::ClientResponse> PostForm(
-    const std::string& url, const std::string& ca_pem,
-    const std::vector<std::pair<std::string, std::string>>& fields) {
-  KLUTCH_ASSIGN_OR_RETURN(http::Url parsed, http::ParseUrl(url));
-  http::FetchOptions options;
-  options.method = "POST";
-  options.headers.Set("Content-Type", "application/x-www-form-urlencoded");
-  options.headers.Set("Accept", "application/json");
-  options.body = FormEncode(fields);
-  options.ca_pem = ca_pem;
-  return http::Fetch(parsed, options);
-}
-
 // An --api value: <resource>.<group>.
 core::Result<std::pair<std::string, std::string>> SplitApi(const std::string& api) {
   size_t dot = api.find('.');
@@ -537,9 +515,9 @@ core::Result<std::vector<bind::BindingResponse>> DeviceLogin(const bind::Binding
   } else {
     for (const std::string& api : f.apis) KLUTCH_RETURN_IF_ERROR(SplitApi(api).status());
   }
-  KLUTCH_ASSIGN_OR_RETURN(
-      http::ClientResponse started,
-      PostForm(provider.device_authorization_url, ca_pem, {{"s", session_id}, {"c", cluster_id}}));
+  KLUTCH_ASSIGN_OR_RETURN(http::ClientResponse started,
+                          http::PostForm(provider.device_authorization_url, ca_pem,
+                                         {{"s", session_id}, {"c", cluster_id}}));
   auto answer = machinery::ParseJson(started.body);
   if (started.status != 200 || !answer.ok()) {
     std::string why = answer.ok() ? machinery::GetString(*answer, {"error_description"}) : "";
@@ -594,7 +572,7 @@ core::Result<std::vector<bind::BindingResponse>> DeviceLogin(const bind::Binding
     }
     std::this_thread::sleep_for(std::chrono::seconds(interval));
     KLUTCH_ASSIGN_OR_RETURN(http::ClientResponse polled,
-                            PostForm(provider.device_token_url, ca_pem, form));
+                            http::PostForm(provider.device_token_url, ca_pem, form));
     if (polled.status == 200) {
       if (tty) std::cerr << "\n";
       if (!token_api.empty()) {
@@ -630,8 +608,8 @@ core::Result<std::vector<bind::BindingResponse>> DeviceLogin(const bind::Binding
   for (const auto& [resource, group] : chosen) {
     KLUTCH_ASSIGN_OR_RETURN(
         http::ClientResponse bound,
-        PostForm(provider.device_bind_url, ca_pem,
-                 {{"session", sealed}, {"group", group}, {"resource", resource}}));
+        http::PostForm(provider.device_bind_url, ca_pem,
+                       {{"session", sealed}, {"group", group}, {"resource", resource}}));
     if (bound.status != 200) return refused(bound);
     KLUTCH_ASSIGN_OR_RETURN(bind::BindingResponse response,
                             bind::ParseBindingResponse(bound.body, session_id));

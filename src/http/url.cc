@@ -115,4 +115,26 @@ core::Result<ClientResponse> Fetch(const Url& url, const FetchOptions& options) 
   return response;
 }
 
+std::string FormEncode(const std::vector<std::pair<std::string, std::string>>& fields) {
+  std::string out;
+  for (const auto& [k, v] : fields) {
+    if (!out.empty()) out += '&';
+    out += core::PercentEncode(k) + "=" + core::PercentEncode(v);
+  }
+  return out;
+}
+
+core::Result<ClientResponse> PostForm(
+    const std::string& url, const std::string& ca_pem,
+    const std::vector<std::pair<std::string, std::string>>& fields) {
+  KLUTCH_ASSIGN_OR_RETURN(Url parsed, ParseUrl(url));
+  FetchOptions options;
+  options.method = "POST";
+  options.headers.Set("Content-Type", "application/x-www-form-urlencoded");
+  options.headers.Set("Accept", "application/json");
+  options.body = FormEncode(fields);
+  options.ca_pem = ca_pem;
+  return Fetch(parsed, options);
+}
+
 }  // namespace klutch::http

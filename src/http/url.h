@@ -60,4 +60,13 @@ struct FetchOptions {
 // naming the URL; any HTTP status is returned as the response.
 core::Result<ClientResponse> Fetch(const Url& url, const FetchOptions& options = {});
 
+// An application/x-www-form-urlencoded body: k=v pairs, percent-encoded, joined with '&'.
+std::string FormEncode(const std::vector<std::pair<std::string, std::string>>& fields);
+
+// POST of `fields` as a form to `url` (Accept: application/json) with Fetch; a URL ParseUrl
+// refuses -> its error.
+core::Result<ClientResponse> PostForm(
+    const std::string& url, const std::string& ca_pem,
+    const std::vector<std::pair<std::string, std::string>>& fields);
+
 }  // namespace klutch::http

@@ -340,22 +340,6 @@ core::Result<CliBind> BindHeadless(const Sandbox& s, client::RestClient& app2,
   return t;
 }
 
-core::Result<http::ClientResponse> Post(
-    const std::string& url, const std::string& ca_pem,
-    const std::vector<std::pair<std::string, std::string>>& form) {
-  KLUTCH_ASSIGN_OR_RETURN(http::Url parsed, http::ParseUrl(url));
-  http::FetchOptions options;
-  options.method = "POST";
-  options.headers.Set("Content-Type", "application/x-www-form-urlencoded");
-  options.headers.Set("Accept", "application/json");
-  for (const auto& [k, v] : form) {
-    options.body +=
-        (options.body.empty() ? "" : "&") + core::PercentEncode(k) + "=" + core::PercentEncode(v);
-  }
-  options.ca_pem = ca_pem;
-  return http::Fetch(parsed, options);
-}
-
 // The backend's bind as kubectl bind --headless drives it: POST /device/authorize, one
 // /device/token poll before the user approves (answered authorization_pending: the handle, the
 // catalog and glewlwyd's token endpoint, no provisioning), the approval, the /device/token call
@@ -372,7 +356,7 @@ core::Result<BackendBindTimes> BackendBind(const Sandbox& s, const std::string& 
                                            const std::string& resource) {
   KLUTCH_ASSIGN_OR_RETURN(
       http::ClientResponse started,
-      Post(s.backend() + "/device/authorize", ca_pem, {{"s", session}, {"c", cluster}}));
+      http::PostForm(s.backend() + "/device/authorize", ca_pem, {{"s", session}, {"c", cluster}}));
   auto answer = machinery::ParseJson(started.body);
   if (started.status != 200 || !answer.ok()) {
     return core::Internal(fmt::format("/device/authorize: {} {}", started.status, started.body));
@@ -388,10 +372,10 @@ core::Result<BackendBindTimes> BackendBind(const Sandbox& s, const std::string& 
     auto start = BenchClock::now();
     KLUTCH_ASSIGN_OR_RETURN(
         http::ClientResponse polled,
-        Post(s.backend() + "/device/token", ca_pem,
-             {{"device_handle", machinery::GetString(*answer, {"device_handle"})},
-              {"group", "anynines.com"},
-              {"resource", resource}}));
+        http::PostForm(s.backend() + "/device/token", ca_pem,
+                       {{"device_handle", machinery::GetString(*answer, {"device_handle"})},
+                        {"group", "anynines.com"},
+                        {"resource", resource}}));
     double took = Since(start);
     auto body = machinery::ParseJson(polled.body);
     if (polled.status == 200 && body.ok() && machinery::Kind(*body) == "BindingResponse") {

@@ -355,6 +355,13 @@ class SandboxE2eTest : public ::testing::Test {
                : std::string();
   }
 
+  // Command lines of the processes `pattern` (pgrep -f) matches; "" when none runs. A
+  // bracketed first letter keeps pgrep's own shell out of the match.
+  static std::string Running(const std::string& pattern) {
+    return std::string(
+        core::Trim(RunShell("pgrep -af '" + pattern + "' || true", {}, dir_->path(), 10s).out));
+  }
+
   static TempDir* dir_;
   static fs::path state_;
   static ChildProcess* up_;
@@ -482,14 +489,7 @@ TEST_F(SandboxE2eTest, A4_UnbindingLeavesTheClaimsAndRebindingReusesTheNamespace
             0);
   // klutch up stops App Cluster 3's konnector process with its Deployment.
   EXPECT_TRUE(Eventually(
-      [&] {
-        return core::Trim(RunShell("pgrep -f '" + state_.string() +
-                                       "/konnectors/[k]onnector-app-3' || true",
-                                   {}, dir_->path(), 10s)
-                              .out)
-            .empty();
-      },
-      30s));
+      [&] { return Running(state_.string() + "/konnectors/[k]onnector-app-3").empty(); }, 30s));
   // The claim on the Control Plane and its database stay, as do the CRDs and objects here.
   std::string upstream_ns = ns3 + "-team-a";
   EXPECT_EQ(Kubectl("control-plane", "get postgresqlinstance api -n " + upstream_ns).exit_code, 0);
@@ -596,14 +596,7 @@ TEST_F(SandboxE2eTest, A9_ASecondSandboxIsRefusedAndSigtermStopsEverything) {
   ASSERT_EQ(Kubectl("app-1", "scale deployment konnector -n klutch-bind --replicas=0").exit_code,
             0);
   EXPECT_TRUE(Eventually(
-      [&] {
-        return core::Trim(RunShell("pgrep -f '" + state_.string() +
-                                       "/konnectors/[k]onnector-app-1' || true",
-                                   {}, dir_->path(), 10s)
-                              .out)
-            .empty();
-      },
-      30s));
+      [&] { return Running(state_.string() + "/konnectors/[k]onnector-app-1").empty(); }, 30s));
   CommandResult secret =
       Kubectl("app-1", "get secret -n klutch-bind -o jsonpath='{.items[0].metadata.name}'");
   std::string secret_name(core::Trim(secret.out));
@@ -625,8 +618,7 @@ TEST_F(SandboxE2eTest, A9_ASecondSandboxIsRefusedAndSigtermStopsEverything) {
   EXPECT_EQ(up_->exit_code().value_or(-1), 0) << Read(dir_->path() / "up.log");
   // "[s]tate" matches the directory but not this pgrep's own command line.
   std::string pattern = state_.parent_path().string() + "/[s]tate";
-  CommandResult left = RunShell("pgrep -af '" + pattern + "' || true", {}, dir_->path(), 10s);
-  EXPECT_EQ(core::Trim(left.out), "") << left.out;
+  EXPECT_EQ(Running(pattern), "");
 }
 
 TEST_F(SandboxE2eTest, A10_TheNextStartResumesWithItsStateAndRenewsAnExpiredKonnectorToken) {
@@ -680,8 +672,7 @@ TEST_F(SandboxE2eTest, A11_CtrlCDuringTheStartStopsWhatHadStarted) {
   EXPECT_EQ(up.exit_code().value_or(-1), 130) << Read(log);
   EXPECT_NE(Read(log).find("start cancelled"), std::string::npos) << Read(log);
   std::string pattern = state.parent_path().string() + "/[c]ancelled";
-  CommandResult left = RunShell("pgrep -af '" + pattern + "' || true", {}, dir_->path(), 10s);
-  EXPECT_EQ(core::Trim(left.out), "") << left.out;
+  EXPECT_EQ(Running(pattern), "");
 }
 
 }  // namespace
