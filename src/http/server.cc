@@ -17,6 +17,7 @@
 #include "core/strings.h"
 #include "core/sync.h"
 #include "fmt/format.h"
+#include "http/request_reader.h"
 
 namespace klutch::http {
 
@@ -155,15 +156,17 @@ PeerCert PeerCertificate(SSL* ssl) {
   return result;
 }
 
-Request ToRequest(bhttp::request<bhttp::string_body>&& msg) {
-  Request req;
-  req.method = std::string(msg.method_string());
-  req.SetTarget(std::string(msg.target()));
-  for (const auto& field : msg) {
-    req.headers.Add(std::string(field.name_string()), std::string(field.value()));
+// Completion of a connection's coroutine: an exception escaping it (a bug: errors are values
+// here) ends that connection only.
+void LogEscapedException(std::exception_ptr e) {
+  if (!e) return;
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& ex) {
+    KLUTCH_LOG(kError, "http", "connection ended by an exception: {}", ex.what());
+  } catch (...) {
+    KLUTCH_LOG(kError, "http", "connection ended by an exception");
   }
-  req.body = std::move(msg.body());
-  return req;
 }
 
 // `head`: the answer to a HEAD request, whose headers (Content-Length included) are those the
@@ -237,7 +240,16 @@ class Server::Impl {
       asio::io_context* c = ioc.get();
       threads_.emplace_back([c] {
         auto guard = asio::make_work_guard(*c);
-        c->run();
+        // A handler that throws ends its own connection, never the process: run() may be
+        // called again after an exception (Asio's contract), and the other connections go on.
+        while (true) {
+          try {
+            c->run();
+            return;
+          } catch (const std::exception& e) {
+            KLUTCH_LOG(kError, "http", "connection handler threw: {}", e.what());
+          }
+        }
       });
     }
     for (int i = 0; i < options_.threads; ++i) {
@@ -314,10 +326,10 @@ class Server::Impl {
         asio::co_spawn(executor,
                        ServeTls(beast::ssl_stream<beast::tcp_stream>(
                            beast::tcp_stream(std::move(socket)), ssl_ctx_)),
-                       asio::detached);
+                       LogEscapedException);
       } else {
         asio::co_spawn(executor, Serve(beast::tcp_stream(std::move(socket)), std::nullopt),
-                       asio::detached);
+                       LogEscapedException);
       }
     }
   }
@@ -356,54 +368,39 @@ class Server::Impl {
       if (!ec) remote = ep.address().to_string() + ":" + std::to_string(ep.port());
     }
     while (true) {
-      bhttp::request_parser<bhttp::string_body> parser;
-      parser.body_limit(options_.max_body_bytes);
-      parser.header_limit(1024 * 1024);
+      internal::RequestParser parser(options_.max_body_bytes);
       beast::get_lowest_layer(stream).expires_after(options_.idle_timeout);
       auto [ec, n] =
           co_await bhttp::async_read(stream, buffer, parser, asio::as_tuple(asio::use_awaitable));
-      if (ec == bhttp::error::body_limit) {
-        Response r = TransportError(
-            413, fmt::format("Request entity too large: limit is {}", options_.max_body_bytes));
+      if (ec) {
+        std::optional<internal::ReadFailure> failure =
+            internal::ReadFailureAnswer(ec, options_.max_body_bytes);
+        if (!failure) break;
+        Response r = TransportError(failure->status, std::move(failure->message));
         auto msg = ToMessage(r, 11, false);
         beast::get_lowest_layer(stream).expires_after(options_.write_timeout);
         co_await bhttp::async_write(stream, msg, asio::as_tuple(asio::use_awaitable));
-        // Lingering close: stop sending, then discard what the client is still uploading for
-        // a bounded time, so it can finish writing and read the 413 instead of a reset.
-        boost::system::error_code ignored;
-        beast::get_lowest_layer(stream).socket().shutdown(tcp::socket::shutdown_send, ignored);
-        beast::get_lowest_layer(stream).expires_after(std::chrono::seconds(5));
-        std::array<char, 16384> sink;
-        size_t drained = 0;
-        while (drained < 4 * options_.max_body_bytes) {
-          auto [rec, rn] = co_await beast::get_lowest_layer(stream).async_read_some(
-              asio::buffer(sink), asio::as_tuple(asio::use_awaitable));
-          if (rec) break;
-          drained += rn;
-        }
-        break;
-      }
-      if (ec == bhttp::error::header_limit) {
-        Response r = TransportError(431, "Request header fields too large");
-        auto msg = ToMessage(r, 11, false);
-        co_await bhttp::async_write(stream, msg, asio::as_tuple(asio::use_awaitable));
-        break;
-      }
-      if (ec) {
-        if (ec != bhttp::error::end_of_stream && ec != asio::error::eof &&
-            ec != asio::error::operation_aborted && ec != beast::error::timeout &&
-            ec != asio::ssl::error::stream_truncated && ec != asio::error::connection_reset &&
-            parser.is_header_done()) {
-          Response r = TransportError(400, "malformed HTTP request: " + ec.message());
-          auto msg = ToMessage(r, 11, false);
-          co_await bhttp::async_write(stream, msg, asio::as_tuple(asio::use_awaitable));
+        if (ec == bhttp::error::body_limit) {
+          // Lingering close: stop sending, then discard what the client is still uploading for
+          // a bounded time, so it can finish writing and read the 413 instead of a reset.
+          boost::system::error_code ignored;
+          beast::get_lowest_layer(stream).socket().shutdown(tcp::socket::shutdown_send, ignored);
+          beast::get_lowest_layer(stream).expires_after(std::chrono::seconds(5));
+          std::array<char, 16384> sink;
+          size_t drained = 0;
+          while (drained < 4 * options_.max_body_bytes) {
+            auto [rec, rn] = co_await beast::get_lowest_layer(stream).async_read_some(
+                asio::buffer(sink), asio::as_tuple(asio::use_awaitable));
+            if (rec) break;
+            drained += rn;
+          }
         }
         break;
       }
       auto message = parser.release();
       const unsigned version = message.version();
       const bool keep_alive = message.keep_alive();
-      Request request = ToRequest(std::move(message));
+      Request request = internal::ToRequest(std::move(message));
       request.client_certificate = cert;
       request.client_certificate_rejected = cert_rejected;
       request.remote_address = remote;

@@ -1,7 +1,11 @@
 #include "http/server.h"
 
+#include <arpa/inet.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <condition_variable>
 #include <filesystem>
@@ -128,6 +132,89 @@ TEST(Server, RejectsOversizedBodiesWith413) {
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->status, 413);
   EXPECT_FALSE(called);
+}
+
+// Sends `bytes` on a fresh loopback connection and returns all the server answers until it
+// closes the connection (or 10 s pass).
+std::string RawExchange(uint16_t port, const std::string& bytes) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return "socket failed";
+  timeval tv{.tv_sec = 10, .tv_usec = 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string out;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+    size_t sent = 0;
+    while (sent < bytes.size()) {
+      ssize_t n = ::send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
+      if (n <= 0) break;
+      sent += static_cast<size_t>(n);
+    }
+    char buf[4096];
+    ssize_t n;
+    while ((n = ::recv(fd, buf, sizeof buf, 0)) > 0) out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return out;
+}
+
+// Beast's field list cannot hold a field over 64 KiB and threw std::length_error out of the
+// I/O thread, ending the process: one request header could take every Klutch server down.
+TEST(Server, AnswersFieldsTooLargeWith431AndKeepsServing) {
+  bool called = false;
+  auto server = Server::Start({}, [&](Request&) {
+    called = true;
+    return Response{};
+  });
+  ASSERT_TRUE(server.ok());
+  const uint16_t port = (*server)->port();
+  const std::string big(65534, 'a');
+  struct Case {
+    const char* name;
+    std::string request;
+  };
+  const Case cases[] = {
+      {"header value", "GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + big + "\r\n\r\n"},
+      {"header name", "GET / HTTP/1.1\r\nHost: x\r\n" + big + ": v\r\n\r\n"},
+      {"chunked trailer",
+       "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+       "1\r\na\r\n0\r\nX-Trailer: " +
+           big + "\r\n\r\n"},
+      {"all headers over 1 MiB", "GET / HTTP/1.1\r\nHost: x\r\n" +
+                                     [&] {
+                                       std::string many;
+                                       for (int i = 0; i < 20; ++i)
+                                         many += fmt::format("X-{}: {}\r\n", i, big);
+                                       return many;
+                                     }() +
+                                     "\r\n"},
+  };
+  for (const auto& c : cases) {
+    std::string answer = RawExchange(port, c.request);
+    EXPECT_TRUE(answer.starts_with("HTTP/1.1 431 ")) << c.name << ": " << answer.substr(0, 80);
+    EXPECT_NE(answer.find("Request header fields too large"), std::string::npos) << c.name;
+  }
+  EXPECT_FALSE(called);
+  // Still serving, on a new connection.
+  auto r = Client({.port = port}).Do("GET", "/after", {}, "");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->status, 200);
+  EXPECT_TRUE(called);
+}
+
+TEST(Server, AnswersMalformedRequestsWith400) {
+  auto server = Server::Start({}, Echo);
+  ASSERT_TRUE(server.ok());
+  for (std::string bad :
+       {"GET\r\n\r\n", "GET / HTTP/9.9\r\n\r\n", "GET / HTTP/1.1\r\nBad Header\r\n\r\n",
+        "POST / HTTP/1.1\r\nContent-Length: x\r\n\r\n",
+        "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"}) {
+    std::string answer = RawExchange((*server)->port(), bad);
+    EXPECT_TRUE(answer.starts_with("HTTP/1.1 400 ")) << bad << ": " << answer.substr(0, 80);
+  }
 }
 
 TEST(Server, StreamsChunksAndNoticesClientGoingAway) {

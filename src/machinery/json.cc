@@ -347,6 +347,9 @@ bool NeedsQuotes(const std::string& s) {
     return true;
   }
   if (s.front() == ' ' || s.back() == ' ' || s.back() == ':') return true;
+  // At the start of a line these mark a document's start or end: "---" alone reads back as an
+  // empty document (null).
+  if (s.starts_with("---") || s.starts_with("...")) return true;
   if (s.find(": ") != std::string::npos || s.find(" #") != std::string::npos) return true;
   for (unsigned char c : s) {
     if (c < 0x20 || c == 0x7f) return true;

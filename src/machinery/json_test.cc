@@ -131,6 +131,10 @@ TEST(ToYaml, QuotesStringsThatWouldReadBackAsSomethingElse) {
                            "1e3",
                            "-",
                            "- x",
+                           "---",
+                           "--- x",
+                           "...",
+                           "... x",
                            "a: b",
                            "a #b",
                            "#x",
@@ -162,10 +166,13 @@ TEST(ToYaml, QuotesStringsThatWouldReadBackAsSomethingElse) {
                            "0x1F",
                            ".inf",
                            "y"}) {
-    Json v = Json::object({{"k", text}, {"list", Json::array({text})}});
-    auto back = ParseYaml(ToYaml(v));
-    ASSERT_TRUE(back.ok()) << text << ": " << back.status().ToString() << "\n" << ToYaml(v);
-    EXPECT_EQ(*back, v) << text << "\n" << ToYaml(v);
+    // As a value, as a key (both at the start of a line) and as the whole document.
+    for (const Json& v : {Json::object({{"k", text}, {"list", Json::array({text})}}),
+                          Json::object({{text, "v"}}), Json(text)}) {
+      auto back = ParseYaml(ToYaml(v));
+      ASSERT_TRUE(back.ok()) << text << ": " << back.status().ToString() << "\n" << ToYaml(v);
+      EXPECT_EQ(*back, v) << text << "\n" << ToYaml(v);
+    }
   }
   EXPECT_EQ(ToYaml(Json::object({{"k", "plain text"}})), "k: plain text\n");
   EXPECT_EQ(ToYaml(Json("x")), "x\n");
