@@ -474,7 +474,7 @@ class AccessControl::Impl {
   }
 
   void Audit(const http::Request& req, const RequestInfo& info, const Caller* caller, int code,
-             std::string_view decision, std::string_view reason) {
+             std::string_view decision, std::string_view reason, const AuditFacts* facts) {
     if (!auditing_) return;
     const std::string now = core::FormatMicroTime(core::RealClock::Get().Now());
     Json e = {{"kind", "Event"},
@@ -507,7 +507,11 @@ class AccessControl::Impl {
     if (info.resource_request) {
       Json ref = {{"resource", info.resource}, {"apiVersion", info.api_version}};
       if (!info.ns.empty()) ref["namespace"] = info.ns;
-      if (!info.name.empty()) ref["name"] = info.name;
+      if (!info.name.empty()) {
+        ref["name"] = info.name;
+      } else if (facts && !facts->name.empty()) {
+        ref["name"] = facts->name;
+      }
       if (!info.api_group.empty()) ref["apiGroup"] = info.api_group;
       if (!info.subresource.empty()) ref["subresource"] = info.subresource;
       e["objectRef"] = std::move(ref);
@@ -597,8 +601,8 @@ void AccessControl::HoldFeedForTesting(bool hold) { impl_->HoldFeed(hold); }
 
 void AccessControl::Audit(const http::Request& request, const RequestInfo& info,
                           const Caller* caller, int code, std::string_view decision,
-                          std::string_view reason) {
-  impl_->Audit(request, info, caller, code, decision, reason);
+                          std::string_view reason, const AuditFacts* facts) {
+  impl_->Audit(request, info, caller, code, decision, reason, facts);
 }
 
 auth::Authenticator& AccessControl::authenticator() { return *impl_->authenticator_; }

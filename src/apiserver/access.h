@@ -53,6 +53,13 @@ struct AccessOptions {
   std::chrono::milliseconds settle_timeout = std::chrono::seconds(2);
 };
 
+// What a request's audit event records beyond its RequestInfo, learned while serving it.
+struct AuditFacts {
+  // The object a create named in its body, or the name it got (generateName's result) once
+  // created: kube-apiserver fills objectRef.name from the request object.
+  std::string name;
+};
+
 // Who a request is from, after impersonation.
 struct Caller {
   auth::UserInfo user;
@@ -99,9 +106,10 @@ class AccessControl {
   // before it returns.
   void HoldFeedForTesting(bool hold);
 
-  // One audit event (JSON line) for a finished request, when the audit log is on.
+  // One audit event (JSON line) for a finished request, when the audit log is on. `facts`
+  // (optional) adds what the handler learned (the name of a created object).
   void Audit(const http::Request& request, const RequestInfo& info, const Caller* caller, int code,
-             std::string_view decision, std::string_view reason);
+             std::string_view decision, std::string_view reason, const AuditFacts* facts = nullptr);
 
   auth::Authenticator& authenticator();
   auth::ServiceAccountTokens& tokens();

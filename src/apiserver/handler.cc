@@ -234,9 +234,9 @@ http::Response ApiHandler::StatusResponse(const core::Status& status) {
   return r;
 }
 
-http::Response ApiHandler::Handle(http::Request& req, const RequestInfo& info,
-                                  const Caller& caller) {
-  if (info.resource_request) return HandleResource(req, info, caller);
+http::Response ApiHandler::Handle(http::Request& req, const RequestInfo& info, const Caller& caller,
+                                  AuditFacts* facts) {
+  if (info.resource_request) return HandleResource(req, info, caller, facts);
   return router_.Serve(req);
 }
 
@@ -406,7 +406,7 @@ http::Response ApiHandler::OpenApiV3(http::Request& req, std::string_view path) 
 }
 
 http::Response ApiHandler::HandleResource(http::Request& req, const RequestInfo& info,
-                                          const Caller& caller) {
+                                          const Caller& caller, AuditFacts* facts) {
   // Routed from the one RequestInfo: [namespaces/<ns>/]<resource>[/<name>[/<subresource>]].
   if (info.extra_segments || !registry_.HasGroupVersion(info.api_group, info.api_version)) {
     return StatusResponse(PathNotFound());
@@ -585,8 +585,10 @@ http::Response ApiHandler::HandleResource(http::Request& req, const RequestInfo&
     guard(*opts);
     auto body = DecodeBody(r, req, opts->duplicate_fields);
     if (!body.ok()) return StatusResponse(body.status());
+    if (facts) facts->name = GetString(*body, {"metadata", "name"});
     auto out = storage_.Create(r, ns, std::move(body).value(), *opts);
     if (!out.ok()) return StatusResponse(out.status());
+    if (facts) facts->name = machinery::Name(out->object);
     return settle(object_response(201, out->object, out->warnings));
   }
 

@@ -37,8 +37,10 @@ class ApiHandler {
 
   // Serves an authenticated and authorized request, described by `info`, on behalf of
   // `caller` (reviews answer for it; writes of RBAC objects are checked against its
-  // permissions).
-  http::Response Handle(http::Request& request, const RequestInfo& info, const Caller& caller);
+  // permissions). `facts` (optional) receives what the request's audit event records beyond
+  // `info`.
+  http::Response Handle(http::Request& request, const RequestInfo& info, const Caller& caller,
+                        AuditFacts* facts = nullptr);
 
   // Whether a request is a quick point read that may run on an I/O thread (gets of one
   // object, discovery, health); lists, watches and writes go to the worker pool.
@@ -50,7 +52,7 @@ class ApiHandler {
  private:
   http::Router NonResourceRoutes();
   http::Response HandleResource(http::Request& request, const RequestInfo& info,
-                                const Caller& caller);
+                                const Caller& caller, AuditFacts* facts);
   http::Response DiscoveryRoot(http::Request& request, bool legacy);
   http::Response OpenApiV3(http::Request& request, std::string_view path);
   http::Response OpenApiV2(http::Request& request);

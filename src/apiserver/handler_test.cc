@@ -6,11 +6,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <fstream>
 #include <thread>
 
 #include "client/dynamic.h"
 #include "core/strings.h"
 #include "machinery/object.h"
+#include "test/support/process.h"
 #include "test/support/test_cluster.h"
 
 namespace klutch::apiserver {
@@ -228,6 +230,49 @@ TEST_F(HandlerRouting, HealthEndpointsListTheirChecks) {
   r = cluster_->admin().Do(req);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->body, "ok");
+}
+
+// Audit events say who did what: the User-Agent of every request, and for creates the name of
+// the object (from the body, or the one generateName gave it).
+TEST(HandlerAudit, EventsRecordTheUserAgentAndTheNameOfCreatedObjects) {
+  testing::TempDir dir("klutch-audit-test");
+  const std::string log = (dir.path() / "audit.log").string();
+  auto cluster = testing::TestCluster::Start(
+      {.builtin_controllers = false, .access = {.audit_log_path = log}});
+  ASSERT_TRUE(cluster.ok()) << cluster.status().ToString();
+  client::ResourceClient cms((*cluster)->admin(), client::resources::kConfigMaps, "default");
+  ASSERT_TRUE(
+      cms.Create(
+             Json{{"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"metadata", {{"name", "named"}}}})
+          .ok());
+  auto generated = cms.Create(
+      Json{{"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"metadata", {{"generateName", "gen-"}}}});
+  ASSERT_TRUE(generated.ok()) << generated.status().ToString();
+  // A refused create still names the object it was for.
+  ASSERT_FALSE(
+      cms.Create(
+             Json{{"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"metadata", {{"name", "named"}}}})
+          .ok());
+
+  std::ifstream in(log);
+  std::vector<Json> creates;
+  size_t events = 0;
+  for (std::string line; std::getline(in, line);) {
+    Json e = Json::parse(line, nullptr, false);
+    ++events;
+    EXPECT_EQ(e.value("userAgent", ""), "klutch-test") << line;  // the test cluster's clients
+    if (e.value("verb", "") == "create" && e["objectRef"].value("resource", "") == "configmaps") {
+      creates.push_back(e);
+    }
+  }
+  EXPECT_GE(events, 3u);
+  ASSERT_EQ(creates.size(), 3u);
+  EXPECT_EQ(creates[0]["objectRef"].value("name", ""), "named");
+  EXPECT_EQ(creates[0]["responseStatus"]["code"], 201);
+  EXPECT_EQ(creates[1]["objectRef"].value("name", ""), machinery::Name(*generated));
+  EXPECT_TRUE(creates[1]["objectRef"].value("name", "").starts_with("gen-"));
+  EXPECT_EQ(creates[2]["objectRef"].value("name", ""), "named");
+  EXPECT_EQ(creates[2]["responseStatus"]["code"], 409);
 }
 
 }  // namespace

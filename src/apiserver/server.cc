@@ -210,8 +210,9 @@ class ApiServer::Impl {
       return resp;
     }
     http::Response resp;
+    AuditFacts facts;
     try {
-      resp = handler_->Handle(req, info, *caller);
+      resp = handler_->Handle(req, info, *caller, &facts);
     } catch (const std::exception& e) {
       // A bug, never a client error; the request may have written already, so it still gets
       // its audit event.
@@ -220,7 +221,7 @@ class ApiServer::Impl {
       resp = ApiHandler::StatusResponse(
           core::Internal("Internal error occurred: the request failed; see the server log"));
     }
-    access_->Audit(req, info, &*caller, resp.status, "allow", decision.reason);
+    access_->Audit(req, info, &*caller, resp.status, "allow", decision.reason, &facts);
     return resp;
   }
 
