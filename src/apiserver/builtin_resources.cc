@@ -185,6 +185,33 @@ void ValidateBase64Values(const Json& obj, const char* field, std::vector<core::
   }
 }
 
+// ConfigMaps and Secrets hold at most 1 MiB of data (corev1.MaxSecretSize), counted as
+// kube-apiserver counts it: the bytes of every value, binary ones decoded.
+constexpr size_t kMaxDataBytes = 1024 * 1024;
+
+size_t DataBytes(const Json& obj, const char* field, bool base64) {
+  const Json* data = Find(obj, {field});
+  if (!data || !data->is_object()) return 0;
+  size_t total = 0;
+  for (const auto& [k, v] : data->items()) {
+    if (!v.is_string()) continue;
+    const std::string& value = v.get_ref<const std::string&>();
+    if (!base64) {
+      total += value.size();
+    } else if (auto decoded = core::Base64Decode(value)) {
+      total += decoded->size();
+    }
+  }
+  return total;
+}
+
+// A ConfigMap's limit is on the object as a whole: kube-apiserver names the empty path ("[]").
+void ValidateConfigMapSize(const Json& o, std::vector<core::Cause>& causes) {
+  if (DataBytes(o, "data", false) + DataBytes(o, "binaryData", true) > kMaxDataBytes) {
+    causes.push_back(machinery::FieldTooLong("[]", "", kMaxDataBytes));
+  }
+}
+
 ResourcePtr ConfigMaps() {
   Builder b("io.k8s.api.core.v1.ConfigMap", "configmaps", true);
   b.Short({"cm"}).Columns(
@@ -196,12 +223,14 @@ ResourcePtr ConfigMaps() {
     ValidateDataKeys(o, "data", seen, causes);
     ValidateDataKeys(o, "binaryData", seen, causes);
     ValidateBase64Values(o, "binaryData", causes);
+    ValidateConfigMapSize(o, causes);
   };
   b.r.strategy.prepare_update = [](Json& o, const Json& old, std::vector<core::Cause>& causes) {
     std::set<std::string> seen;
     ValidateDataKeys(o, "data", seen, causes);
     ValidateDataKeys(o, "binaryData", seen, causes);
     ValidateBase64Values(o, "binaryData", causes);
+    ValidateConfigMapSize(o, causes);
     CheckImmutableData(o, old, causes);
   };
   return b.Done();
@@ -224,6 +253,10 @@ void PrepareSecret(Json& o, std::vector<core::Cause>& causes) {
   std::set<std::string> seen;
   ValidateDataKeys(o, "data", seen, causes);
   ValidateBase64Values(o, "data", causes);
+  // stringData is merged by now, so it counts too.
+  if (DataBytes(o, "data", true) > kMaxDataBytes) {
+    causes.push_back(machinery::FieldTooLong("data", "", kMaxDataBytes));
+  }
   const std::string type = GetString(o, {"type"});
   auto require_key = [&](const char* key) {
     const Json* d = Find(o, {"data", key});

@@ -5,6 +5,7 @@
 
 #include "apiserver/builtin_resources.h"
 #include "apiserver/crd.h"
+#include "core/strings.h"
 #include "storage/memory/memory_store.h"
 
 namespace klutch::apiserver {
@@ -247,6 +248,70 @@ TEST_F(RestStorageTest, CustomResourcesNeedResourceVersionOnUpdateAndTrackGenera
   smp.type = PatchType::kStrategic;
   smp.body = "{}";
   EXPECT_EQ(rest_.Patch(*w, "demo", "w", smp, Opts()).status().code(), 415);
+}
+
+// kube-apiserver's corev1.MaxSecretSize: 1 MiB of data per ConfigMap (data and binaryData
+// together) and per Secret (data, with stringData merged in), in bytes as stored decoded.
+TEST_F(RestStorageTest, ConfigMapsAndSecretsHoldAtMostOneMebibyteOfData) {
+  constexpr size_t kMax = 1024 * 1024;
+  auto cms = Res("configmaps");
+  const std::string too_big =
+      R"(ConfigMap "big" is invalid: []: Too long: may not be more than 1048576 bytes)";
+  auto expect_too_big = [&](const core::Result<WriteOutcome>& r, const std::string& message,
+                            const std::string& field) {
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), 422);
+    EXPECT_EQ(r.status().message(), message);
+    ASSERT_TRUE(r.status().details().has_value());
+    ASSERT_EQ(r.status().details()->causes.size(), 1u);
+    EXPECT_EQ(r.status().details()->causes[0].reason, "FieldValueTooLong");
+    EXPECT_EQ(r.status().details()->causes[0].field, field);
+  };
+  // Create: one byte over, whether in data or spread over data and binaryData.
+  expect_too_big(rest_.Create(*cms, "demo", Cm("big", {{"k", std::string(kMax + 1, 'x')}}), Opts()),
+                 too_big, "[]");
+  Json spread = Cm("big", {{"k", std::string(kMax / 2, 'x')}});
+  spread["binaryData"] = {{"b", core::Base64Encode(std::string(kMax / 2 + 1, 'y'))}};
+  expect_too_big(rest_.Create(*cms, "demo", spread, Opts()), too_big, "[]");
+  // Exactly 1 MiB is allowed (binaryData counts decoded, not as base64 text).
+  spread["binaryData"]["b"] = core::Base64Encode(std::string(kMax / 2, 'y'));
+  auto created = rest_.Create(*cms, "demo", spread, Opts());
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+
+  // Update, patch and apply cannot grow it past the limit either.
+  Json grown = created->object;
+  grown["data"]["more"] = "z";
+  expect_too_big(rest_.Update(*cms, "demo", "big", grown, Opts()), too_big, "[]");
+  PatchRequest merge;
+  merge.type = PatchType::kMerge;
+  merge.body = R"({"data":{"more":"z"}})";
+  expect_too_big(rest_.Patch(*cms, "demo", "big", merge, Opts()), too_big, "[]");
+  PatchRequest apply;
+  apply.type = PatchType::kApply;
+  apply.body = Json{{"apiVersion", "v1"},
+                    {"kind", "ConfigMap"},
+                    {"metadata", {{"name", "applied"}}},
+                    {"data", {{"k", std::string(kMax + 1, 'x')}}}}
+                   .dump();
+  expect_too_big(
+      rest_.Patch(*cms, "demo", "applied", apply, Opts("applier")),
+      R"(ConfigMap "applied" is invalid: []: Too long: may not be more than 1048576 bytes)", "[]");
+  EXPECT_TRUE(core::IsNotFound(rest_.Get(*cms, "demo", "applied").status()));
+
+  // Secrets: data counts decoded; stringData is merged into data first.
+  auto secrets = Res("secrets");
+  const std::string secret_too_big =
+      R"(Secret "s" is invalid: data: Too long: may not be more than 1048576 bytes)";
+  Json secret = {{"apiVersion", "v1"},
+                 {"kind", "Secret"},
+                 {"metadata", {{"name", "s"}}},
+                 {"data", {{"k", core::Base64Encode(std::string(kMax + 1, 'x'))}}}};
+  expect_too_big(rest_.Create(*secrets, "demo", secret, Opts()), secret_too_big, "data");
+  secret["data"]["k"] = core::Base64Encode(std::string(kMax - 1, 'x'));
+  secret["stringData"] = {{"s", "ab"}};
+  expect_too_big(rest_.Create(*secrets, "demo", secret, Opts()), secret_too_big, "data");
+  secret["stringData"] = {{"s", "a"}};
+  ASSERT_TRUE(rest_.Create(*secrets, "demo", secret, Opts()).ok());
 }
 
 }  // namespace
