@@ -421,6 +421,8 @@ ResourcePtr ResourceQuotas() {
               [](const Json& o) { return Json(QuotaSummary(o, false)); }},
              {"Limit", "string", "", "Limits in use against their limits.", 0, "",
               [](const Json& o) { return Json(QuotaSummary(o, true)); }}});
+  // The status is the server's: set once the quota is stored (quota.h).
+  b.r.strategy.prepare_create = [](Json& o, std::vector<core::Cause>&) { o.erase("status"); };
   return b.Done();
 }
 

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
 
 #include "apis/builtin_schemas.h"
@@ -122,6 +123,9 @@ bool SameOwnership(const Json* a, const Json* b) {
 }
 
 bool IsNamespaces(const ResourceInfo& r) { return r.group.empty() && r.plural == "namespaces"; }
+bool IsResourceQuotas(const ResourceInfo& r) {
+  return r.group.empty() && r.plural == "resourcequotas";
+}
 
 // Whether a deleted object may now disappear: no finalizers left (and, for namespaces, no
 // spec.finalizers).
@@ -689,25 +693,31 @@ core::Result<WriteOutcome> RestStorage::CreateParsed(const ResourceInfo& r, std:
     if (!mf.empty()) machinery::MutableMetadata(object)["managedFields"] = std::move(mf);
   }
   object["apiVersion"] = r.group.empty() ? r.storage_version : r.group + "/" + r.storage_version;
-  if (options.dry_run) {
-    KLUTCH_ASSIGN_OR_RETURN(auto existing, store_.Get(r.Key(ns, name)));
-    if (existing) return AlreadyExistsError(r, name);
-    ToRequestedVersion(r, object);
-    out.object = std::move(object);
+  // The write, once the namespace's quotas leave room for one more object.
+  auto write = [&]() -> core::Status {
+    if (options.dry_run) {
+      KLUTCH_ASSIGN_OR_RETURN(auto existing, store_.Get(r.Key(ns, name)));
+      if (existing) return AlreadyExistsError(r, name);
+      ToRequestedVersion(r, object);
+      out.object = std::move(object);
+      out.created = true;
+      return core::Status::Ok();
+    }
+    auto shared = std::make_shared<Json>(std::move(object));
+    storage::WriteRequest w;
+    w.op = storage::WriteRequest::Op::kPut;
+    w.key = r.Key(ns, name);
+    w.expected_mod_revision = storage::kMustNotExist;
+    w.make_value = Stamp(shared);
+    KLUTCH_ASSIGN_OR_RETURN(storage::WriteResult res, store_.Write(std::move(w)));
+    if (!res.succeeded) return AlreadyExistsError(r, name);
+    out.object = std::move(*shared);
+    ToRequestedVersion(r, out.object);
     out.created = true;
-    return out;
-  }
-  auto shared = std::make_shared<Json>(std::move(object));
-  storage::WriteRequest w;
-  w.op = storage::WriteRequest::Op::kPut;
-  w.key = r.Key(ns, name);
-  w.expected_mod_revision = storage::kMustNotExist;
-  w.make_value = Stamp(shared);
-  KLUTCH_ASSIGN_OR_RETURN(storage::WriteResult res, store_.Write(std::move(w)));
-  if (!res.succeeded) return AlreadyExistsError(r, name);
-  out.object = std::move(*shared);
-  ToRequestedVersion(r, out.object);
-  out.created = true;
+    return core::Status::Ok();
+  };
+  KLUTCH_RETURN_IF_ERROR(quotas_.AdmitCreate(r, ns, name, options.dry_run, write));
+  if (IsResourceQuotas(r) && !options.dry_run) quotas_.QuotaWritten(ns);
   return out;
 }
 
@@ -734,6 +744,8 @@ core::Result<WriteOutcome> RestStorage::WriteUpdate(const ResourceInfo& r, const
     if (!res.succeeded) return ConflictError(r, name, kModified);
     out.object = std::move(*shared);
     ToRequestedVersion(r, out.object);
+    // (A status write never removes: it keeps the finalizers. Quota recounts write status.)
+    if (options.subresource != "status") quotas_.Removed(r, machinery::Namespace(out.object));
     return out;
   }
   if (options.dry_run) {
@@ -884,6 +896,11 @@ core::Result<WriteOutcome> RestStorage::GuaranteedUpdate(
     // the client put in its request then no longer matches and ends the loop with 409.
     if (!res.ok() && core::IsConflict(res.status())) continue;
     if (res.ok()) res->warnings = std::move(warnings);
+    // A quota's spec changed: its status follows (the status subresource is written by the
+    // recount itself).
+    if (res.ok() && IsResourceQuotas(r) && options.subresource.empty() && !options.dry_run) {
+      quotas_.QuotaWritten(ns);
+    }
     return res;
   }
   return ConflictError(r, name, kModified);
@@ -1014,6 +1031,16 @@ core::Result<WriteOutcome> RestStorage::Patch(const ResourceInfo& r, std::string
       /*allow_create=*/false, /*apply_manages_fields=*/false);
 }
 
+void RestStorage::RecountQuotas() {
+  ResourcePtr quotas = registry_.FindStored("", "resourcequotas");
+  if (!quotas) return;
+  auto list = List(*quotas, "", {});
+  if (!list.ok()) return;
+  std::set<std::string> namespaces;
+  for (auto& item : list->items) namespaces.insert(machinery::Namespace(item.Object()));
+  for (const auto& ns : namespaces) quotas_.QuotaWritten(ns);
+}
+
 // ----------------------------------------------------------------------------------------
 // Delete
 
@@ -1076,6 +1103,7 @@ core::Result<DeleteOutcome> RestStorage::Delete(const ResourceInfo& r, std::stri
       KLUTCH_ASSIGN_OR_RETURN(storage::WriteResult res, store_.Write(std::move(w)));
       if (!res.succeeded) continue;
       out.object = std::move(*tomb);
+      quotas_.Removed(r, ns);
       return out;
     }
     // Graceful: mark for deletion and let the finalizers' owners finish.

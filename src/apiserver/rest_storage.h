@@ -13,7 +13,8 @@
 //    managedFields for every write, optimistic concurrency on resourceVersion (updates and
 //    patches re-read and retry on a lost compare-and-swap), unchanged objects not written,
 //    the status subresource separated, dry run, namespaces that must exist and not be
-//    terminating.
+//    terminating, ResourceQuota object counts (quota.h) enforced on create and kept in the
+//    quotas' status.
 //  - deletes: preconditions, finalizers and deletionTimestamp, propagation (Background,
 //    Foreground, Orphan), namespaces turning Terminating.
 //  - lists: one store snapshot, label/field selectors (Filter), limit/continue,
@@ -30,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "apiserver/quota.h"
 #include "apiserver/resource.h"
 #include "core/clock.h"
 #include "core/status.h"
@@ -156,6 +158,10 @@ class RestStorage {
                                     const std::function<core::Status(Json& object)>& mutate,
                                     const WriteOptions& options);
 
+  // Brings the status of every ResourceQuota up to date with what is stored (at start, as
+  // kube's quota controller resyncs).
+  void RecountQuotas();
+
   storage::Store& store() { return store_; }
   const Registry& registry() const { return registry_; }
   const core::Clock& clock() const { return clock_; }
@@ -183,6 +189,7 @@ class RestStorage {
   storage::Store& store_;
   const Registry& registry_;
   const core::Clock& clock_;
+  ObjectCountQuota quotas_{*this};
 };
 
 // The field manager kube-apiserver derives from a User-Agent when none is given

@@ -95,6 +95,8 @@ class ApiServer::Impl {
         *store_, registry_, options_.clock ? *options_.clock : core::RealClock::Get());
     KLUTCH_RETURN_IF_ERROR(LoadCrds());
     KLUTCH_RETURN_IF_ERROR(SeedNamespaces());
+    // Quota status written before a restart may lag behind what is stored.
+    rest_->RecountQuotas();
 
     const fs::path pki_dir = options_.pki_dir.empty() ? dir / "pki" : fs::path(options_.pki_dir);
     KLUTCH_ASSIGN_OR_RETURN(pki_, EnsurePki(pki_dir, host, options_.tls_sans));
