@@ -96,9 +96,54 @@ core::Status EnsureBinderClusterRoleBinding(Context& ctx, const Json& ns) {
   return created.ok() ? core::Status::Ok() : created.status();
 }
 
+// Deletes the cluster namespace `ns` of a consumer whose konnector never connected (checked
+// again on the live ClusterBinding: the cache may not have its first heartbeat yet), and the
+// cluster-scoped RBAC made for it (which the garbage collector would also remove).
+core::Result<Result> CollectUnconnected(Context& ctx, const Json& ns, std::chrono::seconds grace) {
+  const std::string name = machinery::Name(ns);
+  auto live = client::ResourceClient(ctx.rest, kClusterBindings, name).Get(kClusterBindingName);
+  if (!live.ok() && core::IsNotFound(live.status())) return Result::Done();
+  if (!live.ok()) return live.status();
+  auto deadline = UnconnectedDeadline(*live, ns, grace);
+  if (!deadline) return Result::Done();
+  if (ctx.clock.Now() < *deadline) return Result::RequeueAfter(Ms(*deadline - ctx.clock.Now()));
+  KLUTCH_LOG(kInfo, "bind",
+             "deleting cluster namespace {} of {}: no konnector connected within {} s of its "
+             "last bind",
+             name, core::GoQuote(machinery::Annotation(ns, kIdentityAnnotation)), grace.count());
+  auto deleted = client::ResourceClient(ctx.rest, resources::kNamespaces)
+                     .Delete(name, {.precondition_uid = machinery::Uid(ns)});
+  if (!deleted.ok() && !core::IsNotFound(deleted.status()) && !core::IsConflict(deleted.status())) {
+    return deleted.status();
+  }
+  for (const auto& gvr : {resources::kClusterRoleBindings, resources::kClusterRoles}) {
+    auto gone = client::ResourceClient(ctx.rest, gvr).Delete(BinderRoleName(name));
+    if (!gone.ok() && !core::IsNotFound(gone.status())) return gone.status();
+  }
+  return Result::Done();
+}
+
 }  // namespace
 
 // ---- ClusterBinding ----
+
+std::optional<core::SystemTime> UnconnectedDeadline(const Json& cb, const Json& ns,
+                                                    std::chrono::seconds grace) {
+  if (grace.count() <= 0) return std::nullopt;
+  if (machinery::Annotation(ns, kIdentityAnnotation).empty()) return std::nullopt;
+  const Json* labels = machinery::Find(cb, {"metadata", "labels"});
+  if (labels != nullptr && labels->is_object() && labels->contains(kAppClusterBindingNameLabel)) {
+    return std::nullopt;
+  }
+  if (!machinery::GetString(cb, {"status", "lastHeartbeatTime"}).empty()) return std::nullopt;
+  auto since = core::ParseTime(machinery::GetString(cb, {"metadata", "creationTimestamp"}));
+  if (!since) return std::nullopt;
+  if (auto bound = core::ParseTime(machinery::Annotation(ns, kLastBoundAnnotation));
+      bound && *bound > *since) {
+    since = bound;
+  }
+  return *since + grace;
+}
 
 Health HeartbeatHealth(const Json& cb, core::SystemTime now, std::chrono::seconds drift) {
   auto False = [](std::string reason, std::string_view severity, std::string message) {
@@ -182,6 +227,11 @@ core::Result<Result> ReconcileClusterBinding(Context& ctx, const Request& reques
   ObjectPtr ns = ctx.namespaces.indexer().Get(request.ns);
   if (!ns || machinery::IsBeingDeleted(*ns)) return Result::Done();
 
+  // A space no konnector connected to within the grace period is collected.
+  const auto grace = ctx.options.unconnected_cluster_grace;
+  const auto collect_at = UnconnectedDeadline(*cb, *ns, grace);
+  if (collect_at && ctx.clock.Now() >= *collect_at) return CollectUnconnected(ctx, *ns, grace);
+
   Json modified = *cb;
   Health health = HeartbeatHealth(*cb, ctx.clock.Now(), ctx.options.heartbeat_drift);
   const bool health_changed =
@@ -223,7 +273,79 @@ core::Result<Result> ReconcileClusterBinding(Context& ctx, const Request& reques
     }
     return rbac;
   }
-  return health.recheck.count() > 0 ? Result::RequeueAfter(health.recheck) : Result::Done();
+  std::chrono::milliseconds recheck = health.recheck;
+  if (collect_at) {
+    const auto until = Ms(*collect_at - ctx.clock.Now());
+    if (recheck.count() == 0 || until < recheck) recheck = until;
+  }
+  return recheck.count() > 0 ? Result::RequeueAfter(recheck) : Result::Done();
+}
+
+// ---- consumer quota ----
+
+Json QuotaHard(const std::map<std::string, int64_t>& quota, const std::vector<ObjectPtr>& exports) {
+  std::map<std::string, int64_t> hard;
+  for (const auto& [resource, count] : quota) {
+    if (resource != "claims") hard["count/" + resource] = count;
+  }
+  if (auto claims = quota.find("claims"); claims != quota.end()) {
+    for (const ObjectPtr& e : exports) {
+      const std::string group = machinery::GetString(*e, {"spec", "group"});
+      const std::string plural = machinery::GetString(*e, {"spec", "names", "plural"});
+      if (plural.empty()) continue;
+      const std::string resource = group.empty() ? plural : plural + "." + group;
+      if (!quota.contains(resource)) hard["count/" + resource] = claims->second;
+    }
+  }
+  Json out = Json::object();
+  for (const auto& [key, count] : hard) out[key] = std::to_string(count);
+  return out;
+}
+
+core::Result<Result> ReconcileConsumerQuota(Context& ctx, const Request& request) {
+  if (ctx.options.consumer_quota.empty() || ctx.quotas == nullptr) return Result::Done();
+  ObjectPtr ns = ctx.namespaces.indexer().Get(request.name);
+  if (!ns || machinery::IsBeingDeleted(*ns)) return Result::Done();
+  // A cluster namespace made by /bind, or a provider namespace made for one.
+  std::string cluster_ns;
+  if (!machinery::Annotation(*ns, kIdentityAnnotation).empty()) {
+    cluster_ns = request.name;
+  } else {
+    const std::string owner = machinery::Annotation(*ns, kApiServiceNamespaceAnnotation);
+    const size_t slash = owner.find('/');
+    if (slash == std::string::npos) return Result::Done();
+    ObjectPtr cluster = ctx.namespaces.indexer().Get(owner.substr(0, slash));
+    if (!cluster || machinery::Annotation(*cluster, kIdentityAnnotation).empty()) {
+      return Result::Done();
+    }
+    cluster_ns = owner.substr(0, slash);
+  }
+  Json hard =
+      QuotaHard(ctx.options.consumer_quota,
+                ctx.exports.indexer().ByIndex(client::Indexer::kNamespaceIndex, cluster_ns));
+  client::ResourceClient quotas(ctx.rest, kResourceQuotas, request.name);
+  const Json labels = {{std::string(kConsumerQuotaLabel), "true"}};
+  ObjectPtr cached =
+      ctx.quotas->indexer().Get(request.name + "/" + std::string(kConsumerQuotaName));
+  if (!cached) {
+    Json desired = {
+        {"apiVersion", "v1"},
+        {"kind", "ResourceQuota"},
+        {"metadata",
+         {{"name", kConsumerQuotaName}, {"namespace", request.name}, {"labels", labels}}},
+        {"spec", {{"hard", hard}}}};
+    auto created = quotas.Create(desired, {.field_manager = std::string(kFieldManager)});
+    if (created.ok()) return Result::Done();
+    if (!core::IsAlreadyExists(created.status())) return created.status();
+  }
+  KLUTCH_ASSIGN_OR_RETURN(Json existing, quotas.Get(kConsumerQuotaName));
+  Json modified = existing;
+  modified["spec"]["hard"] = hard;
+  machinery::MutableMetadata(modified)["labels"][std::string(kConsumerQuotaLabel)] = "true";
+  if (modified == existing) return Result::Done();
+  auto updated = quotas.Update(modified, {.field_manager = std::string(kFieldManager)});
+  if (!updated.ok()) return updated.status();
+  return Result::Done();
 }
 
 // ---- kubeconfig token refresh ----

@@ -2,6 +2,8 @@
 // manager; plus the helpers the reconcilers share.
 #include "bind/controllers.h"
 
+#include <algorithm>
+
 #include "apis/klutch_crds.h"
 #include "bind/internal.h"
 #include "bind/names.h"
@@ -131,6 +133,34 @@ core::Status ApplyBinderClusterRole(client::RestClient& admin) {
   }
 }
 
+core::Result<std::map<std::string, int64_t>> ParseConsumerQuota(std::string_view text) {
+  std::map<std::string, int64_t> out;
+  for (std::string_view entry : core::Split(text, ',')) {
+    entry = core::Trim(entry);
+    if (entry.empty()) continue;
+    const size_t eq = entry.find('=');
+    std::string resource(core::Trim(entry.substr(0, eq)));
+    if (resource.starts_with("count/")) resource.erase(0, 6);
+    const std::string count =
+        eq == std::string_view::npos ? "" : std::string(core::Trim(entry.substr(eq + 1)));
+    const bool valid_name =
+        !resource.empty() && std::all_of(resource.begin(), resource.end(), [](char c) {
+          return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.';
+        });
+    const bool valid_count =
+        !count.empty() && count.size() <= 12 &&
+        std::all_of(count.begin(), count.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (!valid_name || !valid_count) {
+      return core::Invalid("consumer quota entry " + core::GoQuote(entry) +
+                           ": want <resource>=<count>, such as secrets=200 or "
+                           "postgresqlinstances.anynines.com=10 (claims=N for every exported "
+                           "kind)");
+    }
+    out[resource] = std::stoll(count);
+  }
+  return out;
+}
+
 core::Status InstallProviderCrds(client::RestClient& admin, bool control_plane_mode,
                                  std::chrono::milliseconds timeout, const core::Clock& clock) {
   for (std::string_view file : apis::ProviderCrdFiles(control_plane_mode)) {
@@ -201,6 +231,24 @@ class BackendControllers::Impl {
           std::string owner = machinery::Annotation(ns, kApiServiceNamespaceAnnotation);
           return owner.empty() ? std::vector<std::string>{} : std::vector<std::string>{owner};
         }));
+
+    KLUTCH_RETURN_IF_ERROR(
+        namespaces.indexer().AddIndex(internal::kByClusterNamespaceIndex, [](const Json& ns) {
+          std::string owner = machinery::Annotation(ns, kApiServiceNamespaceAnnotation);
+          const size_t slash = owner.find('/');
+          return slash == std::string::npos ? std::vector<std::string>{}
+                                            : std::vector<std::string>{owner.substr(0, slash)};
+        }));
+    for (const auto& [resource, count] : options_.consumer_quota) {
+      if (resource.empty() || count < 0) {
+        return core::Invalid("consumer quota " + core::GoQuote(resource) + "=" +
+                             std::to_string(count) +
+                             ": the resource must be named and the count 0 or more");
+      }
+    }
+    if (options_.unconnected_cluster_grace.count() < 0) {
+      return core::Invalid("the unconnected-cluster grace period must not be negative");
+    }
 
     ctx_ = std::make_unique<Context>(Context{.rest = manager_.rest(),
                                              .options = options_,
@@ -300,6 +348,28 @@ class BackendControllers::Impl {
 
     auto& kubeconfig = make("klutch-backend-kubeconfig", internal::ReconcileKubeconfig);
     kubeconfig.For(cluster_bindings);
+
+    if (!options_.consumer_quota.empty()) {
+      client::InformerOptions ours = o;
+      ours.label_selector = std::string(kConsumerQuotaLabel);
+      ctx_->quotas = &manager_.Informer(internal::kResourceQuotas, ours);
+      auto& quota = make("klutch-backend-consumerquota", internal::ReconcileConsumerQuota);
+      quota.For(namespaces);
+      quota.Watches(*ctx_->quotas, [](const Json& q) {
+        return std::vector<Request>{{"", machinery::Namespace(q)}};
+      });
+      // The claim kinds follow the exports of the cluster namespace, in it and in its
+      // provider namespaces.
+      quota.Watches(exports, [&namespaces](const Json& e) {
+        const std::string cluster_ns = machinery::Namespace(e);
+        std::vector<Request> out{{"", cluster_ns}};
+        for (const ObjectPtr& ns :
+             namespaces.indexer().ByIndex(internal::kByClusterNamespaceIndex, cluster_ns)) {
+          out.push_back({"", machinery::Name(*ns)});
+        }
+        return out;
+      });
+    }
 
     if (options_.control_plane_mode) {
       auto& acb = make("klutch-backend-appclusterbinding", internal::ReconcileAppClusterBinding);

@@ -10,6 +10,11 @@
 //  - klutch-backend-clusterbinding: Healthy from heartbeats (requeued so a timeout is noticed
 //    without events), the consumer's RBAC (RoleBinding, ClusterRole `klutch-binder-<ns>` with
 //    exactly the exported resources and claims, ClusterRoleBinding only in Cluster scope);
+//    a cluster namespace made by /bind whose ClusterBinding had no heartbeat within
+//    `unconnected_cluster_grace` of its last bind is deleted with everything in it;
+//  - klutch-backend-consumerquota: ResourceQuota `klutch-consumer` (object counts from
+//    `consumer_quota`) in every cluster namespace made by /bind and its provider namespaces,
+//    re-created when deleted, its claim kinds following the namespace's exports;
 //  - klutch-backend-kubeconfig: the ClusterBinding's kubeconfig Secret always holds a
 //    TokenRequest token with at least half its lifetime left;
 //  - klutch-backend-appclusterbinding (control-plane mode): AppClusterBinding -> binding root
@@ -21,8 +26,11 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "bind/provision.h"
 #include "client/rest_client.h"
@@ -53,6 +61,17 @@ struct BackendControllersOptions {
   std::chrono::seconds request_retention{600};
   // A heartbeat this far in the future is clock drift.
   std::chrono::seconds heartbeat_drift{10};
+  // A cluster namespace made by /bind (it carries the identity annotation) whose
+  // ClusterBinding has had no heartbeat this long after its creation and after the last bind
+  // is deleted, with its ServiceAccount, RoleBinding, Secrets, ClusterRole and
+  // ClusterRoleBinding. A space whose konnector ever reported a heartbeat is never collected
+  // this way. 0: never collect.
+  std::chrono::seconds unconnected_cluster_grace{0};
+  // The object counts of ResourceQuota `klutch-consumer` in consumer namespaces: resource
+  // ("secrets", "<plural>.<group>") -> hard count (written as `count/<resource>`). The key
+  // "claims" stands for every resource the namespace's exports offer that has no entry of
+  // its own. Empty: no quota.
+  std::map<std::string, int64_t> consumer_quota;
   int workers = 1;  // per controller
   // Who reports Events.
   std::string component = "klutch-backend";
@@ -80,6 +99,15 @@ class BackendControllers {
  private:
   std::unique_ptr<Impl> impl_;
 };
+
+// The value of --consumer-quota: comma-separated `<resource>=<count>` (resource as in
+// BackendControllersOptions::consumer_quota, optionally written `count/<resource>`; counts
+// 0 or more). "" is no quota. kInvalid names the bad entry.
+core::Result<std::map<std::string, int64_t>> ParseConsumerQuota(std::string_view text);
+// The default of --consumer-quota.
+inline constexpr std::string_view kDefaultConsumerQuota =
+    "claims=50,secrets=200,configmaps=100,apiserviceexportrequests.klutch.anynines.com=50,"
+    "apiservicenamespaces.klutch.anynines.com=50";
 
 // Creates or updates every provider-side CRD of `apis::ProviderCrdFiles(control_plane_mode)`
 // and waits until each is Established (reconcile::InstallCrd; kTimeout names the CRD).

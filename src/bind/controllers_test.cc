@@ -8,13 +8,16 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <set>
 #include <sstream>
 #include <thread>
 
 #include "bind/catalog.h"
+#include "bind/internal.h"
 #include "bind/names.h"
 #include "bind/provision.h"
 #include "bind/snapshot.h"
@@ -37,7 +40,8 @@ class BindControllersTest : public testing::ClusterTest {
  protected:
   void SetUp() override { Start(); }
 
-  void Start(std::string scope = "Namespaced", bool control_plane_mode = false) {
+  void Start(std::string scope = "Namespaced", bool control_plane_mode = false,
+             const std::function<void(BackendControllersOptions&)>& adjust = nullptr) {
     StartCluster();
     ASSERT_TRUE(
         InstallProviderCrds(cluster_->admin(), control_plane_mode, std::chrono::seconds(30)).ok());
@@ -48,6 +52,7 @@ class BindControllersTest : public testing::ClusterTest {
                 .provision = Provision(),
                 .konnector_image = "registry.example/klutch:v1",
                 .clock = &clock_};
+    if (adjust) adjust(options_);
     controllers_ = std::make_unique<BackendControllers>(*manager_, options_);
     ASSERT_TRUE(controllers_->Setup().ok());
     ASSERT_TRUE(manager_->Start().ok());
@@ -820,6 +825,292 @@ TEST_F(AppClusterBindingTest, MissingOrUnsafeKubeconfigIsReported) {
   }));
   EXPECT_NE(Condition(acb, "SecretValid", "message").find("files"), std::string::npos);
   EXPECT_EQ(Condition(acb, "Ready"), "False");
+}
+
+// ---- limits per consumer: clusters per user, unconnected spaces, object quotas ----
+
+class ConsumerLimitsTest : public BindControllersTest {
+ protected:
+  void SetUp() override {
+    Start("Namespaced", false, [](BackendControllersOptions& o) {
+      o.unconnected_cluster_grace = std::chrono::hours(1);
+      o.consumer_quota = {{"claims", 7},
+                          {"secrets", 20},
+                          {"configmaps", 10},
+                          {"apiservicenamespaces.klutch.anynines.com", 5}};
+    });
+  }
+
+  void Heartbeat(const std::string& ns) {
+    Json beat = {
+        {"status",
+         {{"lastHeartbeatTime", core::FormatTime(clock_.Now())}, {"heartbeatInterval", "30s"}}}};
+    ASSERT_TRUE(
+        Resource(kClusterBindings, ns)
+            .Patch("cluster", client::PatchType::kMerge, machinery::Dump(beat), {}, "status")
+            .ok());
+  }
+
+  bool Live(const std::string& ns) {
+    Json o = Get(resources::kNamespaces, "", ns);
+    return o.is_object() && !machinery::IsBeingDeleted(o);
+  }
+
+  Json Hard(const std::string& ns) {
+    Json quota = Get(internal::kResourceQuotas, ns, "klutch-consumer");
+    const Json* hard = machinery::Find(quota, {"spec", "hard"});
+    return hard ? *hard : Json();
+  }
+};
+
+TEST_F(ConsumerLimitsTest, ClustersPerUserAreLimitedAndRebindingIsNot) {
+  ProvisionOptions limited = Provision();
+  limited.max_clusters_per_user = 2;
+  auto bind = [&](const std::string& identity, const std::string& issuer = "https://idp") {
+    return ProvisionConsumer(cluster_->admin(), limited, identity, issuer);
+  };
+  auto c1 = bind("alice#c1");
+  ASSERT_TRUE(c1.ok()) << c1.status().ToString();
+  ASSERT_TRUE(bind("alice#c2").ok());
+  auto third = bind("alice#c3");
+  ASSERT_FALSE(third.ok());
+  EXPECT_TRUE(IsClusterLimitReached(third.status())) << third.status().ToString();
+  EXPECT_EQ(third.status().code(), 403);
+  const std::string message = third.status().message();
+  EXPECT_NE(message.find("2 clusters"), std::string::npos) << message;
+  EXPECT_NE(message.find("c1 (namespace " + c1->cluster_namespace + ")"), std::string::npos)
+      << message;
+  EXPECT_NE(message.find("c2 (namespace "), std::string::npos) << message;
+  // Binding a cluster that has its namespace again is no new cluster.
+  auto again = bind("alice#c1");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->cluster_namespace, c1->cluster_namespace);
+  // Nothing was made for the refused cluster.
+  auto list = Resource(resources::kNamespaces).List();
+  ASSERT_TRUE(list.ok());
+  for (const Json& ns : (*list)["items"]) {
+    EXPECT_NE(machinery::Annotation(ns, kIdentityAnnotation), "alice#c3");
+  }
+  // Other users, and the same subject at another issuer, have limits of their own.
+  EXPECT_TRUE(bind("bob#c1").ok());
+  EXPECT_TRUE(bind("alice#c9", "https://other-idp").ok());
+  EXPECT_TRUE(IsClusterLimitReached(bind("alice#c4").status()));
+  // Once a cluster is gone there is room again.
+  ASSERT_TRUE(Resource(resources::kNamespaces).Delete(c1->cluster_namespace).ok());
+  auto after = bind("alice#c4");
+  EXPECT_TRUE(after.ok()) << after.status().ToString();
+  // 0: no limit.
+  limited.max_clusters_per_user = 0;
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(bind("carol#x" + std::to_string(i)).ok());
+}
+
+TEST_F(ConsumerLimitsTest, ConcurrentNewClustersOfOneUserNeverExceedTheLimit) {
+  ProvisionOptions limited = Provision();
+  limited.max_clusters_per_user = 2;
+  std::vector<std::thread> threads;
+  std::atomic<int> ok{0}, refused{0};
+  for (int i = 0; i < 6; ++i) {
+    threads.emplace_back([&, i] {
+      auto r = ProvisionConsumer(cluster_->admin(), limited, "erin#t" + std::to_string(i),
+                                 "https://idp");
+      if (r.ok()) {
+        ++ok;
+      } else if (IsClusterLimitReached(r.status())) {
+        ++refused;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok + refused, 6);
+  EXPECT_LE(ok.load(), 2);
+  auto list = Resource(resources::kNamespaces).List();
+  ASSERT_TRUE(list.ok());
+  int live = 0;
+  for (const Json& ns : (*list)["items"]) {
+    if (machinery::Annotation(ns, kIdentityAnnotation).starts_with("erin#") &&
+        !machinery::IsBeingDeleted(ns)) {
+      ++live;
+    }
+  }
+  EXPECT_EQ(live, ok.load());
+}
+
+TEST_F(ConsumerLimitsTest, SpacesNoKonnectorConnectedToAreCollectedAfterTheGracePeriod) {
+  const std::string never = Consumer("alice#never");
+  const std::string connected = Consumer("bob#connected");
+  const std::string rebound = Consumer("carol#rebound");
+  Heartbeat(connected);
+  // Its RBAC exists before it is collected.
+  ASSERT_TRUE(AdvanceUntil([&] {
+    return Exists(resources::kClusterRoles, "", BinderRoleName(never)) &&
+           Exists(resources::kRoleBindings, never, "klutch-binder");
+  }));
+
+  ASSERT_TRUE(AdvanceAndSettle(std::chrono::minutes(40)));
+  // carol binds her cluster again: her grace period starts anew.
+  ASSERT_TRUE(
+      ProvisionConsumer(cluster_->admin(), Provision(), "carol#rebound", "https://idp").ok());
+  ASSERT_TRUE(AdvanceAndSettle(std::chrono::minutes(19)));
+  EXPECT_TRUE(Live(never)) << "collected before the grace period ended";
+
+  ASSERT_TRUE(AdvanceUntil([&] { return !Live(never); }, std::chrono::seconds(30)));
+  EXPECT_FALSE(Exists(resources::kClusterRoles, "", BinderRoleName(never)));
+  EXPECT_TRUE(Live(rebound)) << "collected only an hour after its last bind";
+  EXPECT_TRUE(Live(connected));
+
+  ASSERT_TRUE(AdvanceUntil([&] { return !Live(rebound); }, std::chrono::seconds(30)));
+  // A space whose konnector connected once stays, whatever its health.
+  ASSERT_TRUE(AdvanceAndSettle(std::chrono::hours(5)));
+  EXPECT_TRUE(Live(connected));
+  EXPECT_TRUE(Exists(kClusterBindings, connected, "cluster"));
+  EXPECT_TRUE(Exists(resources::kSecrets, connected, "kubeconfig"));
+  // Namespaces not made by /bind are never touched.
+  EXPECT_TRUE(Live("crossplane-system"));
+}
+
+TEST_F(ConsumerLimitsTest, ConsumerNamespacesKeepTheirObjectCountQuota) {
+  OfferWidgets();
+  const std::string ns = Consumer();
+  Json hard;
+  ASSERT_TRUE(AdvanceUntil([&] {
+    hard = Hard(ns);
+    return hard.is_object() && hard.contains("count/secrets");
+  }));
+  EXPECT_EQ(hard["count/secrets"], "20");
+  EXPECT_EQ(hard["count/configmaps"], "10");
+  EXPECT_EQ(hard["count/apiservicenamespaces.klutch.anynines.com"], "5");
+  EXPECT_FALSE(hard.contains("count/claims"));
+  Json quota = Get(internal::kResourceQuotas, ns, "klutch-consumer");
+  EXPECT_EQ(machinery::GetString(quota, {"metadata", "labels", std::string(kConsumerQuotaLabel)}),
+            "true");
+
+  // A bound API adds its kind, here and in the provider namespaces.
+  Create(kApiServiceExportRequests, Request(ns, "widgets.example.com", "example.com", "widgets"));
+  ASSERT_TRUE(AdvanceUntil([&] { return Hard(ns).contains("count/widgets.example.com"); }));
+  EXPECT_EQ(Hard(ns)["count/widgets.example.com"], "7");
+  Create(kApiServiceNamespaces, {{"apiVersion", "klutch.anynines.com/v1alpha1"},
+                                 {"kind", "APIServiceNamespace"},
+                                 {"metadata", {{"name", "dev"}, {"namespace", ns}}},
+                                 {"spec", Json::object()}});
+  const std::string provider = ns + "-dev";
+  ASSERT_TRUE(AdvanceUntil([&] {
+    Json h = Hard(provider);
+    return h.is_object() && h.contains("count/widgets.example.com");
+  }));
+  EXPECT_EQ(Hard(provider), Hard(ns));
+
+  // Deleted or altered: put back.
+  ASSERT_TRUE(Resource(internal::kResourceQuotas, provider).Delete("klutch-consumer").ok());
+  ASSERT_TRUE(AdvanceUntil([&] { return Hard(provider) == Hard(ns); }));
+  ASSERT_TRUE(Resource(internal::kResourceQuotas, ns)
+                  .Patch("klutch-consumer", client::PatchType::kMerge,
+                         machinery::Dump({{"spec", {{"hard", {{"count/secrets", "100000"}}}}}}))
+                  .ok());
+  ASSERT_TRUE(AdvanceUntil([&] { return Hard(ns)["count/secrets"] == "20"; }));
+  // Other namespaces get none.
+  EXPECT_FALSE(Exists(internal::kResourceQuotas, "crossplane-system", "klutch-consumer"));
+}
+
+// The backend with exactly the rights deploy/backend/rbac.yaml grants it: the limits need no
+// more (users' namespaces counted, quotas written and put back, unconnected spaces deleted).
+class BackendRbacTest : public BindControllersTest {
+ protected:
+  void SetUp() override {
+    StartCluster();
+    ASSERT_TRUE(InstallProviderCrds(cluster_->admin(), false, std::chrono::seconds(30)).ok());
+    const std::string text =
+        klutch::testing::ReadFileOrEmpty(fs::path(KLUTCH_SOURCE_DIR) / "deploy/backend/rbac.yaml");
+    bool applied = false;
+    for (const std::string& doc : klutch::testing::SplitYamlDocuments(text)) {
+      auto object = machinery::ParseYaml(doc);
+      ASSERT_TRUE(object.ok()) << doc;
+      if ((*object)["kind"] == "ClusterRole" && machinery::Name(*object) == "klutch-backend") {
+        Create(resources::kClusterRoles, *object);
+        applied = true;
+      }
+    }
+    ASSERT_TRUE(applied) << "no ClusterRole klutch-backend in deploy/backend/rbac.yaml";
+    Create(resources::kClusterRoleBindings,
+           {{"apiVersion", "rbac.authorization.k8s.io/v1"},
+            {"kind", "ClusterRoleBinding"},
+            {"metadata", {{"name", "klutch-backend"}}},
+            {"subjects", Json::array({{{"kind", "User"},
+                                       {"apiGroup", "rbac.authorization.k8s.io"},
+                                       {"name", "klutch-backend-test"}}})},
+            {"roleRef",
+             {{"apiGroup", "rbac.authorization.k8s.io"},
+              {"kind", "ClusterRole"},
+              {"name", "klutch-backend"}}}});
+    backend_ = cluster_->ClientFor("klutch-backend-test");
+    manager_ = std::make_unique<reconcile::Manager>(
+        *backend_, reconcile::ManagerOptions{.name = "klutch-backend", .clock = &clock_});
+    options_ = {.provision = Provision(),
+                .unconnected_cluster_grace = std::chrono::hours(1),
+                .consumer_quota = {{"claims", 5}, {"secrets", 20}},
+                .clock = &clock_};
+    controllers_ = std::make_unique<BackendControllers>(*manager_, options_);
+    ASSERT_TRUE(controllers_->Setup().ok());
+    ASSERT_TRUE(manager_->Start().ok());
+  }
+  void TearDown() override {
+    BindControllersTest::TearDown();
+    controllers_.reset();
+    manager_.reset();
+  }
+
+  std::unique_ptr<client::RestClient> backend_;
+};
+
+TEST_F(BackendRbacTest, DeployRbacAllowsTheConsumerLimits) {
+  ProvisionOptions limited = Provision();
+  limited.max_clusters_per_user = 1;
+  auto access = ProvisionConsumer(*backend_, limited, "alice#c1", "https://idp");
+  ASSERT_TRUE(access.ok()) << access.status().ToString();
+  auto refused = ProvisionConsumer(*backend_, limited, "alice#c2", "https://idp");
+  EXPECT_TRUE(IsClusterLimitReached(refused.status())) << refused.status().ToString();
+  const std::string ns = access->cluster_namespace;
+  ASSERT_TRUE(
+      AdvanceUntil([&] { return Exists(internal::kResourceQuotas, ns, "klutch-consumer"); }));
+  ASSERT_TRUE(Resource(internal::kResourceQuotas, ns).Delete("klutch-consumer").ok());
+  ASSERT_TRUE(
+      AdvanceUntil([&] { return Exists(internal::kResourceQuotas, ns, "klutch-consumer"); }));
+  ASSERT_TRUE(AdvanceAndSettle(std::chrono::minutes(59)));
+  ASSERT_TRUE(AdvanceUntil(
+      [&] {
+        Json o = Get(resources::kNamespaces, "", ns);
+        return (!o.is_object() || machinery::IsBeingDeleted(o)) &&
+               !Exists(resources::kClusterRoles, "", BinderRoleName(ns));
+      },
+      std::chrono::seconds(30)));
+}
+
+TEST(ConsumerQuota, ParsesTheFlagAndMakesTheHardCounts) {
+  auto parsed = ParseConsumerQuota(kDefaultConsumerQuota);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(parsed->at("claims"), 50);
+  EXPECT_EQ(parsed->at("secrets"), 200);
+  auto spaced = ParseConsumerQuota(" count/secrets=3 , widgets.example.com=0,");
+  ASSERT_TRUE(spaced.ok()) << spaced.status().ToString();
+  EXPECT_EQ(*spaced, (std::map<std::string, int64_t>{{"secrets", 3}, {"widgets.example.com", 0}}));
+  ASSERT_TRUE(ParseConsumerQuota("").ok());
+  EXPECT_TRUE(ParseConsumerQuota("")->empty());
+  for (std::string bad : {"secrets", "secrets=", "secrets=-1", "=4", "Secrets=1", "secrets=1x"}) {
+    auto r = ParseConsumerQuota(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_TRUE(core::IsInvalid(r.status()));
+    EXPECT_NE(r.status().message().find("<resource>=<count>"), std::string::npos);
+  }
+
+  auto widgets = std::make_shared<const Json>(
+      Json{{"spec", {{"group", "example.com"}, {"names", {{"plural", "widgets"}}}}}});
+  auto gadgets = std::make_shared<const Json>(
+      Json{{"spec", {{"group", "example.com"}, {"names", {{"plural", "gadgets"}}}}}});
+  Json hard = internal::QuotaHard({{"claims", 4}, {"gadgets.example.com", 1}, {"secrets", 9}},
+                                  {widgets, gadgets});
+  EXPECT_EQ(hard, (Json{{"count/gadgets.example.com", "1"},
+                        {"count/secrets", "9"},
+                        {"count/widgets.example.com", "4"}}));
+  EXPECT_EQ(internal::QuotaHard({}, {widgets}), Json::object());
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,12 +23,16 @@ using client::ObjectPtr;
 using reconcile::Request;
 using reconcile::Result;
 
+inline const client::GroupVersionResource kResourceQuotas{"", "v1", "resourcequotas"};
+
 // Informer index names.
 inline constexpr const char* kByExportIndex = "byExport";  // SER -> "<ns>/<plural>.<group>"
 inline constexpr const char* kByCrdIndex = "byCrd";        // SER, export -> "<plural>.<group>"
 inline constexpr const char* kByServiceNamespaceIndex =
     "byServiceNamespace";  // Namespace -> its api-service-namespace annotation
 inline constexpr const char* kBySecretIndex = "byKubeconfigSecret";  // ACB -> "<ns>/<name>"
+inline constexpr const char* kByClusterNamespaceIndex =
+    "byClusterNamespace";  // provider Namespace -> the cluster namespace it was made for
 
 struct Context {
   client::RestClient& rest;
@@ -43,6 +48,7 @@ struct Context {
   client::Informer& crds;
   client::Informer& templates;
   client::Informer& namespaces;
+  client::Informer* quotas = nullptr;  // ours only (label); when consumer_quota is set
   // Control-plane mode only.
   client::Informer* app_cluster_bindings = nullptr;
   client::Informer* api_service_bindings = nullptr;
@@ -55,6 +61,8 @@ core::Result<Result> ReconcileExport(Context& ctx, const Request& request);
 core::Result<Result> ReconcileServiceNamespace(Context& ctx, const Request& request);
 core::Result<Result> ReconcileClusterBinding(Context& ctx, const Request& request);
 core::Result<Result> ReconcileKubeconfig(Context& ctx, const Request& request);
+// Keyed by namespace name (request.ns empty).
+core::Result<Result> ReconcileConsumerQuota(Context& ctx, const Request& request);
 core::Result<Result> ReconcileAppClusterBinding(Context& ctx, const Request& request);
 
 // ---- pure helpers ----
@@ -73,6 +81,18 @@ Health HeartbeatHealth(const Json& cluster_binding, core::SystemTime now,
 // resources sorted and de-duplicated. Exported resources get every object verb; status gets
 // get/patch/update.
 Json BinderRules(const std::vector<ObjectPtr>& exports);
+
+// spec.hard of ResourceQuota `klutch-consumer` for a consumer whose cluster namespace holds
+// `exports` (see BackendControllersOptions::consumer_quota): "count/<resource>" -> count as a
+// string, sorted; empty when `quota` is.
+Json QuotaHard(const std::map<std::string, int64_t>& quota, const std::vector<ObjectPtr>& exports);
+
+// When a space no konnector connected to is due for collection: `grace` after the later of
+// the ClusterBinding's creation and the namespace's last bind; nullopt when it is not
+// collectable (a heartbeat was seen, no identity annotation, made for an AppClusterBinding,
+// or grace is 0).
+std::optional<core::SystemTime> UnconnectedDeadline(const Json& cluster_binding, const Json& ns,
+                                                    std::chrono::seconds grace);
 
 // Informer contents as plain objects.
 std::vector<Json> Objects(client::Informer& informer);

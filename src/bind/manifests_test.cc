@@ -98,6 +98,34 @@ TEST(BackendManifests, RbacIsNarrow) {
   EXPECT_EQ(bound, (std::set<std::string>{"klutch-backend", "klutch-backend-leader-election"}));
 }
 
+// The backend keeps ResourceQuota klutch-consumer in consumer namespaces (watch, create,
+// put back) and deletes the spaces no konnector connected to.
+TEST(BackendManifests, RbacCoversConsumerQuotasAndCollection) {
+  auto all = Load();
+  auto granted = [&](const std::string& group, const std::string& resource) {
+    std::set<std::string> verbs;
+    for (const Json* role : OfKind(all, "ClusterRole")) {
+      if ((*role)["metadata"]["name"] != "klutch-backend") continue;
+      for (const Json& rule : (*role)["rules"]) {
+        bool group_ok = false, resource_ok = false;
+        for (const Json& g : rule["apiGroups"]) group_ok |= g == group;
+        for (const Json& r : rule["resources"]) resource_ok |= r == resource;
+        if (!group_ok || !resource_ok) continue;
+        for (const Json& v : rule["verbs"]) verbs.insert(v.get<std::string>());
+      }
+    }
+    return verbs;
+  };
+  auto quotas = granted("", "resourcequotas");
+  for (const char* verb : {"get", "list", "watch", "create", "update"}) {
+    EXPECT_TRUE(quotas.contains(verb)) << verb;
+  }
+  EXPECT_TRUE(granted("", "namespaces").contains("delete"));
+  for (const char* resource : {"clusterroles", "clusterrolebindings"}) {
+    EXPECT_TRUE(granted("rbac.authorization.k8s.io", resource).contains("delete")) << resource;
+  }
+}
+
 TEST(BackendManifests, DeploymentServiceAndProbesAgree) {
   auto all = Load();
   auto deployments = OfKind(all, "Deployment");

@@ -48,6 +48,13 @@ inline constexpr std::string_view kIdentityHashLabel = "klutch.anynines.com/iden
 // On a cluster namespace: the OIDC issuer of the identity (ours; the consumer page lists a
 // user's clusters by issuer and subject).
 inline constexpr std::string_view kIssuerAnnotation = "klutch.anynines.com/identity-issuer";
+// On a cluster namespace: when a consumer last bound it (RFC 3339, ours): a space no konnector
+// ever connected to is collected the grace period after its last bind.
+inline constexpr std::string_view kLastBoundAnnotation = "klutch.anynines.com/last-bound-at";
+// The ResourceQuota the backend keeps in every consumer namespace (cluster and provider
+// namespaces), labelled so its informer watches only these.
+inline constexpr std::string_view kConsumerQuotaName = "klutch-consumer";
+inline constexpr std::string_view kConsumerQuotaLabel = "klutch.anynines.com/consumer-quota";
 // On the kubeconfig Secret of a ClusterBinding: when its token was issued and when it expires
 // (RFC 3339), written by provisioning and the token refresh (ours, ADR 0013).
 inline constexpr std::string_view kTokenIssuedAnnotation = "klutch.anynines.com/token-issued-at";

@@ -70,6 +70,59 @@ core::Result<std::vector<Json>> NamespacesOf(client::RestClient& admin,
   return out;
 }
 
+constexpr std::string_view kClusterLimitCause = "ClusterLimitReached";
+
+// The OIDC subject of an identity "<sub>#<clusterID>" (cluster IDs contain no '#').
+std::string SubjectOf(std::string_view identity) {
+  const size_t hash = identity.rfind('#');
+  return std::string(hash == std::string_view::npos ? identity : identity.substr(0, hash));
+}
+
+// The live cluster namespaces of the user of `identity` (its subject, and its issuer when both
+// sides record one), oldest first (name breaks ties). Every cluster namespace a backend of
+// this version made carries the identity-hash label.
+core::Result<std::vector<Json>> UserNamespaces(client::RestClient& admin,
+                                               const std::string& identity,
+                                               const std::string& issuer) {
+  ResourceClient namespaces(admin, resources::kNamespaces);
+  KLUTCH_ASSIGN_OR_RETURN(Json list,
+                          namespaces.ListAll({.label_selector = std::string(kIdentityHashLabel),
+                                              .skip_managed_fields = true}));
+  const std::string subject = SubjectOf(identity);
+  std::vector<Json> out;
+  for (Json& ns : Items(list)) {
+    const std::string owner = machinery::Annotation(ns, kIdentityAnnotation);
+    if (owner.empty() || SubjectOf(owner) != subject || machinery::IsBeingDeleted(ns)) continue;
+    const std::string recorded = machinery::Annotation(ns, kIssuerAnnotation);
+    if (!issuer.empty() && !recorded.empty() && recorded != issuer) continue;
+    out.push_back(std::move(ns));
+  }
+  std::sort(out.begin(), out.end(), [](const Json& a, const Json& b) {
+    const std::string ta = machinery::GetString(a, {"metadata", "creationTimestamp"});
+    const std::string tb = machinery::GetString(b, {"metadata", "creationTimestamp"});
+    return ta != tb ? ta < tb : machinery::Name(a) < machinery::Name(b);
+  });
+  return out;
+}
+
+core::Status ClusterLimitReached(const std::vector<Json>& mine, int max) {
+  std::string clusters;
+  for (const Json& ns : mine) {
+    const std::string identity = machinery::Annotation(ns, kIdentityAnnotation);
+    const size_t hash = identity.rfind('#');
+    if (!clusters.empty()) clusters += ", ";
+    clusters += (hash == std::string::npos ? identity : identity.substr(hash + 1)) +
+                " (namespace " + machinery::Name(ns) + ")";
+  }
+  std::string message = "you already have " + std::to_string(mine.size()) +
+                        (mine.size() == 1 ? " cluster" : " clusters") +
+                        " bound to this Control Plane, the most one user may have (" +
+                        std::to_string(max) + "): " + clusters;
+  core::Details details{.kind = "namespaces"};
+  details.causes.push_back({.reason = std::string(kClusterLimitCause), .message = message});
+  return core::Status(core::Reason::kForbidden, std::move(message), std::move(details));
+}
+
 // The prefix with its trailing '-'.
 std::string Prefix(const ProvisionOptions& options) {
   std::string prefix = options.namespace_prefix.empty() ? "cluster" : options.namespace_prefix;
@@ -93,6 +146,33 @@ core::Result<std::string> EnsureClusterNamespace(client::RestClient& admin,
   }
   if (!found.empty()) return machinery::Name(found.front());
 
+  // A new cluster of this user: within the limit?
+  const int max = options.max_clusters_per_user;
+  if (max > 0) {
+    KLUTCH_ASSIGN_OR_RETURN(std::vector<Json> mine, UserNamespaces(admin, identity, issuer));
+    if (mine.size() >= static_cast<size_t>(max)) return ClusterLimitReached(mine, max);
+  }
+  // Concurrent first binds of several new clusters may all have passed the check above: after
+  // creating, each counts again and gives its namespace up when the user has more than `max`.
+  // The last of any set of kept namespaces to count saw them all, so more than `max` are
+  // never kept (under a race, fewer may be: the user binds again).
+  auto keep = [&](const Json& created) -> core::Result<std::string> {
+    const std::string name = machinery::Name(created);
+    if (max <= 0) return name;
+    KLUTCH_ASSIGN_OR_RETURN(std::vector<Json> mine, UserNamespaces(admin, identity, issuer));
+    auto at = std::find_if(mine.begin(), mine.end(),
+                           [&](const Json& ns) { return machinery::Name(ns) == name; });
+    if (at == mine.end() || mine.size() <= static_cast<size_t>(max)) return name;
+    KLUTCH_LOG(kInfo, "bind", "identity {} raced past the limit of {} clusters; removing {}",
+               core::GoQuote(identity), max, name);
+    auto deleted = ResourceClient(admin, resources::kNamespaces)
+                       .Delete(name, {.precondition_uid = machinery::Uid(created)});
+    if (!deleted.ok() && !core::IsNotFound(deleted.status())) return deleted.status();
+    mine.erase(at);
+    mine.resize(std::min(mine.size(), static_cast<size_t>(max)));
+    return ClusterLimitReached(mine, max);
+  };
+
   const std::string prefix = Prefix(options);
   const std::string hash = Sha224Base62(identity);
   Json ns = {{"apiVersion", "v1"},
@@ -104,7 +184,7 @@ core::Result<std::string> EnsureClusterNamespace(client::RestClient& admin,
   if (!issuer.empty()) ns["metadata"]["annotations"][std::string(kIssuerAnnotation)] = issuer;
   ResourceClient namespaces(admin, resources::kNamespaces);
   auto created = namespaces.Create(ns);
-  if (created.ok()) return machinery::Name(*created);
+  if (created.ok()) return keep(*created);
   if (!core::IsAlreadyExists(created.status())) return created.status();
   const std::string name = machinery::Name(ns);
   KLUTCH_ASSIGN_OR_RETURN(Json existing, namespaces.Get(name));
@@ -121,7 +201,7 @@ core::Result<std::string> EnsureClusterNamespace(client::RestClient& admin,
   ns["metadata"].erase("name");
   ns["metadata"]["generateName"] = prefix;
   KLUTCH_ASSIGN_OR_RETURN(Json generated, namespaces.Create(ns));
-  return machinery::Name(generated);
+  return keep(generated);
 }
 
 core::Status Validate(const ProvisionOptions& options, const std::string& identity) {
@@ -144,6 +224,14 @@ core::Status Validate(const ProvisionOptions& options, const std::string& identi
 }
 
 }  // namespace
+
+bool IsClusterLimitReached(const core::Status& status) {
+  if (status.reason() != core::Reason::kForbidden || !status.details()) return false;
+  for (const core::Cause& c : status.details()->causes) {
+    if (c.reason == kClusterLimitCause) return true;
+  }
+  return false;
+}
 
 core::Result<IssuedKubeconfig> IssueKubeconfig(client::RestClient& admin,
                                                const ProvisionOptions& options,
@@ -224,6 +312,15 @@ core::Result<ConsumerAccess> ProvisionConsumer(client::RestClient& admin,
   KLUTCH_ASSIGN_OR_RETURN(out.cluster_namespace,
                           EnsureClusterNamespace(admin, options, identity, issuer));
   const std::string& ns = out.cluster_namespace;
+  {
+    Json patch = {
+        {"metadata",
+         {{"annotations",
+           {{std::string(kLastBoundAnnotation), core::FormatTime(ClockOf(options).Now())}}}}}};
+    auto marked = ResourceClient(admin, resources::kNamespaces)
+                      .Patch(ns, client::PatchType::kMerge, machinery::Dump(patch));
+    if (!marked.ok()) return marked.status();
+  }
 
   // The kubeconfig Secret is written before a new ClusterBinding appears, so the token
   // refresh finds a fresh token there instead of issuing a second one.

@@ -25,6 +25,10 @@ struct ProvisionOptions {
   std::string external_ca_pem;       // "" = the admin config's CA
   std::string external_server_name;  // tls-server-name, optional
   std::chrono::seconds token_ttl{std::chrono::hours(24)};
+  // At most this many cluster namespaces per user (OIDC issuer and subject; 0: no limit). A
+  // new cluster of a user who has that many is refused (IsClusterLimitReached); binding a
+  // cluster that already has its namespace again never is.
+  int max_clusters_per_user = 0;
   // Time for the token's issued/expires annotations (nullptr: real time). Must outlive calls.
   const core::Clock* clock = nullptr;
 };
@@ -36,13 +40,21 @@ struct ConsumerAccess {
 
 // identity = "<oidc sub>#<clusterID>". `issuer` (optional) is recorded as an annotation so the
 // consumer page can find a user's clusters. Idempotent: the same identity gets the same
-// cluster namespace (and a fresh token). Errors: kInvalid for an empty identity or a bad
-// option (e.g. external_address not https, a prefix that is no DNS label), kConflict while
-// the identity's namespace is being deleted, otherwise the API server's.
+// cluster namespace (and a fresh token); every call records the time in the namespace's
+// last-bound annotation. Errors: kInvalid for an empty identity or a bad option (e.g.
+// external_address not https, a prefix that is no DNS label), kConflict while the identity's
+// namespace is being deleted, kForbidden with IsClusterLimitReached when the user already has
+// `max_clusters_per_user` clusters (the message says how many and which), otherwise the API
+// server's. Concurrent first binds of one user's new clusters count again after creating and
+// give their namespace up when the user has more than `max_clusters_per_user`, so the limit
+// holds under races too.
 core::Result<ConsumerAccess> ProvisionConsumer(client::RestClient& admin,
                                                const ProvisionOptions& options,
                                                const std::string& identity,
                                                const std::string& issuer = "");
+
+// Whether `status` is ProvisionConsumer's refusal of a user's cluster beyond the limit.
+bool IsClusterLimitReached(const core::Status& status);
 
 // A kubeconfig for the `klutch-binder` ServiceAccount of `cluster_namespace` with a new
 // TokenRequest token, and when that token was issued and expires (on `options.clock`; the

@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <map>
 #include <optional>
 #include <utility>
 #include <variant>
@@ -15,6 +18,7 @@
 #include "client/dynamic.h"
 #include "core/log.h"
 #include "core/strings.h"
+#include "core/sync.h"
 #include "machinery/object.h"
 
 namespace klutch::bind {
@@ -133,6 +137,105 @@ std::string Age(core::SystemTime now, const std::string& rfc3339) {
   return std::to_string(s / 86400) + "d ago";
 }
 
+// The client address of http::Request::remote_address ("host:port"; IPv6 hosts unbracketed).
+std::string ClientAddress(std::string_view remote) {
+  const size_t colon = remote.rfind(':');
+  if (colon == std::string_view::npos || colon + 1 == remote.size()) return std::string(remote);
+  const std::string_view port = remote.substr(colon + 1);
+  if (port.find_first_not_of("0123456789") != std::string_view::npos) return std::string(remote);
+  std::string_view host = remote.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  return std::string(host);
+}
+
+// A token bucket per key: `burst` tokens, refilled at `rate` per second. Buckets that are
+// full again are forgotten once many keys are known; beyond kMaxKeys busy keys, new keys share
+// one bucket, so memory stays bounded whatever the number of addresses. Thread-safe.
+class KeyedRateLimiter {
+ public:
+  KeyedRateLimiter(double rate, int burst, const core::Clock& clock)
+      : rate_(rate), burst_(std::max(1, burst)), clock_(clock) {}
+
+  // 0 when a request of `key` may go now (and takes a token); otherwise how long until the
+  // next token (whole seconds, at least 1).
+  std::chrono::seconds Take(const std::string& key) {
+    if (rate_ <= 0) return std::chrono::seconds(0);
+    core::MutexLock lock(mu_);
+    const core::SystemTime now = clock_.Now();
+    if (buckets_.size() >= kMaxKeys && !buckets_.contains(key)) Prune(now);
+    auto it = buckets_.find(key);
+    if (it == buckets_.end()) {
+      const std::string& k = buckets_.size() >= kMaxKeys ? kOverflowKey : key;
+      it = buckets_.try_emplace(k, Bucket{static_cast<double>(burst_), now}).first;
+    }
+    Bucket& b = it->second;
+    b.tokens = Refilled(b, now);
+    b.at = now;
+    if (b.tokens >= 1) {
+      b.tokens -= 1;
+      return std::chrono::seconds(0);
+    }
+    return std::chrono::seconds(
+        std::max<int64_t>(1, static_cast<int64_t>(std::ceil((1 - b.tokens) / rate_))));
+  }
+
+ private:
+  struct Bucket {
+    double tokens;
+    core::SystemTime at;
+  };
+  static constexpr size_t kMaxKeys = 65536;
+  static inline const std::string kOverflowKey = "*";  // no address
+
+  double Refilled(const Bucket& b, core::SystemTime now) const {
+    const double elapsed = std::max(0.0, std::chrono::duration<double>(now - b.at).count());
+    return std::min(static_cast<double>(burst_), b.tokens + elapsed * rate_);
+  }
+  void Prune(core::SystemTime now) REQUIRES(mu_) {
+    std::erase_if(buckets_, [&](const auto& kv) { return Refilled(kv.second, now) >= burst_; });
+  }
+
+  const double rate_;
+  const int burst_;
+  const core::Clock& clock_;
+  core::Mutex mu_;
+  std::map<std::string, Bucket> buckets_ GUARDED_BY(mu_);
+};
+
+// "1h", "90m", "45s".
+std::string ShortDuration(std::chrono::seconds d) {
+  const int64_t s = d.count();
+  if (s > 0 && s % 3600 == 0) return std::to_string(s / 3600) + "h";
+  if (s > 0 && s % 60 == 0) return std::to_string(s / 60) + "m";
+  return std::to_string(s) + "s";
+}
+
+// The description of an RFC 8628 §3.5 error the issuer sent without one: what it means for
+// the user of kubectl bind --headless.
+std::string DeviceErrorDescription(std::string_view error) {
+  if (error == "authorization_pending") {
+    return "the login is not approved yet; keep polling";
+  }
+  if (error == "slow_down") return "polling too fast; add 5 seconds to the interval";
+  if (error == "access_denied") {
+    return "the login was declined at the identity provider; run kubectl bind --headless again "
+           "and approve it";
+  }
+  if (error == "expired_token") {
+    return "the device code expired before the login was approved; run kubectl bind "
+           "--headless again";
+  }
+  if (error == "invalid_grant") {
+    return "the identity provider does not accept this device code any more: it was already "
+           "used for a login (each code logs in once) or is unknown; run kubectl bind "
+           "--headless again";
+  }
+  return "the identity provider refused the device login (" + std::string(error) +
+         "); run kubectl bind --headless again";
+}
+
 }  // namespace
 
 // The logged-in user of one CLI session, as sealed into the session cookie.
@@ -149,7 +252,9 @@ class WebBackend::Impl {
         idp_(idp),
         sealer_(std::move(sealer)),
         options_(std::move(options)),
-        clock_(options_.clock ? *options_.clock : core::RealClock::Get()) {
+        clock_(options_.clock ? *options_.clock : core::RealClock::Get()),
+        device_authorize_limiter_(options_.device_authorize_qps, options_.device_authorize_burst,
+                                  clock_) {
     if (options_.metrics) {
       logins_ = &options_.metrics->Counter("klutch_backend_logins_total",
                                            "OIDC logins at /callback and /device/token by result");
@@ -432,6 +537,8 @@ class WebBackend::Impl {
     int status;
     std::string title, what, todo;
     std::string oauth_error;  // for the device grant's JSON answers
+    // The device grant's error_description says what to do too (the CLI prints it).
+    bool todo_in_description = false;
   };
 
   std::variant<Json, BindError> Bind(const std::string& subject, const std::string& issuer,
@@ -459,6 +566,30 @@ class WebBackend::Impl {
           "Try again in a minute; if it keeps failing, tell the platform team.", "server_error"};
     }
     auto access = ProvisionConsumer(admin_, options_.provision, subject + "#" + cid, issuer);
+    if (!access.ok() && IsClusterLimitReached(access.status())) {
+      Count(binds_, "cluster_limit");
+      KLUTCH_LOG(kInfo, "bind", "refused a new cluster {} of {}: {}", cid, core::GoQuote(subject),
+                 access.status().message());
+      std::string what =
+          access.status().message() + ". This cluster (" + cid + ") would be one more.";
+      what[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(what[0])));
+      std::string todo =
+          "Remove a cluster you no longer use: ask the platform team to delete its namespace "
+          "on the Control Plane";
+      if (options_.unconnected_cluster_grace.count() > 0) {
+        todo += " (a cluster whose konnector never connected is removed by itself " +
+                ShortDuration(options_.unconnected_cluster_grace) + " after its last bind)";
+      }
+      todo +=
+          ". Or ask the platform team to raise the limit (klutch backend "
+          "--max-clusters-per-user).";
+      return BindError{403,
+                       "Too many clusters",
+                       what,
+                       todo,
+                       "too_many_clusters",
+                       /*todo_in_description=*/true};
+    }
     if (!access.ok()) {
       KLUTCH_LOG(kWarn, "bind", "provisioning {}#{}: {}", core::GoQuote(subject), cid,
                  access.status().message());
@@ -653,6 +784,17 @@ class WebBackend::Impl {
   }
 
   http::Response DeviceAuthorize(const http::Request& request) {
+    // Each start asks the issuer for a device code: bounded per client address.
+    const std::string address = ClientAddress(request.remote_address);
+    if (auto wait = device_authorize_limiter_.Take(address); wait.count() > 0) {
+      Count(logins_, "rate_limited");
+      http::Response r =
+          OAuthError(429, "temporarily_unavailable",
+                     fmt::format("too many device logins started from {}; try again in {} s",
+                                 address.empty() ? "this address" : address, wait.count()));
+      r.headers.Set("Retry-After", std::to_string(wait.count()));
+      return r;
+    }
     auto form = ParseForm(request.body);
     const std::string sid = FirstValue(form, "s").value_or("");
     const std::string cid = FirstValue(form, "c").value_or("");
@@ -725,7 +867,11 @@ class WebBackend::Impl {
       if (poll->error != "authorization_pending" && poll->error != "slow_down") {
         Count(logins_, "refused");
       }
-      return OAuthError(400, poll->error, poll->error_description);
+      // Issuers may send none (a redeemed code often comes back as a bare invalid_grant);
+      // the CLI prints the description, so there always is one.
+      return OAuthError(400, poll->error,
+                        poll->error_description.empty() ? DeviceErrorDescription(poll->error)
+                                                        : poll->error_description);
     }
     Count(logins_, "ok");
     if (resource.empty()) {
@@ -766,7 +912,8 @@ class WebBackend::Impl {
                                     const std::string& group, const std::string& resource) {
     auto result = Bind(subject, issuer, sid, cid, group, resource);
     if (auto* e = std::get_if<BindError>(&result)) {
-      return OAuthError(e->status >= 500 ? 502 : 400, e->oauth_error, e->what);
+      return OAuthError(e->status >= 500 ? 502 : 400, e->oauth_error,
+                        e->todo_in_description ? e->what + " What to do: " + e->todo : e->what);
     }
     return JsonResponse(200, std::get<Json>(result));
   }
@@ -802,6 +949,7 @@ class WebBackend::Impl {
   const core::Clock& clock_;
   serving::CounterFamily* logins_ = nullptr;
   serving::CounterFamily* binds_ = nullptr;
+  KeyedRateLimiter device_authorize_limiter_;
 };
 
 WebBackend::WebBackend(client::RestClient& admin, IdentityProvider& idp, Sealer sealer,

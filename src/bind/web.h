@@ -1,6 +1,7 @@
 // WebBackend: the HTTP surface of `klutch backend` in OIDC mode (bind-protocol.md §2.2-2.5,
 // docs/bind-backend.md): GET /export, /authorize, /callback, /resources, /consumer, GET and
-// POST /bind, and the device grant's POST /device/authorize, /device/token and /device/bind.
+// POST /bind, and the device grant's POST /device/authorize (rate limited per client address),
+// /device/token and /device/bind.
 //
 // Stateless: the login state, the pre-login cookie that binds it to the browser, the session
 // cookie and device handles are sealed (Sealer) with the operator's keys, so any replica with
@@ -41,6 +42,15 @@ struct WebOptions {
   ProvisionOptions provision;
   std::chrono::seconds session_ttl{std::chrono::hours(1)};
   std::chrono::seconds login_ttl{std::chrono::minutes(10)};
+  // POST /device/authorize per client address (the connection's peer, so behind a proxy all
+  // its clients share one bucket): a token bucket of `device_authorize_burst` requests,
+  // refilled at `device_authorize_qps` per second; beyond it 429 with Retry-After. qps 0:
+  // unlimited.
+  double device_authorize_qps = 0.2;
+  int device_authorize_burst = 20;
+  // Said in the answer to a user at provision.max_clusters_per_user: clusters no konnector
+  // connected to are removed this long after their last bind (0: they are not).
+  std::chrono::seconds unconnected_cluster_grace{0};
   // Cookies carry the Secure attribute (off only for tests over plain HTTP).
   bool secure_cookies = true;
   const core::Clock* clock = nullptr;          // nullptr: real time

@@ -44,6 +44,10 @@ TEST(BackendProcess, InvalidFlagsExitTwoNamingTheFlag) {
             "--cookie-signing-key"},
            {Keys(), "--oidc-issuer-url is required"},
            {"--oidc-issuer-url http://idp" + Keys(), "--oidc-issuer-url"},
+           {"--max-clusters-per-user=-1" + oidc + Keys(), "--max-clusters-per-user"},
+           {"--unconnected-cluster-grace soon" + oidc + Keys(), "--unconnected-cluster-grace"},
+           {"--consumer-quota secrets=lots" + oidc + Keys(), "--consumer-quota"},
+           {"--device-authorize-qps=-1" + oidc + Keys(), "--device-authorize-qps"},
        }) {
     auto r = klutch::testing::RunShell(kKlutch + " backend " + c.args, {}, dir.path(),
                                        std::chrono::seconds(30));

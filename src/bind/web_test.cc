@@ -300,9 +300,13 @@ TEST_F(BindWeb, DeviceGrantEndToEnd) {
   EXPECT_EQ((*response)["authentication"]["oauth2CodeGrant"]["sid"], "Dev001");
   EXPECT_EQ((*response)["requests"][0]["metadata"]["name"], "postgresqlinstances.anynines.com");
   EXPECT_EQ(NamespacesCreated(), 1u);
-  // The device code is used up.
+  // The device code is used up: refused with a description the CLI can print.
   http::Response again = cli.Post("/device/token", poll);
   EXPECT_EQ(again.status, 400);
+  auto refused = machinery::ParseJson(again.body);
+  ASSERT_TRUE(refused.ok()) << again.body;
+  EXPECT_FALSE(machinery::GetString(*refused, {"error"}).empty()) << again.body;
+  EXPECT_FALSE(machinery::GetString(*refused, {"error_description"}).empty()) << again.body;
 }
 
 }  // namespace

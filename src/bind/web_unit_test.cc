@@ -434,8 +434,8 @@ class WebRoutes : public ::testing::Test {
 
   // /authorize up to the issuer's redirect back: the /callback URL with code and state.
   std::string StartLogin(Browser& browser, const std::string& sid = "aB3xZ9",
-                         const std::string& subject = "alice") {
-    http::Response r = browser.Get("/authorize?p=40123&s=" + sid + "&c=clus01");
+                         const std::string& subject = "alice", const std::string& cid = "clus01") {
+    http::Response r = browser.Get("/authorize?p=40123&s=" + sid + "&c=" + cid);
     EXPECT_EQ(r.status, 302) << r.body;
     std::string idp_url(r.headers.Get("Location"));
     EXPECT_TRUE(idp_url.starts_with("https://idp.test/auth?")) << idp_url;
@@ -445,8 +445,8 @@ class WebRoutes : public ::testing::Test {
 
   // A logged-in browser on the catalog page; returns the catalog's HTML.
   std::string LogIn(Browser& browser, const std::string& sid = "aB3xZ9",
-                    const std::string& subject = "alice") {
-    http::Response cb = browser.Get(StartLogin(browser, sid, subject));
+                    const std::string& subject = "alice", const std::string& cid = "clus01") {
+    http::Response cb = browser.Get(StartLogin(browser, sid, subject, cid));
     EXPECT_EQ(cb.status, 302) << cb.body;
     EXPECT_EQ(cb.headers.Get("Location"), "/resources?s=" + sid);
     http::Response page = browser.Get("/resources?s=" + sid);
@@ -891,6 +891,142 @@ TEST_F(WebRoutes, DeviceGrantEndToEnd) {
       "/device/bind",
       {{"session", sealed}, {"group", "anynines.com"}, {"resource", "postgresqlinstances"}});
   EXPECT_EQ((*machinery::ParseJson(expired_session.body))["error"], "expired_token");
+}
+
+// /device/authorize from `remote` ("host:port", as the server fills it in).
+http::Response DeviceAuthorizeFrom(const http::Router& router, const std::string& remote,
+                                   const std::string& sid = "aB3xZ9") {
+  http::Request request;
+  request.method = "POST";
+  request.SetTarget("/device/authorize");
+  request.headers.Add("Host", "backend.test");
+  request.headers.Add("Content-Type", "application/x-www-form-urlencoded");
+  request.body = "s=" + sid + "&c=clus01";
+  request.remote_address = remote;
+  return router.Serve(request);
+}
+
+TEST_F(WebRoutes, DeviceAuthorizeIsRateLimitedPerClientAddress) {
+  WebBackend limited(cluster_->admin(), idp_, MakeSealer(),
+                     WebOptions{.device_authorize_qps = 0.5,  // one every 2 s
+                                .device_authorize_burst = 2,
+                                .clock = &clock_});
+  http::Router router;
+  limited.AddRoutes(router);
+  EXPECT_EQ(DeviceAuthorizeFrom(router, "192.0.2.7:40001").status, 200);
+  EXPECT_EQ(DeviceAuthorizeFrom(router, "192.0.2.7:40002").status, 200);
+  http::Response refused = DeviceAuthorizeFrom(router, "192.0.2.7:40003");
+  ASSERT_EQ(refused.status, 429) << refused.body;
+  EXPECT_EQ(refused.headers.Get("Retry-After"), "2");
+  EXPECT_EQ(refused.headers.Get("Content-Type"), "application/json");
+  auto error = machinery::ParseJson(refused.body);
+  ASSERT_TRUE(error.ok());
+  EXPECT_EQ((*error)["error"], "temporarily_unavailable");
+  const std::string description = (*error)["error_description"];
+  EXPECT_NE(description.find("192.0.2.7"), std::string::npos) << description;
+  EXPECT_NE(description.find("2 s"), std::string::npos) << description;
+  // Another address has its own bucket (IPv6 included); the port does not matter.
+  EXPECT_EQ(DeviceAuthorizeFrom(router, "2001:db8::1:40001").status, 200);
+  EXPECT_EQ(DeviceAuthorizeFrom(router, "2001:db8::1:40002").status, 200);
+  EXPECT_EQ(DeviceAuthorizeFrom(router, "2001:db8::1:40003").status, 429);
+  EXPECT_EQ(DeviceAuthorizeFrom(router, "198.51.100.1:1").status, 200);
+  // Refilled with time.
+  clock_.Advance(std::chrono::seconds(2));
+  EXPECT_EQ(DeviceAuthorizeFrom(router, "192.0.2.7:40004").status, 200);
+  EXPECT_EQ(DeviceAuthorizeFrom(router, "192.0.2.7:40005").status, 429);
+  // 0 turns the limit off.
+  WebBackend unlimited(cluster_->admin(), idp_, MakeSealer(),
+                       WebOptions{.device_authorize_qps = 0, .clock = &clock_});
+  http::Router open;
+  unlimited.AddRoutes(open);
+  for (int i = 0; i < 30; ++i) ASSERT_EQ(DeviceAuthorizeFrom(open, "192.0.2.7:1").status, 200);
+}
+
+TEST_F(WebRoutes, RedeemedDeviceCodeIsRefusedWithADescription) {
+  Browser cli(router_);
+  auto start =
+      machinery::ParseJson(cli.Post("/device/authorize", {{"s", "aB3xZ9"}, {"c", "clus01"}}).body);
+  ASSERT_TRUE(start.ok());
+  std::vector<std::pair<std::string, std::string>> poll = {
+      {"device_handle", (*start)["device_handle"]},
+      {"group", "anynines.com"},
+      {"resource", "postgresqlinstances"}};
+  idp_.ApproveDevice((*start)["user_code"], "bob");
+  ASSERT_EQ(cli.Post("/device/token", poll).status, 200);
+  // The issuer answers a second redemption with invalid_grant and no description.
+  http::Response again = cli.Post("/device/token", poll);
+  EXPECT_EQ(again.status, 400);
+  auto error = machinery::ParseJson(again.body);
+  ASSERT_TRUE(error.ok()) << again.body;
+  EXPECT_EQ((*error)["error"], "invalid_grant");
+  ASSERT_TRUE((*error).contains("error_description")) << again.body;
+  const std::string description = (*error)["error_description"];
+  EXPECT_NE(description.find("already used"), std::string::npos) << description;
+  EXPECT_NE(description.find("kubectl bind --headless again"), std::string::npos) << description;
+}
+
+TEST_F(WebRoutes, NewClusterBeyondTheUserLimitIsRefusedSayingWhatToDo) {
+  WebBackend limited(
+      cluster_->admin(), idp_, MakeSealer(),
+      WebOptions{.provision = {.namespace_prefix = "cluster", .max_clusters_per_user = 1},
+                 .unconnected_cluster_grace = std::chrono::hours(1),
+                 .clock = &clock_});
+  http::Router router;
+  limited.AddRoutes(router);
+  Browser cli(router);
+  auto device_bind = [&](const std::string& sid, const std::string& cid) {
+    auto start = machinery::ParseJson(cli.Post("/device/authorize", {{"s", sid}, {"c", cid}}).body);
+    EXPECT_TRUE(start.ok());
+    idp_.ApproveDevice((*start)["user_code"], "alice");
+    return cli.Post("/device/token", {{"device_handle", (*start)["device_handle"]},
+                                      {"group", "anynines.com"},
+                                      {"resource", "postgresqlinstances"}});
+  };
+  ASSERT_EQ(device_bind("Sess01", "clus02").status, 200);
+  auto namespaces = testing::ClusterNamespaces(cluster_->admin());
+  ASSERT_EQ(namespaces.size(), 1u);
+
+  // The browser flow: a page saying how many, which, and what to do.
+  Browser browser(router);
+  std::string html = LogIn(browser, "aB3xZ9", "alice", "clus01");
+  http::Response page = browser.Post("/bind", BindForm(html));
+  EXPECT_EQ(page.status, 403) << page.body;
+  EXPECT_EQ(page.headers.Get("Content-Type"), "text/html; charset=utf-8");
+  for (const std::string& want :
+       {std::string("Too many clusters"), std::string("You already have 1 cluster bound"),
+        "clus02 (namespace " + namespaces[0] + ")", std::string("This cluster (clus01)"),
+        std::string("What to do:"), std::string("--max-clusters-per-user"),
+        std::string("1h after its last bind")}) {
+    EXPECT_NE(page.body.find(want), std::string::npos) << want << "\n" << page.body;
+  }
+  EXPECT_EQ(testing::ClusterNamespaces(cluster_->admin()), namespaces);
+
+  // The device flow: an OAuth-style error whose description the CLI prints.
+  http::Response refused = device_bind("Sess03", "clus03");
+  EXPECT_EQ(refused.status, 400);
+  auto error = machinery::ParseJson(refused.body);
+  ASSERT_TRUE(error.ok()) << refused.body;
+  EXPECT_EQ((*error)["error"], "too_many_clusters");
+  const std::string description = (*error)["error_description"];
+  for (const std::string& want :
+       {std::string("You already have 1 cluster bound"), std::string("clus02"),
+        std::string("What to do:"), std::string("--max-clusters-per-user")}) {
+    EXPECT_NE(description.find(want), std::string::npos) << want << "\n" << description;
+  }
+  EXPECT_EQ(testing::ClusterNamespaces(cluster_->admin()), namespaces);
+
+  // Binding the cluster that has its space again is no new cluster; another user has room.
+  EXPECT_EQ(device_bind("Sess04", "clus02").status, 200);
+  auto start =
+      machinery::ParseJson(cli.Post("/device/authorize", {{"s", "Sess05"}, {"c", "clus05"}}).body);
+  ASSERT_TRUE(start.ok());
+  idp_.ApproveDevice((*start)["user_code"], "bob");
+  EXPECT_EQ(cli.Post("/device/token", {{"device_handle", (*start)["device_handle"]},
+                                       {"group", "anynines.com"},
+                                       {"resource", "postgresqlinstances"}})
+                .status,
+            200);
+  EXPECT_EQ(testing::ClusterNamespaces(cluster_->admin()).size(), 2u);
 }
 
 }  // namespace

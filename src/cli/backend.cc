@@ -162,6 +162,27 @@ void AddBackendFlags(CLI::App* cmd, BackendFlags& f) {
       ->capture_default_str();
   cmd->add_option("--kube-api-burst", f.burst, "Burst of requests to the API server")
       ->capture_default_str();
+  cmd->add_option("--max-clusters-per-user", f.max_clusters_per_user,
+                  "Most clusters one user (OIDC issuer and subject) may bind; a bind of one "
+                  "more is refused saying so (0: no limit)")
+      ->capture_default_str();
+  cmd->add_option("--unconnected-cluster-grace", f.unconnected_cluster_grace,
+                  "A consumer's space (cluster namespace, RBAC, token) whose konnector sent no "
+                  "heartbeat this long after its last bind is deleted (Go duration; 0: never)")
+      ->capture_default_str();
+  f.consumer_quota = std::string(bind::kDefaultConsumerQuota);
+  cmd->add_option("--consumer-quota", f.consumer_quota,
+                  "Object counts of the ResourceQuota kept in every consumer namespace: "
+                  "<resource>=<count>,... (claims=N: each exported kind without its own entry; "
+                  "\"\": no quota)")
+      ->capture_default_str();
+  cmd->add_option("--device-authorize-qps", f.device_authorize_qps,
+                  "Device logins (/device/authorize) per second and client address (0: "
+                  "unlimited)")
+      ->capture_default_str();
+  cmd->add_option("--device-authorize-burst", f.device_authorize_burst,
+                  "Burst of device logins per client address")
+      ->capture_default_str();
 }
 
 int RunBackend(const BackendFlags& f) {
@@ -206,6 +227,24 @@ int RunBackend(const BackendFlags& f) {
   provision.token_ttl = std::chrono::seconds(ttl->seconds);
   if (f.namespace_prefix.empty())
     return Fail("--namespace-prefix: must not be empty", kExitBadFlags);
+  if (f.max_clusters_per_user < 0) {
+    return Fail("--max-clusters-per-user: must be 0 (no limit) or more", kExitBadFlags);
+  }
+  provision.max_clusters_per_user = f.max_clusters_per_user;
+  auto grace = core::ParseGoDuration(f.unconnected_cluster_grace);
+  if (!grace.ok() || grace->seconds < 0 || (grace->seconds == 0 && grace->nanos != 0)) {
+    return Fail("--unconnected-cluster-grace: must be a Go duration such as 1h, or 0 (never)",
+                kExitBadFlags);
+  }
+  const std::chrono::seconds unconnected_grace(grace->seconds);
+  auto quota = bind::ParseConsumerQuota(f.consumer_quota);
+  if (!quota.ok()) return Fail("--consumer-quota: " + quota.status().message(), kExitBadFlags);
+  if (f.device_authorize_qps < 0 || f.device_authorize_burst < 1) {
+    return Fail(
+        "--device-authorize-qps must be 0 (unlimited) or more and "
+        "--device-authorize-burst at least 1",
+        kExitBadFlags);
+  }
 
   const bool any_oidc_flag = !f.oidc_issuer_url.empty() || !f.oidc_client_id.empty() ||
                              !f.oidc_client_secret.empty() || !f.oidc_callback_url.empty();
@@ -273,6 +312,8 @@ int RunBackend(const BackendFlags& f) {
                                                  .control_plane_mode = f.control_plane_mode,
                                                  .provision = provision,
                                                  .konnector_image = f.konnector_image,
+                                                 .unconnected_cluster_grace = unconnected_grace,
+                                                 .consumer_quota = *quota,
                                                  .instance = identity});
   if (auto s = controllers.Setup(); !s.ok()) return Fail(s.message());
 
@@ -285,13 +326,16 @@ int RunBackend(const BackendFlags& f) {
       // The issuer may come up after us; requests retry discovery.
       KLUTCH_LOG(kWarn, "backend", "OIDC issuer {}: {}", f.oidc_issuer_url, s.message());
     }
-    backend =
-        std::make_unique<bind::WebBackend>(**rest, *idp, *sealer,
-                                           bind::WebOptions{.pretty_name = f.pretty_name,
-                                                            .consumer_scope = *consumer_scope,
-                                                            .authorize_url = f.oidc_authorize_url,
-                                                            .provision = provision,
-                                                            .metrics = &manager.metric_registry()});
+    backend = std::make_unique<bind::WebBackend>(
+        **rest, *idp, *sealer,
+        bind::WebOptions{.pretty_name = f.pretty_name,
+                         .consumer_scope = *consumer_scope,
+                         .authorize_url = f.oidc_authorize_url,
+                         .provision = provision,
+                         .device_authorize_qps = f.device_authorize_qps,
+                         .device_authorize_burst = f.device_authorize_burst,
+                         .unconnected_cluster_grace = unconnected_grace,
+                         .metrics = &manager.metric_registry()});
     backend->AddRoutes(router);
   }
 

@@ -40,6 +40,12 @@ struct BackendFlags {
   std::string lease_namespace;
   double qps = 200;
   int burst = 400;
+  // Limits per consumer (issue 22): see docs/bind-backend.md.
+  int max_clusters_per_user = 10;
+  std::string unconnected_cluster_grace = "1h";
+  std::string consumer_quota;  // set to bind::kDefaultConsumerQuota by AddBackendFlags
+  double device_authorize_qps = 0.2;
+  int device_authorize_burst = 20;
 };
 
 void AddBackendFlags(CLI::App* cmd, BackendFlags& flags);
