@@ -226,7 +226,19 @@ class Broker::Impl {
   }
 
   http::Response Serve(http::Request& request) {
-    if (request.path == "/metrics" || request.path == "/healthz") return router_.Serve(request);
+    if (request.path == "/healthz") return router_.Serve(request);
+    if (request.path == "/metrics") {
+      // Instance counts by service and state are the operator's: any of the broker's
+      // credentials may read them.
+      for (const auto& [base, c] : credentials_) {
+        if (Authorized(request, c)) return router_.Serve(request);
+      }
+      http::Response r = Error(
+          401, "Unauthorized",
+          "/metrics needs basic-auth credentials: any of the broker's (see credentials.json)");
+      r.headers.Set("WWW-Authenticate", "Basic realm=\"klutch-broker\"");
+      return r;
+    }
     auto segments = core::SplitNonEmpty(request.path, '/');
     if (segments.empty()) return Error(404, "NotFound", "no such path; see /<type>/v2/catalog");
     std::string base(segments[0]);
@@ -369,6 +381,7 @@ class Broker::Impl {
       return [this, fn](http::Request& r, const http::PathParams& p) -> http::Response {
         std::string base(p.Get("base"));
         if (base.ends_with(kBackupManagerSuffix)) return NotHere(r);
+        if (auto e = CheckPathIds(p)) return Error(*e);
         return (this->*fn)(r, p, base);
       };
     };
@@ -376,6 +389,7 @@ class Broker::Impl {
       return [this, fn](http::Request& r, const http::PathParams& p) -> http::Response {
         std::string base(p.Get("base"));
         if (!base.ends_with(kBackupManagerSuffix)) return NotHere(r);
+        if (auto e = CheckPathIds(p)) return Error(*e);
         return (this->*fn)(r, p, base.substr(0, base.size() - std::strlen(kBackupManagerSuffix)));
       };
     };
@@ -413,6 +427,18 @@ class Broker::Impl {
     router_.Get("/{base}/instances/{instance}/restores/{restore}", bm(&Impl::GetRestore));
     router_.Get("/{base}/instances/{instance}/config", bm(&Impl::GetConfig));
     router_.Put("/{base}/instances/{instance}", bm(&Impl::PutConfig));
+  }
+
+  // The instance and binding IDs of a route, checked on every route that has them (the
+  // router has percent-decoded them, so "%2e%2E" arrives as "..").
+  static std::optional<OsbError> CheckPathIds(const http::PathParams& p) {
+    if (p.Has("instance")) {
+      if (auto e = CheckId("instance_id", p.Get("instance"))) return e;
+    }
+    if (p.Has("binding")) {
+      if (auto e = CheckId("binding_id", p.Get("binding"))) return e;
+    }
+    return std::nullopt;
   }
 
   static http::Response NotHere(const http::Request& r) {
@@ -792,7 +818,7 @@ class Broker::Impl {
     {
       core::MutexLock lock(entry->mu);
       if (auto it = entry->record.bindings.find(binding_id); it != entry->record.bindings.end()) {
-        return JsonResponse(200, {{"credentials", it->second.credentials}});
+        return ExistingBinding(entry->record, it->second, req);
       }
       if (entry->record.state != kStateProvisioned) {
         return Error(
@@ -821,11 +847,14 @@ class Broker::Impl {
           fmt::format("instance {} is {}; bind when it is provisioned", id, snapshot.state));
     }
     if (auto it = snapshot.bindings.find(binding_id); it != snapshot.bindings.end()) {
-      return JsonResponse(200, {{"credentials", it->second.credentials}});
+      return ExistingBinding(snapshot, it->second, req);
     }
     const Service* service = FindService(snapshot.service_id);
     const Plan* plan = FindPlan(*service, snapshot.plan_id);
     binding.id = binding_id;
+    binding.service_id = req.service_id;
+    binding.plan_id = req.plan_id;
+    binding.parameters = req.parameters;
     binding.username = BindingUsername(snapshot.id, binding_id);
     binding.password = core::RandomPassword(24);
     binding.created_at = NowTimestamp();
@@ -848,6 +877,24 @@ class Broker::Impl {
     bind_duration_->Observe({{"operation", "bind"}},
                             std::chrono::duration<double>(SteadyClock::now() - started).count());
     return JsonResponse(201, {{"credentials", *credentials}});
+  }
+
+  // A bind for a binding ID that exists: 200 with its credentials when the request is the
+  // same as the one that made it, 409 otherwise (OSB: identical repeat -> 200; same ID with
+  // other attributes -> 409). Bindings stored before their request was kept count as made
+  // with the instance's service and plan and no parameters.
+  static http::Response ExistingBinding(const InstanceRecord& instance, const BindingRecord& b,
+                                        const BindRequest& req) {
+    const std::string& service = b.service_id.empty() ? instance.service_id : b.service_id;
+    const std::string& plan = b.plan_id.empty() ? instance.plan_id : b.plan_id;
+    if (req.service_id == service && req.plan_id == plan && req.parameters == b.parameters) {
+      return JsonResponse(200, {{"credentials", b.credentials}});
+    }
+    return Error(409, "",
+                 fmt::format("binding {} already exists with other attributes (it was made with "
+                             "service_id {}, plan_id {} and parameters {}); use a new binding ID",
+                             b.id, core::GoQuote(service), core::GoQuote(plan),
+                             machinery::Dump(b.parameters)));
   }
 
   http::Response GetBinding(http::Request&, const http::PathParams& p, const std::string& type) {
@@ -1237,7 +1284,18 @@ class Broker::Impl {
         const Plan* from = FindPlan(*service, rec.previous_plan_id);
         if (from == nullptr) from = plan;
         auto status = engine.Update(rec, *from, *plan, supervisor_);
-        FinishOperation(entry, status, rec.operation_key);
+        bool rolled_back = false;
+        if (!status.ok()) {
+          auto back = RollBack(engine, rec, *plan, *from);
+          rolled_back = back.ok();
+          if (!back.ok()) {
+            status = core::Status(status.reason(),
+                                  fmt::format("{}; going back to the previous plan and parameters "
+                                              "failed too: {}",
+                                              status.message(), back.message()));
+          }
+        }
+        FinishOperation(entry, status, rec.operation_key, rolled_back ? from : nullptr);
         return status;
       }
       case OpKind::kStart: {
@@ -1279,16 +1337,52 @@ class Broker::Impl {
     return core::Status::Ok();
   }
 
-  void FinishOperation(Entry& entry, const core::Status& status, const std::string& key) {
+  // A failed update puts back what ran before it: the previous plan's and parameters'
+  // configuration on the nodes the previous plan has (restarting them with it), and nodes the
+  // update added are stopped and removed. `rec` is the record as the update saw it.
+  core::Status RollBack(DataService& engine, const InstanceRecord& rec, const Plan& tried,
+                        const Plan& previous) {
+    InstanceRecord old = rec;
+    old.plan_id = previous.id;
+    old.parameters = rec.previous_parameters;
+    size_t keep = std::min(rec.ports.size(), static_cast<size_t>(previous.limits.nodes));
+    old.ports.resize(keep);
+    for (size_t node = rec.ports.size(); node-- > keep;) {
+      supervisor_.Stop(rec.id, static_cast<int>(node));
+      std::error_code ec;
+      // The engines keep node `n` in <instance dir>/n<n>.
+      fs::remove_all(state_.InstanceDir(rec.number) / fmt::format("n{}", node), ec);
+    }
+    Plan from = tried;
+    from.limits.nodes = static_cast<int>(keep);
+    return engine.Update(old, from, previous, supervisor_);
+  }
+
+  // Records how an operation ended. `rolled_back_to`: a failed update whose previous plan and
+  // parameters run again, so that the instance stays provisioned and usable.
+  void FinishOperation(Entry& entry, const core::Status& status, const std::string& key,
+                       const Plan* rolled_back_to = nullptr) {
     core::MutexLock lock(entry.mu);
     auto& rec = entry.record;
     if (rec.operation_key != key) return;
     rec.operation_state = status.ok() ? "succeeded" : "failed";
-    rec.operation_description = status.ok()
-                                    ? fmt::format("{} succeeded", rec.operation)
-                                    : fmt::format("{} failed: {}", rec.operation, status.message());
-    rec.state = status.ok() ? kStateProvisioned : kStateFailed;
+    rec.operation_description =
+        status.ok() ? fmt::format("{} succeeded", rec.operation)
+        : rolled_back_to != nullptr
+            ? fmt::format(
+                  "{} failed: {}; the instance runs on with its previous plan and "
+                  "parameters",
+                  rec.operation, status.message())
+            : fmt::format("{} failed: {}", rec.operation, status.message());
+    rec.state = status.ok() || rolled_back_to != nullptr ? kStateProvisioned : kStateFailed;
     rec.message = status.ok() ? "" : rec.operation_description;
+    if (rolled_back_to != nullptr) {
+      entry.degraded = false;
+      size_t keep = std::min(rec.ports.size(), static_cast<size_t>(rolled_back_to->limits.nodes));
+      core::MutexLock plock(ports_mu_);
+      for (size_t i = keep; i < rec.ports.size(); ++i) used_ports_.erase(rec.ports[i]);
+      rec.ports.resize(keep);
+    }
     if (!status.ok() && rec.operation == "update" && !rec.previous_plan_id.empty()) {
       // The instance stays what it was: the platform may retry the update.
       rec.plan_id = rec.previous_plan_id;

@@ -7,7 +7,8 @@
 //   /<type>/osb_ext/v1/healthy            broker health (HEAD/GET)
 //   /<type>-backup-manager/...            backup manager (instances/{id}/backups, restores,
 //                                         config; v2/healthy)
-//   /metrics, /healthz                    unauthenticated
+//   /metrics                              any of the broker's credentials
+//   /healthz                              unauthenticated
 //
 // <type> is `postgresql` or `keyvalue`, matching the ProviderConfig names Klutch's
 // compositions use (`postgresql-service-broker` -> http://host:port/postgresql). Instances,

@@ -317,8 +317,14 @@ TEST(BrokerInstancesTest, BadInputIsRefusedAndChangesNothing) {
   fs::path dir = NewStateDir();
   {
     BrokerHarness h(dir);
+    // Provision bodies as the platform sends them, with the required organization and space.
+    auto with_guids = [](Json body) {
+      body["organization_guid"] = "org";
+      body["space_guid"] = "space";
+      return body;
+    };
     std::string body = machinery::Dump(
-        Json{{"service_id", kPgService}, {"plan_id", "klutch-postgresql-single-nano"}});
+        with_guids({{"service_id", kPgService}, {"plan_id", "klutch-postgresql-single-nano"}}));
     auto path = "/v2/service_instances/i-1?accepts_incomplete=true";
     EXPECT_EQ(h.Call("postgresql", "PUT", path, body, false).status, 401);
     auto wrong = h.Call("postgresql", "GET", "/v2/catalog", {}, false);
@@ -331,21 +337,22 @@ TEST(BrokerInstancesTest, BadInputIsRefusedAndChangesNothing) {
     EXPECT_EQ(BrokerHarness::Body(malformed)["error"], "BadRequest");
     auto unknown =
         h.Call("postgresql", "PUT", path,
-               machinery::Dump(Json{{"service_id", "a9s-postgresql13"}, {"plan_id", "x"}}));
+               machinery::Dump(with_guids({{"service_id", "a9s-postgresql13"}, {"plan_id", "x"}})));
     EXPECT_EQ(unknown.status, 400);
     EXPECT_NE(
         BrokerHarness::Body(unknown)["description"].get<std::string>().find("a9s-postgresql15"),
         std::string::npos);
     auto wrong_type = h.Call("keyvalue", "PUT", path, body);
     EXPECT_EQ(wrong_type.status, 400);
-    auto badplan = h.Call("postgresql", "PUT", path,
-                          machinery::Dump(Json{{"service_id", kPgService}, {"plan_id", "nope"}}));
+    auto badplan =
+        h.Call("postgresql", "PUT", path,
+               machinery::Dump(with_guids({{"service_id", kPgService}, {"plan_id", "nope"}})));
     EXPECT_EQ(badplan.status, 400);
     EXPECT_NE(badplan.body.find("postgresql-single-nano"), std::string::npos);
     auto badparam = h.Call("postgresql", "PUT", path,
-                           machinery::Dump(Json{{"service_id", kPgService},
-                                                {"plan_id", "klutch-postgresql-single-nano"},
-                                                {"parameters", {{"archive_timeout", 5}}}}));
+                           machinery::Dump(with_guids({{"service_id", kPgService},
+                                                       {"plan_id", "klutch-postgresql-single-nano"},
+                                                       {"parameters", {{"archive_timeout", 5}}}})));
     EXPECT_EQ(badparam.status, 400);
     EXPECT_NE(badparam.body.find("archive_timeout"), std::string::npos);
     auto sync = h.Call("postgresql", "PUT", "/v2/service_instances/i-1", body);
@@ -365,9 +372,10 @@ TEST(BrokerInstancesTest, BadInputIsRefusedAndChangesNothing) {
     // The same ID with other attributes: 409, and the first instance is unchanged.
     ASSERT_EQ(h.Provision("postgresql", "i-2", kPgService, "klutch-postgresql-single-nano"),
               "succeeded");
-    auto conflict = h.Call("postgresql", "PUT", "/v2/service_instances/i-2?accepts_incomplete=true",
-                           machinery::Dump(Json{{"service_id", kPgService},
-                                                {"plan_id", "klutch-postgresql-single-small"}}));
+    auto conflict =
+        h.Call("postgresql", "PUT", "/v2/service_instances/i-2?accepts_incomplete=true",
+               machinery::Dump(with_guids(
+                   {{"service_id", kPgService}, {"plan_id", "klutch-postgresql-single-small"}})));
     EXPECT_EQ(conflict.status, 409);
     auto same = h.Call("postgresql", "PUT", "/v2/service_instances/i-2?accepts_incomplete=true",
                        machinery::Dump(Json{{"service_id", kPgService},
@@ -539,6 +547,166 @@ TEST(BrokerInstancesTest, KeyvalueLifecycleOverTls) {
                       "/v2/service_instances/" + id + "?service_id=" + kKvService +
                           "&plan_id=p&accepts_incomplete=true");
     ASSERT_EQ(del.status, 202);
+    EXPECT_EQ(h.WaitOperation("keyvalue", id,
+                              machinery::GetString(BrokerHarness::Body(del), {"operation"})),
+              "gone");
+  }
+  fs::remove_all(dir);
+}
+
+// redis-cli over TLS with a binding's credentials; its trimmed output.
+std::string RedisCli(const fs::path& ca, const Json& creds, std::vector<std::string> args) {
+  std::vector<std::string> argv = {"redis-cli",
+                                   "--tls",
+                                   "--cacert",
+                                   ca.string(),
+                                   "-h",
+                                   creds["host"].get<std::string>(),
+                                   "-p",
+                                   std::to_string(creds["valkey"]["port"].get<int>()),
+                                   "--user",
+                                   creds["valkey"]["username"].get<std::string>(),
+                                   "--pass",
+                                   creds["valkey"]["password"].get<std::string>(),
+                                   "--no-auth-warning"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  auto r = core::RunProcess({.argv = argv}, seconds(20));
+  return r.ok() ? std::string(core::Trim(r->output)) : r.status().message();
+}
+
+// One field of an INFO section ("maxmemory" of INFO memory).
+std::string InfoField(const std::string& info, const std::string& field) {
+  for (auto line : core::Split(info, '\n')) {
+    line = core::Trim(line);
+    if (line.starts_with(field + ":")) return std::string(line.substr(field.size() + 1));
+  }
+  return "<no " + field + " in INFO>";
+}
+
+// Plan limits hold for KeyValue as max_connections does for PostgreSQL: maxmemory and
+// maxclients above the plan (or `0`, no limit) run with the plan's; `dynamic`, the value the
+// KeyValue XRD documents for "let a9s decide", is the plan's maxmemory.
+TEST(BrokerInstancesTest, KeyvaluePlanLimitsHoldAndDynamicMaxmemoryIsThePlans) {
+  fs::path dir = NewStateDir();
+  {
+    BrokerHarness h(dir);
+    const std::string plan = "klutch-keyvalue-single-nano-ssl";  // 64 MB, 100 clients
+    const std::string unlimited = "kv-unlimited-" + core::RandomSuffix(4);
+    ASSERT_EQ(h.Provision("keyvalue", unlimited, kKvService, plan,
+                          {{"maxmemory", "0"}, {"maxclients", 100000}}),
+              "succeeded");
+    Json c = h.Bind("keyvalue", unlimited, "b", kKvService, plan);
+    fs::path ca = dir / "ca.crt";
+    ASSERT_TRUE(core::WriteFileAtomic(ca, c["cacrt"].get<std::string>()).ok());
+    EXPECT_EQ(InfoField(RedisCli(ca, c, {"INFO", "memory"}), "maxmemory"),
+              std::to_string(64 << 20));
+    EXPECT_EQ(InfoField(RedisCli(ca, c, {"INFO", "clients"}), "maxclients"), "100");
+
+    const std::string dynamic = "kv-dynamic-" + core::RandomSuffix(4);
+    ASSERT_EQ(h.Provision("keyvalue", dynamic, kKvService, plan,
+                          {{"maxmemory", "dynamic"}, {"maxclients", 50}}),
+              "succeeded");
+    Json d = h.Bind("keyvalue", dynamic, "b", kKvService, plan);
+    EXPECT_EQ(InfoField(RedisCli(ca, d, {"INFO", "memory"}), "maxmemory"),
+              std::to_string(64 << 20));
+    EXPECT_EQ(InfoField(RedisCli(ca, d, {"INFO", "clients"}), "maxclients"), "50");
+    // Below the plan, the tenant's value holds; the instance keeps what it was asked for.
+    auto update = h.Call(
+        "keyvalue", "PATCH", "/v2/service_instances/" + dynamic + "?accepts_incomplete=true",
+        machinery::Dump(Json{{"service_id", kKvService}, {"parameters", {{"maxmemory", "10mb"}}}}));
+    ASSERT_EQ(update.status, 202) << update.body;
+    EXPECT_EQ(h.WaitOperation("keyvalue", dynamic,
+                              machinery::GetString(BrokerHarness::Body(update), {"operation"})),
+              "succeeded");
+    EXPECT_EQ(InfoField(RedisCli(ca, d, {"INFO", "memory"}), "maxmemory"),
+              std::to_string(10 << 20));
+  }
+  fs::remove_all(dir);
+}
+
+// Parameters the server refuses are refused before any config is written (400 naming the
+// parameter and what is accepted). An update the server refuses anyway (here a cipher list
+// whose names only Redis' OpenSSL can judge) fails quickly and puts the previous settings back:
+// last_operation says failed and why, the instance stays provisioned, serves its data and
+// can be deleted.
+TEST(BrokerInstancesTest, AFailedUpdateRollsBackAndTheInstanceStaysUsable) {
+  fs::path dir = NewStateDir();
+  {
+    BrokerHarness h(dir, true, [](BrokerOptions& o) { o.recovery_hold = milliseconds(0); });
+    const std::string plan = "klutch-keyvalue-single-nano-ssl";
+    const std::string id = "kv-rollback-" + core::RandomSuffix(4);
+    ASSERT_EQ(h.Provision("keyvalue", id, kKvService, plan, {{"maxmemory-policy", "allkeys-lru"}}),
+              "succeeded");
+    Json c = h.Bind("keyvalue", id, "b", kKvService, plan);
+    fs::path ca = dir / "ca.crt";
+    ASSERT_TRUE(core::WriteFileAtomic(ca, c["cacrt"].get<std::string>()).ok());
+    EXPECT_EQ(RedisCli(ca, c, {"SET", "kept", "yes"}), "OK");
+    auto path = "/v2/service_instances/" + id + "?accepts_incomplete=true";
+    auto patch = [&](Json parameters) {
+      return h.Call("keyvalue", "PATCH", path,
+                    machinery::Dump(Json{{"service_id", kKvService}, {"parameters", parameters}}));
+    };
+    for (const Json& refused :
+         {Json{{"maxmemory-policy", std::string("allkeys-lru\0", 12)}},
+          Json{{"maxmemory-policy", "anything"}}, Json{{"maxmemory", "12 parsecs"}}}) {
+      auto r = patch(refused);
+      EXPECT_EQ(r.status, 400) << refused.dump() << ": " << r.body;
+      std::string description = machinery::GetString(BrokerHarness::Body(r), {"description"});
+      EXPECT_NE(description.find(refused.begin().key()), std::string::npos) << description;
+    }
+    auto bad_policy = BrokerHarness::Body(patch({{"maxmemory-policy", "anything"}}));
+    EXPECT_NE(machinery::GetString(bad_policy, {"description"}).find("allkeys-lru"),
+              std::string::npos);
+    // Nothing was written for the refused ones.
+    auto number =
+        BrokerHarness::Body(h.Call("keyvalue", "GET", "/instances/" + id, {}, true, false))["id"]
+            .get<int64_t>();
+    auto conf = core::ReadFile(dir / "i" / std::to_string(number) / "n0" / "redis.conf");
+    ASSERT_TRUE(conf.ok());
+    EXPECT_EQ(conf->find("anything"), std::string::npos);
+    EXPECT_EQ(conf->find('\0'), std::string::npos);
+
+    auto started = std::chrono::steady_clock::now();
+    auto update = patch({{"tls-ciphers", "NO-SUCH-CIPHER"}, {"maxmemory-policy", "noeviction"}});
+    ASSERT_EQ(update.status, 202) << update.body;
+    std::string op = machinery::GetString(BrokerHarness::Body(update), {"operation"});
+    Json last;
+    ASSERT_TRUE(testing::Eventually(
+        [&] {
+          last = BrokerHarness::Body(
+              h.Call("keyvalue", "GET",
+                     "/v2/service_instances/" + id + "/last_operation?operation=" + op));
+          return last["state"] != "in progress";
+        },
+        seconds(120)));
+    EXPECT_EQ(last["state"], "failed") << last.dump();
+    std::string why = machinery::GetString(last, {"description"});
+    EXPECT_NE(why.find("cipher"), std::string::npos) << why;
+    EXPECT_NE(why.find("previous plan and parameters"), std::string::npos) << why;
+    // Not a minute of restarts: the server's refusal ends the update.
+    EXPECT_LT(std::chrono::steady_clock::now() - started, seconds(30));
+
+    // The old settings run again: the instance is provisioned, with its old parameters, and
+    // serves the data it had.
+    EXPECT_TRUE(testing::Eventually([&] {
+      return BrokerHarness::Body(h.Call("keyvalue", "GET", "/instances/" + id, {}, true,
+                                        false))["state"] == "provisioned";
+    }));
+    auto osb = BrokerHarness::Body(h.Call("keyvalue", "GET", "/v2/service_instances/" + id));
+    EXPECT_EQ(osb["parameters"], (Json{{"maxmemory-policy", "allkeys-lru"}}));
+    EXPECT_EQ(RedisCli(ca, c, {"GET", "kept"}), "yes");
+    EXPECT_EQ(InfoField(RedisCli(ca, c, {"INFO", "memory"}), "maxmemory_policy"), "allkeys-lru");
+    // A later good update works, and DELETE works.
+    auto good = patch({{"maxmemory-policy", "volatile-ttl"}});
+    ASSERT_EQ(good.status, 202) << good.body;
+    EXPECT_EQ(h.WaitOperation("keyvalue", id,
+                              machinery::GetString(BrokerHarness::Body(good), {"operation"})),
+              "succeeded");
+    EXPECT_EQ(InfoField(RedisCli(ca, c, {"INFO", "memory"}), "maxmemory_policy"), "volatile-ttl");
+    auto del = h.Call("keyvalue", "DELETE",
+                      "/v2/service_instances/" + id + "?service_id=" + kKvService +
+                          "&plan_id=" + plan + "&accepts_incomplete=true");
+    ASSERT_EQ(del.status, 202) << del.body;
     EXPECT_EQ(h.WaitOperation("keyvalue", id,
                               machinery::GetString(BrokerHarness::Body(del), {"operation"})),
               "gone");

@@ -7,6 +7,7 @@
 
 #include "broker/catalog.h"
 #include "broker/crypto.h"
+#include "broker/engine.h"
 #include "broker/osb.h"
 #include "broker/state.h"
 #include "core/file.h"
@@ -111,6 +112,15 @@ TEST(OsbTest, Ids) {
   EXPECT_TRUE(CheckId("instance_id", ""));
   EXPECT_TRUE(CheckId("instance_id", "a/b"));
   EXPECT_TRUE(CheckId("instance_id", std::string(256, 'a')));
+  // "." and ".." are path segments, not IDs; names that merely contain dots are fine.
+  for (const char* dots : {".", ".."}) {
+    auto e = CheckId("binding_id", dots);
+    ASSERT_TRUE(e) << dots;
+    EXPECT_EQ(e->status, 400);
+    EXPECT_NE(e->description.find("binding_id"), std::string::npos) << e->description;
+  }
+  EXPECT_FALSE(CheckId("instance_id", "..."));
+  EXPECT_FALSE(CheckId("instance_id", "a.b"));
 }
 
 TEST(OsbTest, AsyncRequired) {
@@ -142,8 +152,20 @@ TEST(OsbTest, ProvisionBodies) {
                          {R"({"service_id":"s"})", "plan_id is required"},
                          {R"({"service_id":1,"plan_id":"p"})", "service_id must be a string"},
                          {R"({"service_id":"","plan_id":"p"})", "must not be empty"},
-                         {R"({"service_id":"s","plan_id":"p","parameters":[1]})",
-                          "parameters must be a JSON object"}}) {
+                         {R"({"service_id":"s","plan_id":"p","organization_guid":"o",
+                              "space_guid":"x","parameters":[1]})",
+                          "parameters must be a JSON object"},
+                         // Required non-empty strings (OSB 2.11-2.17).
+                         {R"({"service_id":"s","plan_id":"p","space_guid":"x"})",
+                          "organization_guid is required"},
+                         {R"({"service_id":"s","plan_id":"p","organization_guid":"o"})",
+                          "space_guid is required"},
+                         {R"({"service_id":"s","plan_id":"p","organization_guid":"",
+                              "space_guid":"x"})",
+                          "organization_guid must not be empty"},
+                         {R"({"service_id":"s","plan_id":"p","organization_guid":"o",
+                              "space_guid":7})",
+                          "space_guid must be a string"}}) {
     ProvisionRequest out;
     auto e = ParseProvision(c.body, &out);
     ASSERT_TRUE(e) << c.body;
@@ -170,6 +192,101 @@ TEST(OsbTest, UpdateAndBindBodies) {
   EXPECT_TRUE(ParseBind(R"({"service_id":"s","plan_id":"p","bind_resource":"x"})", &b));
 }
 
+// What the engines accept is what the servers accept: a value PostgreSQL or Redis would
+// refuse at start is refused here with 400 before any config is written.
+TEST(EngineParametersTest, RedisValuesAreCheckedAgainstWhatRedisAccepts) {
+  auto redis = NewRedisService(EngineContext{});
+  auto ok = [&](Json params) { return redis->ValidateParameters(params); };
+  for (const Json& good : std::vector<Json>{
+           {{"maxmemory", "dynamic"}},  // the XRD's documented value: the plan decides
+           {{"maxmemory", "0"}},
+           {{"maxmemory", "64mb"}},
+           {{"maxmemory", "100MB"}},
+           {{"maxmemory", 1048576}},
+           {{"maxmemory-policy", "allkeys-lru"}},
+           {{"maxmemory-policy", "NOEVICTION"}},
+           {{"maxmemory-samples", 5}},
+           {{"maxclients", 0}},
+           {{"maxclients", 100000}},  // accepted, capped by the plan
+           {{"repl-backlog-size", "1mb"}},
+           {{"lazyfree-lazy-eviction", "yes"}},
+           {{"lazyfree-lazy-expire", false}},
+           {{"tls-protocols", "TLSv1.2 TLSv1.3"}},
+           {{"tls-ciphers", "ECDHE-RSA-AES256-GCM-SHA384:!aNULL"}},
+           {{"notify-keyspace-events", "KEA"}},
+           {{"notify-keyspace-events", ""}},
+           {{"snapshot", "['save 900 1','save 300 10']"}},
+           {{"lua-time-limit", 5000}}}) {
+    EXPECT_TRUE(ok(good).ok()) << good.dump() << ": " << ok(good).message();
+  }
+  struct Bad {
+    Json params;
+    const char* mentions;
+  };
+  for (const Bad& bad :
+       std::vector<Bad>{{{{"maxmemory-policy", std::string("allkeys-lru\0x", 13)}}, "volatile-lru"},
+                        {{{"maxmemory-policy", "whatever the tenant likes"}}, "allkeys-lfu"},
+                        {{{"maxmemory", "1t"}}, "dynamic"},
+                        {{{"maxmemory", "-5mb"}}, "dynamic"},
+                        {{{"maxmemory", "10 mb"}}, "dynamic"},
+                        {{{"maxmemory", -1}}, "dynamic"},
+                        {{{"maxclients", -1}}, "from 0 to"},
+                        {{{"maxclients", "lots"}}, "from 0 to"},
+                        {{{"maxmemory-samples", 0}}, "from 1 to 64"},
+                        {{{"min-replicas-max-lag", -1}}, "from 0 to"},
+                        {{{"repl-backlog-size", "0"}}, "greater than 0"},
+                        {{{"lazyfree-lazy-eviction", "maybe"}}, "yes or no"},
+                        {{{"tls-protocols", "SSLv3"}}, "TLSv1.3"},
+                        {{{"tls-ciphers", "ALL\nrename-command CONFIG \"\""}}, "cipher list"},
+                        {{{"tls-ciphersuites", "a\"b"}}, "cipher list"},
+                        {{{"notify-keyspace-events", "gx"}}, "K or E"},
+                        {{{"snapshot", "['save 0 1']"}}, "save"},
+                        {{{"down-after-milliseconds", 1000}}, "Sentinel"},
+                        {{{"appendonly", "yes"}}, "unknown parameter"}}) {
+    auto st = ok(bad.params);
+    ASSERT_FALSE(st.ok()) << bad.params.dump();
+    EXPECT_TRUE(core::IsInvalid(st));
+    EXPECT_NE(st.message().find(bad.params.begin().key()), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find(bad.mentions), std::string::npos) << st.message();
+  }
+}
+
+TEST(EngineParametersTest, PostgresqlMemoryAndRangesAreCheckedInTheSettingsUnits) {
+  auto pg = NewPostgresService(EngineContext{});
+  auto ok = [&](Json params) { return pg->ValidateParameters(params); };
+  for (const Json& good : std::vector<Json>{{{"work_mem", "4MB"}},
+                                            {{"work_mem", 64}},
+                                            {{"work_mem", "2147483647kB"}},
+                                            {{"maintenance_work_mem", "1GB"}},
+                                            {{"effective_cache_size", "4GB"}},
+                                            {{"effective_cache_size", "15TB"}},
+                                            {{"max_connections", 100000 / 10}},
+                                            {{"statement_timeout", 0}}}) {
+    EXPECT_TRUE(ok(good).ok()) << good.dump() << ": " << ok(good).message();
+  }
+  struct Bad {
+    Json params;
+    const char* mentions;
+  };
+  for (const Bad& bad :
+       std::vector<Bad>{{{{"work_mem", "9999999999TB"}}, "out of range"},
+                        {{{"work_mem", "2TB"}}, "64 to 2147483647"},
+                        {{{"work_mem", "63kB"}}, "out of range"},
+                        {{{"work_mem", 63}}, "out of range"},
+                        {{{"work_mem", "99999999999999999999999MB"}}, "amount of memory"},
+                        {{{"work_mem", "4 MB"}}, "amount of memory"},
+                        {{{"maintenance_work_mem", "1000kB"}}, "1024 to"},
+                        {{{"effective_cache_size", "17TB"}}, "8kB"},
+                        {{{"effective_cache_size", "1kB"}}, "out of range"},
+                        {{{"log_statement", std::string("all\0", 4)}}, "none, ddl, mod, all"},
+                        {{{"synchronous_commit", "sometimes"}}, "remote_apply"}}) {
+    auto st = ok(bad.params);
+    ASSERT_FALSE(st.ok()) << bad.params.dump();
+    EXPECT_NE(st.message().find(bad.params.begin().key()), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find(bad.mentions), std::string::npos) << st.message();
+  }
+}
+
 TEST(StateTest, RecordRoundTripsThroughDisk) {
   fs::path dir = fs::temp_directory_path() / ("klutch-broker-state-" + core::RandomSuffix(8));
   StateDir state(dir);
@@ -187,7 +304,10 @@ TEST(StateTest, RecordRoundTripsThroughDisk) {
                                    .username = "u",
                                    .password = "p",
                                    .created_at = "t",
-                                   .credentials = {{"port", 5000}}};
+                                   .credentials = {{"port", 5000}},
+                                   .service_id = "svc",
+                                   .plan_id = "plan",
+                                   .parameters = {{"app", "a"}}};
   r.backups.push_back(
       BackupRecord{.id = 2, .status = "done", .size = 99, .file = "2.enc", .key = "k"});
   r.restores.push_back(RestoreRecord{.id = 1, .backup_id = 2, .status = "running"});

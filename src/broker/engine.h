@@ -39,6 +39,8 @@ class NodeRunner {
   virtual core::Status Start(const std::string& instance, int node, NodeSpec spec) = 0;
   // Stops the node and stops watching it. True when it ended within the grace period.
   virtual bool Stop(const std::string& instance, int node) = 0;
+  // How often the node's process has exited since its last Start (0 when not watched).
+  virtual int Exits(const std::string& instance, int node) const = 0;
 };
 
 // Shared settings of the engines.
@@ -96,8 +98,9 @@ core::Status ChownTo(const std::filesystem::path& path, const std::optional<core
 // Total bytes of the regular files under `path`.
 int64_t DirectorySize(const std::filesystem::path& path);
 // Starts (or adopts) a node through `runner` and waits until its readiness probe answers,
-// up to context.ready_timeout; kUnavailable with the tail of `log` otherwise. `what` names
-// the server in the message ("PostgreSQL node 1").
+// up to context.ready_timeout; kUnavailable with the tail of `log` otherwise, and at once when
+// the process exits twice before answering (a server refusing its configuration does not
+// get better by restarting it). `what` names the server in the message ("PostgreSQL node 1").
 core::Status StartAndWait(const EngineContext& context, NodeRunner& runner,
                           const std::string& instance, int node, NodeSpec spec,
                           const std::filesystem::path& log, std::string_view what);

@@ -58,11 +58,18 @@ core::Status StartAndWait(const EngineContext& context, NodeRunner& runner,
   auto ready = spec.ready;
   KLUTCH_RETURN_IF_ERROR(runner.Start(instance, node, std::move(spec)));
   auto deadline = std::chrono::steady_clock::now() + context.ready_timeout;
+  auto log_tail = [&] {
+    auto text = core::ReadFile(log);
+    std::string tail = text.ok() ? text->substr(text->size() > 600 ? text->size() - 600 : 0) : "";
+    return std::string(core::Trim(tail));
+  };
   while (!ready()) {
+    if (int exits = runner.Exits(instance, node); exits >= 2) {
+      return core::Unavailable(
+          fmt::format("{} exited {} times while starting: {}", what, exits, log_tail()));
+    }
     if (std::chrono::steady_clock::now() > deadline) {
-      auto text = core::ReadFile(log);
-      std::string tail = text.ok() ? text->substr(text->size() > 600 ? text->size() - 600 : 0) : "";
-      return core::Unavailable(fmt::format("{} did not start: {}", what, core::Trim(tail)));
+      return core::Unavailable(fmt::format("{} did not start: {}", what, log_tail()));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }

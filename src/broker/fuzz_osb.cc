@@ -1,7 +1,8 @@
 // libFuzzer target for the broker's request checks (broker/osb.h): any body, header or ID is
 // accepted or refused with a 4xx OsbError that has a description, never crashes, hangs or
 // trips a sanitizer. Accepted bodies hold what the OSB spec requires (non-empty service_id and
-// plan_id; parameters and context objects).
+// plan_id, a provision's non-empty organization_guid and space_guid; parameters and context
+// objects); an accepted ID is never "." or "..".
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -28,6 +29,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto e = b::ParseProvision(text, &provision);
   CheckError(e);
   if (!e && (provision.service_id.empty() || provision.plan_id.empty() ||
+             provision.organization_guid.empty() || provision.space_guid.empty() ||
              !provision.parameters.is_object() || !provision.context.is_object())) {
     __builtin_trap();
   }
@@ -43,7 +45,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   CheckError(e);
   if (!e && (bind.service_id.empty() || bind.plan_id.empty())) __builtin_trap();
   CheckError(b::CheckApiVersion(text));
-  CheckError(b::CheckId("instance_id", text));
+  auto id = b::CheckId("instance_id", text);
+  CheckError(id);
+  if (!id && (text.empty() || text == "." || text == "..")) __builtin_trap();
   auto async = b::RequireAsync(text);
   if (async && async->status != 422) __builtin_trap();
   return 0;

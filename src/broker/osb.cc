@@ -83,6 +83,12 @@ std::optional<OsbError> CheckId(std::string_view what, std::string_view id) {
   if (id.empty() || id.size() > 255) {
     return Bad(fmt::format("{} must have 1 to 255 characters", what));
   }
+  // "." and ".." (also sent percent-encoded) name no resource: as path segments they mean
+  // "this" and "the parent", and a file or URL built from them would leave its directory.
+  if (id == "." || id == "..") {
+    return Bad(
+        fmt::format("{} {} is not an ID: \".\" and \"..\" are refused", what, core::GoQuote(id)));
+  }
   for (char c : id) {
     bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
               c == '-' || c == '_' || c == '.';
@@ -106,8 +112,10 @@ std::optional<OsbError> ParseProvision(std::string_view body, ProvisionRequest* 
   if (auto e = ParseObject(body, &json)) return e;
   if (auto e = StringField(json, "service_id", true, &out->service_id)) return e;
   if (auto e = StringField(json, "plan_id", true, &out->plan_id)) return e;
-  if (auto e = StringField(json, "organization_guid", false, &out->organization_guid)) return e;
-  if (auto e = StringField(json, "space_guid", false, &out->space_guid)) return e;
+  // Required non-empty strings since OSB 2.11 (deprecated in favour of context, still
+  // required through 2.17).
+  if (auto e = StringField(json, "organization_guid", true, &out->organization_guid)) return e;
+  if (auto e = StringField(json, "space_guid", true, &out->space_guid)) return e;
   if (auto e = ObjectField(json, "parameters", &out->parameters)) return e;
   if (auto e = ObjectField(json, "context", &out->context)) return e;
   return std::nullopt;

@@ -25,7 +25,8 @@ Json ErrorBody(const OsbError& error);
 
 // X-Broker-API-Version: this broker speaks 2.11 to 2.17. Missing or other -> 412.
 std::optional<OsbError> CheckApiVersion(std::string_view header);
-// Instance and binding IDs: 1-255 characters of [A-Za-z0-9._-]. Otherwise 400.
+// Instance and binding IDs: 1-255 characters of [A-Za-z0-9._-], neither "." nor "..".
+// Otherwise 400.
 std::optional<OsbError> CheckId(std::string_view what, std::string_view id);
 // accepts_incomplete=true is required for operations that run asynchronously (422
 // AsyncRequired otherwise).
@@ -55,6 +56,8 @@ struct BindRequest {
 };
 
 // Parse a request body: malformed JSON, a missing or mistyped field -> 400 naming it.
+// A provision needs non-empty service_id, plan_id, organization_guid and space_guid; an
+// update a service_id; a bind service_id and plan_id.
 std::optional<OsbError> ParseProvision(std::string_view body, ProvisionRequest* out);
 std::optional<OsbError> ParseUpdate(std::string_view body, UpdateRequest* out);
 std::optional<OsbError> ParseBind(std::string_view body, BindRequest* out);

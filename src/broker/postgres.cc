@@ -137,6 +137,7 @@ struct ParamRule {
   int64_t max = 0;
   std::vector<std::string> values;  // kEnum (case-insensitive) / kStringList
   bool restart = false;             // the setting only changes with a server restart
+  int64_t unit_kb = 1;              // kMemory: the setting's unit (min and max count these)
 };
 
 const std::vector<ParamRule>& Rules() {
@@ -145,7 +146,14 @@ const std::vector<ParamRule>& Rules() {
                                                    "ERROR",  "LOG",    "FATAL",  "PANIC"};
   static const std::vector<ParamRule> rules = {
       {"max_connections", "max_connections", ParamKind::kInt, 10, 10000, {}, true},
-      {"effective_cache_size", "effective_cache_size", ParamKind::kMemory, 1, INT32_MAX, {}},
+      {"effective_cache_size",
+       "effective_cache_size",
+       ParamKind::kMemory,
+       1,
+       INT32_MAX,
+       {},
+       false,
+       8},
       {"work_mem", "work_mem", ParamKind::kMemory, 64, INT32_MAX, {}},
       {"maintenance_work_mem", "maintenance_work_mem", ParamKind::kMemory, 1024, INT32_MAX, {}},
       {"temp_file_limit", "temp_file_limit", ParamKind::kInt, -1, INT32_MAX, {}},
@@ -223,6 +231,25 @@ std::optional<bool> AsBool(const Json& v) {
   return std::nullopt;
 }
 
+// A memory string ("64MB") in the setting's units as PostgreSQL rounds it (to the nearest
+// unit); INT64_MAX when it overflows; nullopt when it is no such string.
+std::optional<int64_t> MemoryUnits(const Json& value, const ParamRule& rule) {
+  const auto* s = value.get_ptr<const std::string*>();
+  static const std::regex kMemory("^([1-9][0-9]{0,18})(kB|MB|GB|TB)$");
+  std::smatch m;
+  if (s == nullptr || !std::regex_match(*s, m, kMemory)) return std::nullopt;
+  auto number = core::ParseInt64(m[1].str());
+  if (!number) return INT64_MAX;
+  std::string unit = m[2].str();
+  int64_t factor = unit == "kB"   ? 1
+                   : unit == "MB" ? 1024
+                   : unit == "GB" ? 1024 * 1024
+                                  : 1024LL * 1024 * 1024;
+  int64_t kb = 0;
+  if (__builtin_mul_overflow(*number, factor, &kb)) return INT64_MAX;
+  return kb / rule.unit_kb + (kb % rule.unit_kb * 2 >= rule.unit_kb ? 1 : 0);
+}
+
 core::Status CheckIntRange(const std::string& key, const Json& value, const ParamRule& rule) {
   auto v = AsInt(value);
   if (!v || *v < rule.min || *v > rule.max) {
@@ -246,13 +273,27 @@ core::Status CheckParameter(const std::string& key, const Json& value) {
       return CheckIntRange(key, value, *rule);
     case ParamKind::kMemory: {
       // An integer (the setting's unit, kB or 8 kB pages) or a number with a unit: "64MB".
-      if (AsInt(value)) return CheckIntRange(key, value, *rule);
-      const auto* s = value.get_ptr<const std::string*>();
-      static const std::regex kMemory("^[1-9][0-9]{0,9}(kB|MB|GB|TB)$");
-      if (s == nullptr || !std::regex_match(*s, kMemory)) {
+      std::string unit = rule->unit_kb == 1 ? "kB" : fmt::format("{}kB", rule->unit_kb);
+      std::string range =
+          fmt::format("from {} to {} (units of {}; or a number with kB, MB, GB or TB)", rule->min,
+                      rule->max, unit);
+      if (AsInt(value)) {
+        auto v = AsInt(value);
+        if (*v < rule->min || *v > rule->max) {
+          return core::Invalid(fmt::format("parameter {}: {} is out of range: PostgreSQL takes {}",
+                                           key, machinery::Dump(value), range));
+        }
+        return core::Status::Ok();
+      }
+      auto units = MemoryUnits(value, *rule);
+      if (!units) {
         return core::Invalid(
             fmt::format("parameter {}: {} is not an amount of memory such as 4096 (kB) or \"64MB\"",
-                        key, machinery::GoSprint(value)));
+                        key, machinery::Dump(value)));
+      }
+      if (*units < rule->min || *units > rule->max) {
+        return core::Invalid(fmt::format("parameter {}: {} is out of range: PostgreSQL takes {}",
+                                         key, machinery::Dump(value), range));
       }
       return core::Status::Ok();
     }

@@ -9,6 +9,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <regex>
@@ -150,35 +151,68 @@ class RespConnection {
   std::string buffer_;
 };
 
-// Broker parameters (data-services §5.1, KeyValue) and how they reach redis.conf.
+// Broker parameters (data-services §5.1, KeyValue) and how they reach redis.conf. Every value
+// is checked against what Redis 7 accepts for the setting before anything is written, and
+// rendered by the broker (numbers, names from a list, or characters that need no escaping),
+// so that no value the tenant sent reaches the file as text Redis might refuse or misread.
 struct KvParam {
   const char* key;
-  enum Kind { kInt, kYesNo, kString, kSnapshot, kSentinel } kind;
+  enum Kind {
+    kInt,             // an integer from min to max
+    kYesNo,           // yes/no (or a JSON boolean)
+    kEnum,            // one of `values` (case-insensitive)
+    kMemory,          // a Redis memory value, at most the plan's maxmemory
+    kMaxmemory,       // a memory value, `0` or `dynamic`; capped by the plan
+    kMaxclients,      // an integer; capped by the plan
+    kCipherList,      // an OpenSSL cipher list
+    kKeyspaceEvents,  // notify-keyspace-events flags
+    kSnapshot,        // save rules
+    kSentinel         // Sentinel settings (refused: no Sentinel runs here)
+  } kind;
+  int64_t min = 0;
+  int64_t max = 0;
+  std::vector<std::string> values = {};
 };
 
-constexpr KvParam kParams[] = {
-    {"snapshot", KvParam::kSnapshot},
-    {"repl-backlog-size", KvParam::kString},
-    {"min-replicas-to-write", KvParam::kInt},
-    {"min-replicas-max-lag", KvParam::kInt},
-    {"lazyfree-lazy-eviction", KvParam::kYesNo},
-    {"lazyfree-lazy-expire", KvParam::kYesNo},
-    {"maxmemory", KvParam::kString},
-    {"maxmemory-policy", KvParam::kString},
-    {"maxmemory-samples", KvParam::kInt},
-    {"maxclients", KvParam::kInt},
-    {"down-after-milliseconds", KvParam::kSentinel},
-    {"failover-timeout", KvParam::kSentinel},
-    {"hostname-resolution", KvParam::kSentinel},
-    {"tls-protocols", KvParam::kString},
-    {"tls-ciphers", KvParam::kString},
-    {"tls-ciphersuites", KvParam::kString},
-    {"lua-time-limit", KvParam::kInt},
-    {"notify-keyspace-events", KvParam::kString},
-};
+constexpr int64_t kInt32Max = 2147483647;
+
+const std::vector<KvParam>& Params() {
+  static const std::vector<KvParam> params = {
+      {"snapshot", KvParam::kSnapshot},
+      {"repl-backlog-size", KvParam::kMemory},
+      {"min-replicas-to-write", KvParam::kInt, 0, kInt32Max},
+      {"min-replicas-max-lag", KvParam::kInt, 0, kInt32Max},
+      {"lazyfree-lazy-eviction", KvParam::kYesNo},
+      {"lazyfree-lazy-expire", KvParam::kYesNo},
+      {"maxmemory", KvParam::kMaxmemory},
+      {"maxmemory-policy",
+       KvParam::kEnum,
+       0,
+       0,
+       {"volatile-lru", "volatile-lfu", "volatile-random", "volatile-ttl", "allkeys-lru",
+        "allkeys-lfu", "allkeys-random", "noeviction"}},
+      // Redis takes up to 2^31-1 samples; more than 64 only burns the host's CPU on every
+      // eviction.
+      {"maxmemory-samples", KvParam::kInt, 1, 64},
+      {"maxclients", KvParam::kMaxclients, 0, 4294967295LL},
+      {"down-after-milliseconds", KvParam::kSentinel},
+      {"failover-timeout", KvParam::kSentinel},
+      {"hostname-resolution", KvParam::kSentinel},
+      {"tls-protocols",
+       KvParam::kEnum,
+       0,
+       0,
+       {"TLSv1.2", "TLSv1.3", "TLSv1.2 TLSv1.3", "TLSv1.3 TLSv1.2"}},
+      {"tls-ciphers", KvParam::kCipherList},
+      {"tls-ciphersuites", KvParam::kCipherList},
+      {"lua-time-limit", KvParam::kInt, 0, INT64_MAX},
+      {"notify-keyspace-events", KvParam::kKeyspaceEvents},
+  };
+  return params;
+}
 
 const KvParam* FindParam(std::string_view key) {
-  for (const auto& p : kParams) {
+  for (const auto& p : Params()) {
     if (key == p.key) return &p;
   }
   return nullptr;
@@ -199,53 +233,199 @@ std::string Quote(std::string_view s) {
   return out + "\"";
 }
 
-std::optional<std::string> Render(const KvParam& p, const Json& v) {
-  switch (p.kind) {
-    case KvParam::kInt: {
-      if (const auto* i = v.get_ptr<const int64_t*>()) return std::to_string(*i);
-      if (const auto* u = v.get_ptr<const uint64_t*>()) return std::to_string(*u);
-      if (const auto* s = v.get_ptr<const std::string*>(); s && core::ParseInt64(*s)) return *s;
-      return std::nullopt;
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::optional<int64_t> AsInt(const Json& v) {
+  if (const auto* i = v.get_ptr<const int64_t*>()) return *i;
+  if (const auto* u = v.get_ptr<const uint64_t*>()) {
+    if (*u <= static_cast<uint64_t>(INT64_MAX)) return static_cast<int64_t>(*u);
+  }
+  if (const auto* s = v.get_ptr<const std::string*>()) {
+    if (!s->empty() && std::all_of(s->begin(), s->end(),
+                                   [](char c) { return (c >= '0' && c <= '9') || c == '-'; })) {
+      return core::ParseInt64(*s);
     }
-    case KvParam::kYesNo: {
-      if (const auto* b = v.get_ptr<const bool*>()) return std::string(*b ? "yes" : "no");
-      if (const auto* s = v.get_ptr<const std::string*>(); s && (*s == "yes" || *s == "no")) {
-        return *s;
-      }
-      return std::nullopt;
-    }
-    case KvParam::kString:
-      if (const auto* s = v.get_ptr<const std::string*>()) {
-        if (s->find_first_of("\r\n") != std::string::npos) return std::nullopt;
-        return Quote(*s);
-      }
-      if (v.is_number()) return machinery::GoSprint(v);
-      return std::nullopt;
-    case KvParam::kSnapshot: {
-      std::optional<bool> on;
-      if (const auto* b = v.get_ptr<const bool*>()) on = *b;
-      if (const auto* s = v.get_ptr<const std::string*>()) {
-        if (*s == "true" || *s == "yes" || *s == "on") on = true;
-        if (*s == "false" || *s == "no" || *s == "off") on = false;
-      }
-      if (on) return *on ? std::string("3600 1 300 100 60 10000") : std::string("\"\"");
-      // The a9s KeyValue form the XRD validates: "['save 900 1','save 300 10']", "[]" for none.
-      const auto* s = v.get_ptr<const std::string*>();
-      static const std::regex kRules(
-          R"(^\[('save [1-9][0-9]{0,8} [1-9][0-9]{0,8}'(,'save [1-9][0-9]{0,8} [1-9][0-9]{0,8}')*)?\]$)");
-      if (s == nullptr || !std::regex_match(*s, kRules)) return std::nullopt;
-      std::string out;
-      static const std::regex kRule(R"('save ([0-9]+) ([0-9]+)')");
-      for (auto it = std::sregex_iterator(s->begin(), s->end(), kRule);
-           it != std::sregex_iterator(); ++it) {
-        out += fmt::format("{}{} {}", out.empty() ? "" : " ", (*it)[1].str(), (*it)[2].str());
-      }
-      return out.empty() ? std::string("\"\"") : out;
-    }
-    case KvParam::kSentinel:
-      return std::nullopt;
   }
   return std::nullopt;
+}
+
+// A Redis memory value in bytes (saturating at INT64_MAX): a JSON integer >= 0, or a string
+// of digits with an optional unit b, k (1000), kb (1024), m, mb, g, gb in any case.
+std::optional<int64_t> MemoryBytes(const Json& v) {
+  if (auto i = v.get_ptr<const int64_t*>()) return *i >= 0 ? std::optional(*i) : std::nullopt;
+  if (auto u = v.get_ptr<const uint64_t*>()) {
+    return static_cast<int64_t>(std::min<uint64_t>(*u, static_cast<uint64_t>(INT64_MAX)));
+  }
+  const auto* s = v.get_ptr<const std::string*>();
+  static const std::regex kMemory("^(0|[1-9][0-9]*)(b|k|kb|m|mb|g|gb)?$", std::regex::icase);
+  std::smatch m;
+  if (s == nullptr || s->size() > 64 || !std::regex_match(*s, m, kMemory)) return std::nullopt;
+  std::string unit = Lower(m[2].str());
+  int64_t factor = unit == "k"    ? 1000
+                   : unit == "kb" ? 1024
+                   : unit == "m"  ? 1000 * 1000
+                   : unit == "mb" ? 1024 * 1024
+                   : unit == "g"  ? 1000 * 1000 * 1000
+                   : unit == "gb" ? int64_t{1024} * 1024 * 1024
+                                  : 1;
+  int64_t number = 0;
+  for (char c : m[1].str()) {
+    if (__builtin_mul_overflow(number, int64_t{10}, &number) ||
+        __builtin_add_overflow(number, int64_t{c - '0'}, &number)) {
+      return INT64_MAX;
+    }
+  }
+  int64_t bytes = 0;
+  if (__builtin_mul_overflow(number, factor, &bytes)) return INT64_MAX;
+  return bytes;
+}
+
+bool CipherListChars(std::string_view s) {
+  return !s.empty() && s.size() <= 1024 && std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           std::string_view(":+!@=_.,-").find(c) != std::string_view::npos;
+  });
+}
+
+std::optional<std::string> Snapshot(const Json& v) {
+  std::optional<bool> on;
+  if (const auto* b = v.get_ptr<const bool*>()) on = *b;
+  if (const auto* s = v.get_ptr<const std::string*>()) {
+    if (*s == "true" || *s == "yes" || *s == "on") on = true;
+    if (*s == "false" || *s == "no" || *s == "off") on = false;
+  }
+  if (on) return *on ? std::string("3600 1 300 100 60 10000") : std::string("\"\"");
+  // The a9s KeyValue form the XRD validates: "['save 900 1','save 300 10']", "[]" for none.
+  const auto* s = v.get_ptr<const std::string*>();
+  static const std::regex kRules(
+      R"(^\[('save [1-9][0-9]{0,8} [1-9][0-9]{0,8}'(,'save [1-9][0-9]{0,8} [1-9][0-9]{0,8}')*)?\]$)");
+  if (s == nullptr || !std::regex_match(*s, kRules)) return std::nullopt;
+  std::string out;
+  static const std::regex kRule(R"('save ([0-9]+) ([0-9]+)')");
+  for (auto it = std::sregex_iterator(s->begin(), s->end(), kRule); it != std::sregex_iterator();
+       ++it) {
+    out += fmt::format("{}{} {}", out.empty() ? "" : " ", (*it)[1].str(), (*it)[2].str());
+  }
+  return out.empty() ? std::string("\"\"") : out;
+}
+
+// Checks one parameter: "" when Redis accepts it, otherwise what is accepted.
+std::string CheckValue(const KvParam& p, const Json& v) {
+  std::string got = machinery::Dump(v);
+  switch (p.kind) {
+    case KvParam::kInt:
+    case KvParam::kMaxclients: {
+      auto i = AsInt(v);
+      if (i && *i >= p.min && *i <= p.max) return "";
+      return fmt::format("{} is not an integer from {} to {}{}", got, p.min, p.max,
+                         p.kind == KvParam::kMaxclients
+                             ? " (0 and values above the plan's maxclients mean the plan's)"
+                             : "");
+    }
+    case KvParam::kYesNo:
+      if (v.is_boolean()) return "";
+      if (const auto* s = v.get_ptr<const std::string*>();
+          s != nullptr && (Lower(*s) == "yes" || Lower(*s) == "no")) {
+        return "";
+      }
+      return fmt::format("{} is not yes or no", got);
+    case KvParam::kEnum:
+      if (const auto* s = v.get_ptr<const std::string*>()) {
+        for (const auto& allowed : p.values) {
+          if (Lower(*s) == Lower(allowed)) return "";
+        }
+      }
+      return fmt::format("{} is not one of {}", got, core::Join(p.values, ", "));
+    case KvParam::kMemory:
+      if (auto b = MemoryBytes(v); b && *b > 0) return "";
+      return fmt::format(
+          "{} is not an amount of memory greater than 0: a number of bytes, optionally followed "
+          "by k, kb, m, mb, g or gb (values above the plan's maxmemory mean the plan's)",
+          got);
+    case KvParam::kMaxmemory:
+      if (const auto* s = v.get_ptr<const std::string*>(); s != nullptr && *s == "dynamic") {
+        return "";
+      }
+      if (MemoryBytes(v)) return "";
+      return fmt::format(
+          "{} is not \"dynamic\", 0 or an amount of memory: a number of bytes, optionally "
+          "followed by k, kb, m, mb, g or gb (dynamic, 0 and values above the plan's maxmemory "
+          "mean the plan's)",
+          got);
+    case KvParam::kCipherList:
+      if (const auto* s = v.get_ptr<const std::string*>(); s != nullptr && CipherListChars(*s)) {
+        return "";
+      }
+      return fmt::format(
+          "{} is not an OpenSSL cipher list: 1 to 1024 letters, digits and :+!@=_.,- (the names "
+          "are checked by the server when it starts)",
+          got);
+    case KvParam::kKeyspaceEvents: {
+      static const std::regex kEvents(R"(^$|^[KEg$lshzxetmdnA]*[KE][KEg$lshzxetmdnA]*$)");
+      if (const auto* s = v.get_ptr<const std::string*>();
+          s != nullptr && s->size() <= 64 && std::regex_match(*s, kEvents)) {
+        return "";
+      }
+      return fmt::format(
+          "{} is not \"\" or keyspace event flags: letters of KEg$lshzxetmdnA with at least one "
+          "K or E",
+          got);
+    }
+    case KvParam::kSnapshot:
+      if (Snapshot(v)) return "";
+      return fmt::format(
+          "{} is not [], ['save <seconds> <changes>', ...] (numbers from 1 to 999999999) or "
+          "true/false",
+          got);
+    case KvParam::kSentinel:
+      return "";
+  }
+  return "";
+}
+
+// The redis.conf value of a checked parameter; the plan's limits cap memory and clients.
+std::string Render(const KvParam& p, const Json& v, const PlanLimits& limits) {
+  const int64_t plan_bytes = int64_t{limits.maxmemory_mb} << 20;
+  switch (p.kind) {
+    case KvParam::kInt:
+      return std::to_string(AsInt(v).value_or(p.min));
+    case KvParam::kMaxclients: {
+      int64_t n = AsInt(v).value_or(0);
+      if (n <= 0 || n > limits.max_connections) n = limits.max_connections;
+      return std::to_string(n);
+    }
+    case KvParam::kYesNo:
+      if (const auto* b = v.get_ptr<const bool*>()) return *b ? "yes" : "no";
+      return Lower(v.get<std::string>());
+    case KvParam::kEnum:
+      for (const auto& allowed : p.values) {
+        if (Lower(v.get<std::string>()) == Lower(allowed)) return Quote(allowed);
+      }
+      return "";
+    case KvParam::kMemory:
+      return std::to_string(std::min(MemoryBytes(v).value_or(plan_bytes), plan_bytes));
+    case KvParam::kMaxmemory: {
+      // `dynamic` lets the broker choose: the plan's maxmemory; `0` (no limit) is not
+      // offered beyond the plan either.
+      int64_t bytes = v.is_string() && v.get<std::string>() == "dynamic"
+                          ? plan_bytes
+                          : MemoryBytes(v).value_or(plan_bytes);
+      if (bytes <= 0 || bytes > plan_bytes) bytes = plan_bytes;
+      return std::to_string(bytes);
+    }
+    case KvParam::kCipherList:
+    case KvParam::kKeyspaceEvents:
+      return Quote(v.get<std::string>());
+    case KvParam::kSnapshot:
+      return Snapshot(v).value_or("\"\"");
+    case KvParam::kSentinel:
+      return "";
+  }
+  return "";
 }
 
 class RedisService final : public DataService {
@@ -283,7 +463,7 @@ class RedisService final : public DataService {
       const KvParam* p = FindParam(key);
       if (p == nullptr) {
         std::vector<std::string> known;
-        for (const auto& k : kParams) known.emplace_back(k.key);
+        for (const auto& k : Params()) known.emplace_back(k.key);
         return core::Invalid(fmt::format("unknown parameter {}; KeyValue instances accept {}",
                                          core::GoQuote(key), core::Join(known, ", ")));
       }
@@ -294,9 +474,8 @@ class RedisService final : public DataService {
             "plans use plain Redis replication); remove it",
             key));
       }
-      if (!Render(*p, value)) {
-        return core::Invalid(
-            fmt::format("parameter {}: {} is not a valid value", key, machinery::GoSprint(value)));
+      if (std::string problem = CheckValue(*p, value); !problem.empty()) {
+        return core::Invalid(fmt::format("parameter {}: {}", key, problem));
       }
     }
     return core::Status::Ok();
@@ -458,10 +637,14 @@ class RedisService final : public DataService {
     conf += "save 3600 1 300 100 60 10000\n";
     for (const auto& [key, value] : in.parameters.items()) {
       const KvParam* p = FindParam(key);
-      if (p == nullptr || value.is_null()) continue;
-      auto rendered = Render(*p, value);
-      if (!rendered) continue;
-      conf += fmt::format("{} {}\n", p->kind == KvParam::kSnapshot ? "save" : key, *rendered);
+      // Parameters were checked when they came in; one a record holds from before a check
+      // existed is left out rather than written.
+      if (p == nullptr || value.is_null() || p->kind == KvParam::kSentinel ||
+          !CheckValue(*p, value).empty()) {
+        continue;
+      }
+      conf += fmt::format("{} {}\n", p->kind == KvParam::kSnapshot ? "save" : key,
+                          Render(*p, value, plan.limits));
     }
     if (node > 0) {
       conf += fmt::format("replicaof {} {}\nmasteruser {}\nmasterauth {}\n", ctx_.host, in.ports[0],

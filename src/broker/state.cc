@@ -36,10 +36,10 @@ Json Obj(const Json& j, std::string_view key) {
 Json ToJson(const InstanceRecord& r) {
   Json bindings = Json::object();
   for (const auto& [id, b] : r.bindings) {
-    bindings[id] = {{"username", b.username},
-                    {"password", b.password},
-                    {"created_at", b.created_at},
-                    {"credentials", b.credentials}};
+    bindings[id] = {{"username", b.username},     {"password", b.password},
+                    {"created_at", b.created_at}, {"credentials", b.credentials},
+                    {"service_id", b.service_id}, {"plan_id", b.plan_id},
+                    {"parameters", b.parameters}};
   }
   Json backups = Json::array();
   for (const auto& b : r.backups) {
@@ -132,7 +132,10 @@ core::Result<InstanceRecord> InstanceFromJson(const Json& j) {
                                    .username = Str(b, "username"),
                                    .password = Str(b, "password"),
                                    .created_at = Str(b, "created_at"),
-                                   .credentials = Obj(b, "credentials")};
+                                   .credentials = Obj(b, "credentials"),
+                                   .service_id = Str(b, "service_id"),
+                                   .plan_id = Str(b, "plan_id"),
+                                   .parameters = Obj(b, "parameters")};
   }
   if (const Json* list = machinery::Find(j, {"backups"}); list != nullptr && list->is_array()) {
     for (const auto& b : *list) {

@@ -29,6 +29,10 @@ struct BindingRecord {
   std::string password;
   std::string created_at;
   Json credentials = Json::object();  // as the bind response returned them
+  // The bind request that made it ("" in records written before these were kept).
+  std::string service_id;
+  std::string plan_id;
+  Json parameters = Json::object();
 };
 
 // Backup and restore statuses (data-services §6.5).

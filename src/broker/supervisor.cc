@@ -35,6 +35,7 @@ struct Node {
   Clock::time_point up_since{};
   milliseconds backoff{200};
   std::atomic<int64_t> restarts{0};
+  std::atomic<int> exits{0};
 };
 
 // The PID in `pid_file` when it names a live process whose command line contains `match`.
@@ -120,6 +121,12 @@ class Supervisor::Impl {
     }
   }
 
+  int Exits(const std::string& instance, int index) const {
+    core::MutexLock lock(mu_);
+    auto it = nodes_.find({instance, index});
+    return it == nodes_.end() ? 0 : it->second->exits.load();
+  }
+
   bool InstanceUp(const std::string& instance) const {
     core::MutexLock lock(mu_);
     bool any = false;
@@ -183,6 +190,7 @@ class Supervisor::Impl {
       if (!Alive(node)) {
         bool was_up = node.state == NodeState::kUp;
         node.state = NodeState::kDown;
+        ++node.exits;
         if (was_up && now - node.up_since > std::chrono::seconds(60)) {
           node.backoff = milliseconds(200);
         }
@@ -215,6 +223,9 @@ core::Status Supervisor::Start(const std::string& instance, int node, NodeSpec s
   return impl_->Start(instance, node, std::move(spec));
 }
 bool Supervisor::Stop(const std::string& instance, int node) { return impl_->Stop(instance, node); }
+int Supervisor::Exits(const std::string& instance, int node) const {
+  return impl_->Exits(instance, node);
+}
 void Supervisor::StopAll() { impl_->StopAll(); }
 bool Supervisor::InstanceUp(const std::string& instance) const {
   return impl_->InstanceUp(instance);

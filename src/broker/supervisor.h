@@ -33,6 +33,7 @@ class Supervisor final : public NodeRunner {
 
   core::Status Start(const std::string& instance, int node, NodeSpec spec) override;
   bool Stop(const std::string& instance, int node) override;
+  int Exits(const std::string& instance, int node) const override;
   // Stops every node (broker shutdown).
   void StopAll();
   // Whether every watched node of `instance` answers.
