@@ -999,6 +999,19 @@ TEST_F(ConsumerLimitsTest, ConsumerNamespacesKeepTheirObjectCountQuota) {
   }));
   EXPECT_EQ(Hard(provider), Hard(ns));
 
+  // The API server holds the consumer to it: the 8th widget is refused.
+  for (int i = 0; i < 7; ++i) {
+    Create(kWidgets, {{"apiVersion", "example.com/v1"},
+                      {"kind", "Widget"},
+                      {"metadata", {{"name", "w" + std::to_string(i)}, {"namespace", provider}}}});
+  }
+  auto eighth = Resource(kWidgets, provider)
+                    .Create({{"apiVersion", "example.com/v1"},
+                             {"kind", "Widget"},
+                             {"metadata", {{"name", "w7"}, {"namespace", provider}}}});
+  ASSERT_FALSE(eighth.ok());
+  EXPECT_EQ(eighth.status().code(), 403) << eighth.status().ToString();
+
   // Deleted or altered: put back.
   ASSERT_TRUE(Resource(internal::kResourceQuotas, provider).Delete("klutch-consumer").ok());
   ASSERT_TRUE(AdvanceUntil([&] { return Hard(provider) == Hard(ns); }));
