@@ -13,6 +13,7 @@
 #include "client/kubeconfig.h"
 #include "client/rest_client.h"
 #include "core/duration.h"
+#include "core/process.h"
 #include "core/strings.h"
 #include "http/server.h"
 #include "serving/endpoints.h"
@@ -125,6 +126,14 @@ int RunBroker(const BrokerFlags& f) {
     if (user->uid == 0)
       return Fail("--run-as: PostgreSQL refuses to run as root; name another account");
     options.engine.user = *user;
+    // The broker makes its own directory and i/ traversable; what lies above is the caller's.
+    std::error_code ec;
+    std::filesystem::create_directories(options.state_dir, ec);
+    if (ec)
+      return Fail("--state-dir: creating " + options.state_dir.string() + ": " + ec.message());
+    auto reachable = core::CheckReachableBy(*user, options.state_dir.parent_path(),
+                                            "runs the data-service instances");
+    if (!reachable.ok()) return Fail("--state-dir: " + reachable.message());
   }
   auto b = broker::Broker::Open(options);
   if (!b.ok()) return Fail(b.status().message());

@@ -156,6 +156,45 @@ Result<UserIds> LookupUser(std::string_view name) {
   return UserIds{.uid = pw.pw_uid, .gid = pw.pw_gid, .name = n};
 }
 
+Status CheckReachableBy(const UserIds& user, const std::filesystem::path& dir,
+                        std::string_view role) {
+  namespace fs = std::filesystem;
+  const fs::path target = fs::absolute(dir).lexically_normal();
+  // One shell for the whole walk: it prints the first directory the account may not search.
+  ProcessSpec spec{
+      .argv = {"/bin/sh", "-c", "for d; do test -x \"$d\" || { printf %s \"$d\"; exit 1; }; done",
+               "sh"},
+      .user = user};
+  fs::path walked;
+  for (const fs::path& part : target) {
+    walked /= part;
+    spec.argv.push_back(walked.string());
+  }
+  KLUTCH_ASSIGN_OR_RETURN(ProcessResult r, RunProcess(spec, std::chrono::seconds(10)));
+  if (r.exit_code == 0) return Status::Ok();
+  if (r.exit_code != 1 || r.output.empty()) {
+    return Internal(fmt::format("checking whether {} can reach {}: exit {}: {}", user.name,
+                                target.string(), r.exit_code, r.output));
+  }
+  const std::string& blocked = r.output;
+  std::string mode = "?", owner = "?";
+  struct stat st {};
+  if (::stat(blocked.c_str(), &st) == 0) {
+    mode = fmt::format("{:04o}", st.st_mode & 07777);
+    struct passwd pw {};
+    struct passwd* found = nullptr;
+    std::vector<char> buffer(16384);
+    owner = ::getpwuid_r(st.st_uid, &pw, buffer.data(), buffer.size(), &found) == 0 && found
+                ? pw.pw_name
+                : std::to_string(st.st_uid);
+  }
+  return Forbidden(fmt::format(
+      "the account {}, which {}, cannot reach {}: it may not search {} (mode {}, owner {}); "
+      "choose a directory it can reach (for example under /var/lib or /srv), or allow it to "
+      "pass with: chmod o+x {}",
+      user.name, role, target.string(), blocked, mode, owner, blocked));
+}
+
 Result<pid_t> SpawnProcess(const ProcessSpec& spec) {
   KLUTCH_ASSIGN_OR_RETURN(Prepared p, Prepare(spec));
   pid_t pid = ::fork();

@@ -72,6 +72,14 @@ std::optional<int> ReapIfExited(pid_t pid);
 // within the grace period.
 bool StopProcess(pid_t pid, std::chrono::milliseconds grace, int signal = 15);
 
+// Whether `user` (with the credentials SpawnProcess gives a child: its uid and primary group,
+// no supplementary groups) can reach the directory `dir`, i.e. search it and every directory
+// above it; checked by a child running as `user`, so ACLs and mounts count as they will.
+// kForbidden naming the first directory on the way it may not search, its mode and owner, and
+// the fix; `role` says what the account does ("runs the data-service instances").
+Status CheckReachableBy(const UserIds& user, const std::filesystem::path& dir,
+                        std::string_view role);
+
 // The argv of a running process as /proc reports it (empty when it is gone).
 std::vector<std::string> ProcessCommandLine(pid_t pid);
 

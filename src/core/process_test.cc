@@ -105,5 +105,44 @@ TEST(ProcessTest, LookupUser) {
   EXPECT_TRUE(IsNotFound(LookupUser("klutch-no-such-user").status()));
 }
 
+// klutch up and klutch broker run as root and hand directories below their state directory to
+// other accounts (postgres, glewlwyd): a parent those cannot search (a mktemp -d, /root) made
+// every instance fail later with a bare "Permission denied".
+TEST(ProcessTest, CheckReachableByNamesTheDirectoryInTheWayAndTheFix) {
+  if (::getuid() != 0) GTEST_SKIP() << "needs root to run a child as another account";
+  auto nobody = LookupUser("nobody");
+  ASSERT_TRUE(nobody.ok());
+  char tmpl[] = "/tmp/klutch-reach-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);  // mode 0700, like mktemp -d
+  const std::filesystem::path top(tmpl);
+  std::filesystem::create_directories(top / "state" / "broker");
+  std::filesystem::permissions(
+      top / "state", std::filesystem::perms::owner_all | std::filesystem::perms::others_exec);
+
+  Status blocked = CheckReachableBy(*nobody, top / "state" / "broker", "runs the instances");
+  EXPECT_EQ(blocked.reason(), Reason::kForbidden);
+  EXPECT_NE(blocked.message().find("the account nobody, which runs the instances, cannot reach " +
+                                   (top / "state" / "broker").string()),
+            std::string::npos)
+      << blocked.message();
+  EXPECT_NE(blocked.message().find("may not search " + top.string() + " (mode 0700, owner root)"),
+            std::string::npos)
+      << blocked.message();
+  EXPECT_NE(blocked.message().find("chmod o+x " + top.string()), std::string::npos);
+
+  std::filesystem::permissions(top, std::filesystem::perms::others_exec,
+                               std::filesystem::perm_options::add);
+  // Now only broker/ (0755 from the test's umask, or 0700) decides.
+  std::filesystem::permissions(top / "state" / "broker", std::filesystem::perms::owner_all);
+  Status inner = CheckReachableBy(*nobody, top / "state" / "broker", "runs the instances");
+  EXPECT_NE(inner.message().find("may not search " + (top / "state" / "broker").string()),
+            std::string::npos)
+      << inner.message();
+  std::filesystem::permissions(top / "state" / "broker", std::filesystem::perms::others_exec,
+                               std::filesystem::perm_options::add);
+  EXPECT_TRUE(CheckReachableBy(*nobody, top / "state" / "broker", "runs the instances").ok());
+  std::filesystem::remove_all(top);
+}
+
 }  // namespace
 }  // namespace klutch::core

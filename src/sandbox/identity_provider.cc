@@ -31,15 +31,6 @@ constexpr char kPluginName[] = "oidc";
 constexpr char kStateFile[] = "identity.json";
 
 // Whether every directory above `dir` lets others through (so the glewlwyd user can reach it).
-bool ReachableByOthers(const fs::path& dir) {
-  for (fs::path p = dir.parent_path(); !p.empty(); p = p.parent_path()) {
-    struct stat st {};
-    if (::stat(p.c_str(), &st) != 0 || (st.st_mode & S_IXOTH) == 0) return false;
-    if (p == p.root_path()) break;
-  }
-  return true;
-}
-
 core::Status Refused(const std::string& what, int status, const std::string& body) {
   return core::Internal(fmt::format("{}: glewlwyd answered HTTP {} {}", what, status, body));
 }
@@ -139,7 +130,9 @@ core::Result<std::unique_ptr<IdentityProvider>> IdentityProvider::Start(
   // directory.
   ProcessOptions p;
   p.name = "identity-provider";
-  if (::geteuid() == 0 && ReachableByOthers(dir)) {
+  auto account = core::LookupUser("glewlwyd");
+  if (::geteuid() == 0 && account.ok() &&
+      core::CheckReachableBy(*account, dir.parent_path(), "runs the identity provider").ok()) {
     if (const passwd* pw = ::getpwnam("glewlwyd");
         pw != nullptr && fs::exists("/usr/bin/setpriv")) {
       bool owned = ::chown(dir.c_str(), pw->pw_uid, pw->pw_gid) == 0;

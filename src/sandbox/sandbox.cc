@@ -19,6 +19,7 @@
 #include "core/clock.h"
 #include "core/file.h"
 #include "core/net.h"
+#include "core/process.h"
 #include "core/random.h"
 #include "core/strings.h"
 #include "http/certs.h"
@@ -118,6 +119,7 @@ class Sandbox::Impl {
     // own users below it.
     fs::permissions(dir_, fs::perms::owner_all | fs::perms::others_exec | fs::perms::group_exec,
                     ec);
+    KLUTCH_RETURN_IF_ERROR(CheckStateDirReachable());
     KLUTCH_RETURN_IF_ERROR(Lock());
     fs::path self = SelfDir();
     klutch_ = options_.klutch_binary.empty() ? (self / "klutch").string() : options_.klutch_binary;
@@ -185,6 +187,18 @@ class Sandbox::Impl {
  private:
   void Say(const std::string& line) {
     if (options_.log != nullptr) *options_.log << line << "\n" << std::flush;
+  }
+
+  // As root the broker runs the data-service instances as `postgres`, below the state
+  // directory: refuse at once, naming the directory in the way, rather than fail each instance.
+  core::Status CheckStateDirReachable() {
+    if (::geteuid() != 0) return core::Status::Ok();
+    auto postgres = core::LookupUser("postgres");
+    if (!postgres.ok()) return core::Status::Ok();  // the broker says what it lacks
+    auto reachable = core::CheckReachableBy(*postgres, dir_, "runs the data-service instances");
+    if (!reachable.ok())
+      return core::Status(reachable.reason(), "--state-dir: " + reachable.message());
+    return core::Status::Ok();
   }
 
   core::Status Lock() {
