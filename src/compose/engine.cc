@@ -130,6 +130,26 @@ bool CompositeOnly(const std::string& key) {
   return key == "claimRef" || key == "resourceRefs" || key == "writeConnectionSecretToRef" ||
          key == "environmentConfigRefs";
 }
+// The claim's annotations its composite resource carries too, as Crossplane propagates them:
+// all but Kubernetes' own (kubernetes.io and k8s.io domains, kubectl's last-applied copy).
+Json PropagatedAnnotations(const Json& claim) {
+  Json out = Json::object();
+  const Json* annotations = Find(claim, {"metadata", "annotations"});
+  if (!annotations || !annotations->is_object()) return out;
+  for (auto it = annotations->begin(); it != annotations->end(); ++it) {
+    std::string_view key = it.key();
+    auto slash = key.find('/');
+    std::string_view domain = slash == std::string_view::npos ? "" : key.substr(0, slash);
+    auto in_domain = [&](std::string_view d) {
+      return domain == d || (domain.size() > d.size() && domain.ends_with(d) &&
+                             domain[domain.size() - d.size() - 1] == '.');
+    };
+    if (in_domain("kubernetes.io") || in_domain("k8s.io")) continue;
+    out[it.key()] = *it;
+  }
+  return out;
+}
+
 // Selection fields: the claim's when it has them, else the XR's (propagated back).
 bool SelectionField(const std::string& key) {
   return key == "compositionRef" || key == "compositionSelector" ||
@@ -276,6 +296,10 @@ class XrdRuntime {
 
  private:
   core::Result<Result> ReconcileComposite(const Request& r);
+  // While an XR is being deleted: Ready=False, reason Deleting, with the messages of the
+  // composed resources that are still there (e.g. an instance waiting for its bindings), so
+  // that its claim can say what the deletion waits for.
+  core::Result<Result> ReportDeletion(const Json& xr, const std::string& key);
   core::Result<Result> ReconcileClaim(const Request& r);
   // Synced=False (condition reason `condition_reason`), a Warning Event with `reason`.
   core::Result<Result> CompositeFailed(const Json& xr, std::string_view reason,
@@ -888,8 +912,9 @@ core::Status XrdRuntime::PublishConnection(const Json& owner, const std::string&
 core::Result<Result> XrdRuntime::ReconcileComposite(const Request& r) {
   if (!Synced(false)) return Result::RequeueAfter(std::chrono::milliseconds(200));
   ObjectPtr xr_ptr = xrs_->indexer().Get(r.Key());
-  if (!xr_ptr || machinery::IsBeingDeleted(*xr_ptr)) return Result::Done();
+  if (!xr_ptr) return Result::Done();
   if (xr_writes_.Stale(r.Key(), *xr_ptr)) return Result::Done();
+  if (machinery::IsBeingDeleted(*xr_ptr)) return ReportDeletion(*xr_ptr, r.Key());
   const Json& xr = *xr_ptr;
   client::ResourceClient xr_client(impl_.manager_.rest(), types_.xr);
   reconcile::Committer committer(xr_client, std::string(kFieldManager));
@@ -1171,6 +1196,40 @@ core::Result<Result> XrdRuntime::ReconcileComposite(const Request& r) {
   return Result::Done();
 }
 
+core::Result<Result> XrdRuntime::ReportDeletion(const Json& xr, const std::string& key) {
+  std::vector<std::string> waiting;
+  const Json* refs = Find(xr, {"spec", "resourceRefs"});
+  for (const Json& ref : refs && refs->is_array() ? *refs : Json::array()) {
+    std::string api_version = GetString(ref, {"apiVersion"});
+    auto slash = api_version.find('/');
+    std::string group = slash == std::string::npos ? "" : api_version.substr(0, slash);
+    std::string version = slash == std::string::npos ? api_version : api_version.substr(slash + 1);
+    auto mapping = impl_.mapper_.ForKind(group, GetString(ref, {"kind"}), version);
+    if (!mapping.ok()) continue;
+    std::chrono::milliseconds age{0};
+    client::Informer& informer = impl_.Composed(mapping->gvr, age);
+    std::string ns = GetString(ref, {"namespace"});
+    std::string name = GetString(ref, {"name"});
+    ObjectPtr composed = informer.indexer().Get(ns.empty() ? name : ns + "/" + name);
+    if (!composed) continue;
+    auto ready = reconcile::FindCondition(*composed, "Ready");
+    if (ready && !ready->message.empty()) waiting.push_back(ready->message);
+  }
+  Json modified = xr;
+  reconcile::SetCondition(modified,
+                          {.type = "Ready",
+                           .status = "False",
+                           .reason = "Deleting",
+                           .message = core::Join(waiting, "; ")},
+                          impl_.clock_);
+  if (modified == xr) return Result::Done();
+  client::ResourceClient xr_client(impl_.manager_.rest(), types_.xr);
+  auto w = reconcile::Committer(xr_client, std::string(kFieldManager)).CommitStatus(xr, modified);
+  xr_writes_.Wrote(key, xr, w);
+  if (!w.ok() && !core::IsNotFound(w.status())) return w.status();
+  return Result::Done();
+}
+
 core::Result<Result> XrdRuntime::ClaimFailed(const Json& claim, std::string_view reason,
                                              const std::string& message) {
   Json modified = claim;
@@ -1240,9 +1299,40 @@ core::Result<Result> XrdRuntime::ReconcileClaim(const Request& r) {
         if (!d.ok() && !core::IsNotFound(d.status())) return d.status();
       }
       // Foreground: the claim stays until the XR and its composed resources are gone (the
-      // XR's deletion queues the claim again). Its status is left as it is, one write less
-      // per claim; the XR shows the deletion in progress.
-      if (policy == "Foreground") return Result::Done();
+      // XR's deletion queues the claim again), and says what the deletion waits for.
+      if (policy == "Foreground") {
+        // Annotations still travel: one may be what the deletion waits for (ADR 0014).
+        Json changed = Json::object();
+        Json annotations = PropagatedAnnotations(claim);
+        for (auto it = annotations.begin(); it != annotations.end(); ++it) {
+          if (!it->is_string() || machinery::Annotation(*xr, it.key()) != it->get<std::string>()) {
+            changed[it.key()] = *it;
+          }
+        }
+        if (!changed.empty()) {
+          auto p = xr_client.Patch(xr_name, client::PatchType::kMerge,
+                                   machinery::Dump(Json{{"metadata", {{"annotations", changed}}}}),
+                                   {.field_manager = std::string(kFieldManager)});
+          if (!p.ok() && !core::IsNotFound(p.status())) return p.status();
+        }
+        auto xr_ready = reconcile::FindCondition(*xr, "Ready");
+        std::string message = xr_ready && xr_ready->reason == "Deleting" ? xr_ready->message : "";
+        Json modified = claim;
+        reconcile::SetCondition(
+            modified,
+            {.type = "Ready",
+             .status = "False",
+             .reason = "Deleting",
+             .message =
+                 message.empty() ? "deleting the composite resource and its resources" : message},
+            impl_.clock_);
+        if (modified != claim) {
+          auto w = claim_committer.CommitStatus(claim, modified);
+          claim_writes_.Wrote(r.Key(), claim, w);
+          if (!w.ok() && !core::IsNotFound(w.status())) return w.status();
+        }
+        return Result::Done();
+      }
     }
     Json modified = claim;
     machinery::RemoveFinalizer(modified, kClaimFinalizer);
@@ -1355,9 +1445,13 @@ core::Result<Result> XrdRuntime::ReconcileClaim(const Request& r) {
     labels[std::string(kLabelClaimName)] = name;
     labels[std::string(kLabelClaimNamespace)] = ns;
     labels[std::string(kLabelComposite)] = xr_name;
+    Json metadata{{"name", xr_name}, {"labels", labels}};
+    if (Json annotations = PropagatedAnnotations(claim); !annotations.empty()) {
+      metadata["annotations"] = std::move(annotations);
+    }
     Json object{{"apiVersion", types_.ApiVersion()},
                 {"kind", types_.xr_kind},
-                {"metadata", Json{{"name", xr_name}, {"labels", labels}}},
+                {"metadata", std::move(metadata)},
                 {"spec", spec}};
     if (auto bound = bind_claim(spec); !bound.ok()) return bound;
     auto created = xr_client.Create(object);
@@ -1384,6 +1478,11 @@ core::Result<Result> XrdRuntime::ReconcileClaim(const Request& r) {
       labels[std::string(kLabelClaimName)] = name;  // reserved: never taken from the claim
       labels[std::string(kLabelClaimNamespace)] = ns;
       labels[std::string(kLabelComposite)] = xr_name;
+    }
+    if (Json annotations = PropagatedAnnotations(claim); !annotations.empty()) {
+      Json& into = machinery::MutableMetadata(want)["annotations"];
+      if (!into.is_object()) into = Json::object();
+      for (auto it = annotations.begin(); it != annotations.end(); ++it) into[it.key()] = *it;
     }
     if (want != xr_now) {
       auto w = xr_committer.Commit(xr_now, want);

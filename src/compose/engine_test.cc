@@ -1193,6 +1193,26 @@ TEST_F(ComposeEngineTest, ForegroundDeletionKeepsTheClaimUntilComposedResourcesA
   std::this_thread::sleep_for(1s);  // the claim waits, however long it takes
   EXPECT_TRUE(Exists(d.claim, "fg", "a9s"));
   EXPECT_TRUE(Exists(d.xr, "", xr));
+  // What the deletion waits for, as the provider says it on the composed resource, reaches
+  // the XR and the claim (Ready=False, reason Deleting).
+  const std::string waiting = "the instance is still used by ServiceBinding \"b\"";
+  MergePatch(kServiceInstances, "", mr,
+             {{"status",
+               {{"conditions", Json::array({{{"type", "Ready"},
+                                             {"status", "False"},
+                                             {"reason", "InUse"},
+                                             {"message", waiting},
+                                             {"lastTransitionTime", "2026-01-01T00:00:00Z"}}})}}}},
+             "status");
+  EXPECT_TRUE(Eventually([&] {
+    auto c = reconcile::FindCondition(Get(d.claim, "fg", "a9s"), "Ready");
+    return c && c->status == "False" && c->reason == "Deleting" && c->message == waiting;
+  })) << Dump(Get(d.claim, "fg", "a9s"))
+      << Dump(Get(d.xr, "", xr));
+  auto xr_ready = reconcile::FindCondition(Get(d.xr, "", xr), "Ready");
+  ASSERT_TRUE(xr_ready);
+  EXPECT_EQ(xr_ready->reason, "Deleting");
+  EXPECT_EQ(xr_ready->message, waiting);
 
   RemoveFinalizer(kServiceInstances, "", mr, kHoldFinalizer);
   EXPECT_TRUE(Eventually([&] {
@@ -1207,6 +1227,29 @@ TEST_F(ComposeEngineTest, ForegroundDeletionKeepsTheClaimUntilComposedResourcesA
   })) << Dump(Get(d.claim, "fg", "a8s"))
       << "\n"
       << Dump(Get(kObjects, "", object));
+}
+
+// As Crossplane does: the claim's annotations reach its XR (provider-anynines reads
+// klutch.anynines.com/delete-in-use there), Kubernetes' own do not.
+TEST_F(ComposeEngineTest, TheClaimsAnnotationsReachItsCompositeResource) {
+  const Definition& d = Def("PostgresqlInstance");
+  Claim("PostgresqlInstance", "ann", "pg",
+        Yaml("{service: a9s-postgresql15, plan: postgresql-single-nano, "
+             "compositionRef: {name: a9s-postgresql}}"));
+  ASSERT_FALSE(WaitComposed(d, "ann", "pg", kServiceInstances).empty());
+  MergePatch(d.claim, "ann", "pg",
+             {{"metadata",
+               {{"annotations",
+                 {{"klutch.anynines.com/delete-in-use", "true"},
+                  {"kubectl.kubernetes.io/last-applied-configuration", "{}"},
+                  {"example.k8s.io/x", "y"}}}}}});
+  EXPECT_TRUE(Eventually([&] {
+    return machinery::Annotation(XrOf(d, "ann", "pg"), "klutch.anynines.com/delete-in-use") ==
+           "true";
+  })) << Dump(XrOf(d, "ann", "pg"));
+  Json xr = XrOf(d, "ann", "pg");
+  EXPECT_EQ(machinery::Annotation(xr, "kubectl.kubernetes.io/last-applied-configuration"), "");
+  EXPECT_EQ(machinery::Annotation(xr, "example.k8s.io/x"), "");
 }
 
 TEST_F(ComposeEngineTest, BackgroundDeletionReleasesTheClaimAtOnce) {

@@ -310,7 +310,32 @@ core::Result<Result> ExportSyncer::ReconcileSpec(const Request& request) {
         if (!r.ok() && !core::IsNotFound(r.status()) && !core::IsConflict(r.status())) {
           return r.status();
         }
+        // The finalizer stays until the copy is gone (ADR 0009): the Control Plane may hold
+        // the deletion, and the status it copies down says why. Its delete event (or, when
+        // it went at once, the provider cache's) brings this object back.
+        if (r.ok()) return Result::Done();
       } else if (u) {
+        // Both are going; annotations still travel (a deletion may wait for one, such as
+        // klutch.anynines.com/delete-in-use). A merge patch: an apply without the spec would
+        // take the spec away.
+        Json changed = Json::object();
+        const Json* mine = machinery::Find(*d, {"metadata", "annotations"});
+        if (mine && mine->is_object()) {
+          for (auto it = mine->begin(); it != mine->end(); ++it) {
+            if (it.key() == "kubectl.kubernetes.io/last-applied-configuration") continue;
+            if (!it->is_string() || Annotation(*u, it.key()) != it->get<std::string>()) {
+              changed[it.key()] = *it;
+            }
+          }
+        }
+        if (!changed.empty()) {
+          auto r =
+              provider_rc.Patch(pname, client::PatchType::kMerge,
+                                machinery::Dump(Json{{"metadata", {{"annotations", changed}}}}),
+                                {.field_manager = std::string(kFieldManager)});
+          ctx_.metrics.writes.Increment({{"cluster", "provider"}, {"verb", "patch"}});
+          if (!r.ok() && !core::IsNotFound(r.status())) return r.status();
+        }
         return Result::Done();  // the provider's delete event brings us back
       }
       if (!has_finalizer) return Result::Done();

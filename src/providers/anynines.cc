@@ -194,6 +194,18 @@ class AnyninesRuntime {
       }
       return out;
     });
+    // A binding going away may let the deletion of its instance go on.
+    instances->Watches(*ctx_.bindings, [this](const Json& binding) {
+      std::string instance = GetString(binding, {"spec", "forProvider", "instanceName"});
+      std::string ns = GetString(binding, {"metadata", "labels", anynines::kLabelClaimNamespace});
+      std::vector<Request> out;
+      if (instance.empty() || ns.empty()) return out;
+      for (const auto& i :
+           ctx_.instances->indexer().ByIndex(anynines::kByClaim, ns + "/" + instance)) {
+        out.push_back({"", machinery::Name(*i)});
+      }
+      return out;
+    });
     backups->Watches(*ctx_.instances, [this](const Json& inst) {
       std::vector<Request> out;
       for (const auto& b :

@@ -22,8 +22,10 @@
 // The tests of a suite share one sandbox and run in order.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -62,10 +64,9 @@ class SandboxE2eTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new TempDir("klutch-sandbox-e2e");
-    // Others may traverse it: the broker's instances and glewlwyd run as their own users.
-    fs::permissions(dir_->path(), fs::perms::others_exec | fs::perms::group_exec,
-                    std::filesystem::perm_options::add);
-    state_ = dir_->path() / "state";
+    // The state directory as `mktemp -d` makes it (mode 0700, owned by root on CI): klutch up
+    // must make it reachable for the accounts it runs instances as (postgres, glewlwyd).
+    state_ = MakeTempDir("klutch-up");
     up_ = new ChildProcess(
         {(kBin / "klutch").string(), "up", "--state-dir", state_.string(), "--app-clusters", "4"},
         dir_->path() / "up.log");
@@ -96,6 +97,20 @@ class SandboxE2eTest : public ::testing::Test {
     up_ = nullptr;
     delete dir_;
     dir_ = nullptr;
+    std::error_code ec;
+    if (!state_.empty()) fs::remove_all(state_, ec);
+  }
+
+  // A new directory as mktemp -d makes it: mode 0700 under /tmp.
+  static fs::path MakeTempDir(const std::string& prefix) {
+    std::string tmpl = "/tmp/" + prefix + "-XXXXXX";
+    return ::mkdtemp(tmpl.data()) != nullptr ? fs::path(tmpl) : fs::path();
+  }
+
+  // A pgrep pattern for paths under `dir` that does not match pgrep's own command line.
+  static std::string PatternFor(const fs::path& dir) {
+    std::string name = dir.filename().string();
+    return (dir.parent_path() / ("[" + name.substr(0, 1) + "]" + name.substr(1))).string();
   }
 
   void SetUp() override {
@@ -386,6 +401,62 @@ TEST_F(SandboxE2eTest, A1_AppCluster1IsBoundAndAClaimEndsInADatabase) {
   ASSERT_NO_FATAL_FAILURE(DatabaseLifecycle("app-1", "default", "orders"));
 }
 
+// Deleting an instance claim a binding still used destroyed the database at once while the
+// binding stayed Ready (ADR 0014): now the deletion waits and the claim says for what, in the
+// App Cluster's terms; the annotation forces it, and the binding then says it is broken.
+TEST_F(SandboxE2eTest, A1b_AnInstanceInUseWaitsForItsBindingsUnlessForced) {
+  ASSERT_TRUE(start_error_.empty()) << start_error_;
+  ASSERT_NO_FATAL_FAILURE(ExpectDatabase("app-1", "default", "inuse"));
+  std::string uri = SecretUri("app-1", "default", "inuse-binding-creds");
+  ASSERT_EQ(Psql(uri, "create table t(x int); insert into t values (7); select x from t"), "7");
+
+  ASSERT_EQ(Kubectl("app-1", "delete postgresqlinstance inuse --wait=false").exit_code, 0);
+  auto ready_of = [](const std::string& kind, const std::string& name) {
+    return Kubectl("app-1", "get " + kind + " " + name +
+                                " -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].reason}"
+                                ":{.status.conditions[?(@.type==\"Ready\")].message}'")
+        .out;
+  };
+  std::string seen;
+  EXPECT_TRUE(Eventually(
+      [&] {
+        seen = ready_of("postgresqlinstance", "inuse");
+        return seen.starts_with("Deleting:") &&
+               seen.find("still used by ServiceBinding \"inuse-binding\"") != std::string::npos;
+      },
+      60s))
+      << seen << Diagnostics("app-1");
+  EXPECT_NE(seen.find("klutch.anynines.com/delete-in-use=true"), std::string::npos) << seen;
+  // kubectl describe shows it too, and the data is still there.
+  EXPECT_NE(Kubectl("app-1", "describe postgresqlinstance inuse").out.find("inuse-binding"),
+            std::string::npos);
+  EXPECT_EQ(Psql(uri, "select x from t"), "7");
+
+  // Forced: the instance goes, and the binding no longer claims to work.
+  ASSERT_EQ(Kubectl("app-1",
+                    "annotate postgresqlinstance inuse "
+                    "klutch.anynines.com/delete-in-use=true")
+                .exit_code,
+            0);
+  EXPECT_TRUE(Eventually(
+      [&] {
+        return Kubectl("app-1", "get postgresqlinstance inuse").exit_code != 0 &&
+               Kubectl("control-plane", "get postgresqlinstances -A -o name").out.find("/inuse") ==
+                   std::string::npos;
+      },
+      120s))
+      << Kubectl("app-1", "get postgresqlinstance inuse -o yaml").out;
+  EXPECT_TRUE(Eventually(
+      [&] {
+        std::string r = ready_of("servicebinding", "inuse-binding");
+        return !r.empty() && !r.starts_with("Available:");
+      },
+      60s))
+      << ready_of("servicebinding", "inuse-binding");
+  EXPECT_EQ(Kubectl("app-1", "delete servicebinding inuse-binding --timeout=120s", 150s).exit_code,
+            0);
+}
+
 TEST_F(SandboxE2eTest, A2_AppCluster2IsBoundThroughTheBrowser) {
   fs::path artifacts = TestArtifactsDir();
   BrowserOptions browser;
@@ -616,9 +687,7 @@ TEST_F(SandboxE2eTest, A9_ASecondSandboxIsRefusedAndSigtermStopsEverything) {
 
   ASSERT_TRUE(up_->Signal(SIGTERM, 150s).has_value()) << Read(dir_->path() / "up.log");
   EXPECT_EQ(up_->exit_code().value_or(-1), 0) << Read(dir_->path() / "up.log");
-  // "[s]tate" matches the directory but not this pgrep's own command line.
-  std::string pattern = state_.parent_path().string() + "/[s]tate";
-  EXPECT_EQ(Running(pattern), "");
+  EXPECT_EQ(Running(PatternFor(state_)), "");
 }
 
 TEST_F(SandboxE2eTest, A10_TheNextStartResumesWithItsStateAndRenewsAnExpiredKonnectorToken) {
@@ -673,6 +742,26 @@ TEST_F(SandboxE2eTest, A11_CtrlCDuringTheStartStopsWhatHadStarted) {
   EXPECT_NE(Read(log).find("start cancelled"), std::string::npos) << Read(log);
   std::string pattern = state.parent_path().string() + "/[c]ancelled";
   EXPECT_EQ(Running(pattern), "");
+}
+
+// As root, a state directory whose parent the instances' account cannot search (below a
+// mktemp -d or /root) made every PostgreSQL instance fail later with "Permission denied" in the
+// broker's log; klutch up refuses at start instead, naming the directory and the fix.
+TEST_F(SandboxE2eTest, A12_AStateDirectoryTheInstancesCannotReachIsRefusedAtStart) {
+  if (::geteuid() != 0) GTEST_SKIP() << "instances run as another account only as root";
+  fs::path locked = MakeTempDir("klutch-locked");
+  ASSERT_FALSE(locked.empty());
+  CommandResult up =
+      RunShell((kBin / "klutch").string() + " up --state-dir " + (locked / "sandbox").string(), {},
+               dir_->path(), 60s);
+  EXPECT_NE(up.exit_code, 0) << up.out << up.err;
+  EXPECT_NE(up.err.find("--state-dir: the account postgres"), std::string::npos) << up.err;
+  EXPECT_NE(up.err.find("may not search " + locked.string() + " (mode 0700"), std::string::npos)
+      << up.err;
+  EXPECT_NE(up.err.find("chmod o+x " + locked.string()), std::string::npos) << up.err;
+  EXPECT_EQ(Running(PatternFor(locked)), "");
+  std::error_code ec;
+  fs::remove_all(locked, ec);
 }
 
 }  // namespace

@@ -72,6 +72,10 @@ inline constexpr std::string_view kAnnotationSupersededBindings =
 inline constexpr std::string_view kAnnotationBackupPending = "klutch.anynines.com/backup-pending";
 inline constexpr std::string_view kAnnotationRestorePending = "klutch.anynines.com/restore-pending";
 
+// On a ServiceInstance MR, or on the composite resource (and so the claim) that controls it:
+// "true" deletes the instance even while ServiceBindings still use it.
+inline constexpr std::string_view kAnnotationDeleteInUse = "klutch.anynines.com/delete-in-use";
+
 inline constexpr std::string_view kManagedFinalizer = "finalizer.managedresource.crossplane.io";
 inline constexpr std::string_view kInUseFinalizer = "in-use.crossplane.io";
 inline constexpr std::string_view kFieldManager = "klutch-provider-anynines";

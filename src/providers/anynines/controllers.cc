@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <ctime>
 
+#include "client/discovery.h"
 #include "client/dynamic.h"
 #include "core/log.h"
 #include "core/random.h"
@@ -453,6 +454,69 @@ core::Result<std::string> ServiceInstanceReconciler::NewInstanceId(OsbClient& os
   return core::Internal("Could not ensure uniqueness of generated UID for Service Instance");
 }
 
+ServiceInstanceReconciler::ServiceInstanceReconciler(Context& ctx)
+    : ManagedReconciler(ctx, ctx.instances, "ServiceInstance"),
+      mapper_(std::make_unique<client::RestMapper>(ctx.rest)) {}
+
+ServiceInstanceReconciler::~ServiceInstanceReconciler() = default;
+
+std::vector<std::string> ServiceInstanceReconciler::BindingsUsing(const Json& mr) const {
+  std::vector<std::string> out;
+  const std::string key = ClaimKey(mr);
+  if (key.empty() || ctx_.bindings == nullptr) return out;
+  for (const auto& b : ctx_.bindings->indexer().ByIndex(kByInstanceRef, key)) {
+    std::string claim = GetString(*b, {"metadata", "labels", kLabelClaimName});
+    out.push_back(claim.empty() ? machinery::Name(*b) : claim);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+bool ServiceInstanceReconciler::DeletionForced(const Json& mr) {
+  if (machinery::Annotation(mr, kAnnotationDeleteInUse) == "true") return true;
+  // The claim's annotations reach its composite resource, not the composed MRs: ask the
+  // composite that controls this MR.
+  const Json* refs = Find(mr, {"metadata", "ownerReferences"});
+  if (!refs || !refs->is_array()) return false;
+  for (const Json& ref : *refs) {
+    const Json* controller = Find(ref, {"controller"});
+    if (!controller || !controller->is_boolean() || !controller->get<bool>()) continue;
+    std::string api_version = GetString(ref, {"apiVersion"});
+    auto slash = api_version.find('/');
+    std::string group = slash == std::string::npos ? "" : api_version.substr(0, slash);
+    std::string version = slash == std::string::npos ? api_version : api_version.substr(slash + 1);
+    auto mapping = mapper_->ForKind(group, GetString(ref, {"kind"}), version);
+    if (!mapping.ok()) {
+      if (mapper_->Refresh().ok())
+        mapping = mapper_->ForKind(group, GetString(ref, {"kind"}), version);
+      if (!mapping.ok()) return false;
+    }
+    auto owner = client::ResourceClient(ctx_.rest, mapping->gvr).Get(GetString(ref, {"name"}));
+    return owner.ok() && machinery::Annotation(*owner, kAnnotationDeleteInUse) == "true";
+  }
+  return false;
+}
+
+core::Result<Result> ServiceInstanceReconciler::WaitForBindings(
+    Pass& p, const std::vector<std::string>& users) {
+  std::vector<std::string> quoted;
+  for (const auto& u : users) quoted.push_back(fmt::format("\"{}\"", u));
+  const std::string message = fmt::format(
+      "the instance is still used by ServiceBinding {}: it is deleted once {} gone (delete {} "
+      "first), or annotate the instance claim with {}=true to delete it and its data anyway",
+      core::Join(quoted, ", "), users.size() == 1 ? "that binding is" : "those bindings are",
+      users.size() == 1 ? "it" : "them", kAnnotationDeleteInUse);
+  SetReady(p.mr, "InUse", message, ctx_.clock);
+  if (!RecentlySent(p.key, "in-use", message)) {
+    Event(p, reconcile::kEventTypeWarning, "InUse", message);
+    Remember(p.key, "in-use", message);
+  }
+  KLUTCH_RETURN_IF_ERROR(ForceStatus(p));
+  // A binding going away queues this instance again (anynines.cc); the composite's annotation
+  // is not watched, so look again soon.
+  return Steady(p, std::chrono::seconds(10));
+}
+
 core::Result<Result> ServiceInstanceReconciler::Run(Pass& p) {
   OsbClient& osb = *p.conn.osb;
   std::string id = GetString(p.mr, {"status", "atProvider", "instanceId"});
@@ -597,6 +661,10 @@ core::Result<Result> ServiceInstanceReconciler::Run(Pass& p) {
 
   if (p.deleting) {
     if (!p.policies.del || Orphans(p.mr)) return Finalize(p);
+    if (!in_progress && o.state != kStateDeleting) {
+      std::vector<std::string> users = BindingsUsing(p.mr);
+      if (!users.empty() && !DeletionForced(p.mr)) return WaitForBindings(p, users);
+    }
     SetReady(p.mr, "Deleting", Describe("the broker is deleting the instance", progress),
              ctx_.clock);
     if (!in_progress && o.state != kStateDeleting && !RecentlySent(p.key, "deprovision", "")) {
@@ -896,6 +964,18 @@ core::Result<Result> ServiceBindingReconciler::Run(Pass& p) {
       at["serviceID"] = sid;
       at["planID"] = pid;
     }
+  }
+  // A binding whose instance is gone is never Ready: its credentials no longer work.
+  if (machinery::Annotation(p.mr, kAnnotationBindingCreated) == "true" &&
+      ctx_.instances->indexer().ByIndex(kByClaim, claim_ns + "/" + instance_name).empty()) {
+    SetReady(p.mr, "Unavailable",
+             fmt::format("service instance \"{}\" does not exist any more, so the credentials of "
+                         "this binding no longer work: delete the binding, or create the "
+                         "instance again",
+                         instance_name),
+             ctx_.clock);
+    return Fail(p, core::NotFound("service instance " + instance_name + " is gone"),
+                "InstanceGone");
   }
   const std::string instance_id = GetString(at, {"instanceId"});
   const std::string service_id = GetString(at, {"serviceID"});

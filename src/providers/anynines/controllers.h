@@ -45,6 +45,10 @@
 #include "providers/anynines/provider_config.h"
 #include "reconcile/controller.h"
 
+namespace klutch::client {
+class RestMapper;
+}
+
 namespace klutch::providers::anynines {
 
 // The shared pass structure; one subclass per kind.
@@ -115,14 +119,25 @@ class ManagedReconciler : public reconcile::Reconciler {
   void Wrote(const Pass& p);
 };
 
+// Deleting an instance that ServiceBindings still use waits until they are gone (unbind
+// before deprovision, as Cloud Foundry and Crossplane's Usage do), saying which bindings hold
+// it, unless the MR or the composite resource that controls it carries
+// kAnnotationDeleteInUse: "true".
 class ServiceInstanceReconciler final : public ManagedReconciler {
  public:
-  explicit ServiceInstanceReconciler(Context& ctx)
-      : ManagedReconciler(ctx, ctx.instances, "ServiceInstance") {}
+  explicit ServiceInstanceReconciler(Context& ctx);
+  ~ServiceInstanceReconciler() override;
 
  private:
   core::Result<reconcile::Result> Run(Pass& p) override;
   core::Result<std::string> NewInstanceId(OsbClient& osb);
+  // The claim names of the binding MRs that use this instance (same claim namespace).
+  std::vector<std::string> BindingsUsing(const Json& mr) const;
+  // kAnnotationDeleteInUse on the MR or on its controlling composite resource.
+  bool DeletionForced(const Json& mr);
+  core::Result<reconcile::Result> WaitForBindings(Pass& p, const std::vector<std::string>& users);
+
+  std::unique_ptr<client::RestMapper> mapper_;  // finds the controlling composite's resource
 };
 
 class ServiceBindingReconciler final : public ManagedReconciler {

@@ -417,6 +417,73 @@ TEST_F(AnyninesProviderTest, DeletingAnInstanceDeprovisionsIt) {
   EXPECT_EQ(del[0].query, "service_id=svc-pg&plan_id=plan-nano&accepts_incomplete=true");
 }
 
+// Deleting an instance claim that a ServiceBinding still used destroyed the database at once
+// while the binding stayed Ready with a Secret that no longer worked.
+TEST_F(AnyninesProviderTest, AnInstanceInUseIsDeletedOnlyOnceItsBindingsAreGone) {
+  StartProvider();
+  ReadyInstance("db");
+  Binding("db-creds", "db");
+  Binding("db-app", "db");
+  ASSERT_TRUE(WaitCondition(kServiceBindings, "db-creds-b4n9q", "Ready", "True"));
+  ASSERT_TRUE(WaitCondition(kServiceBindings, "db-app-b4n9q", "Ready", "True"));
+  std::string id =
+      GetString(Get(kServiceInstances, "db-x7k2p"), {"status", "atProvider", "instanceId"});
+  // Deprovision requests only (unbinds share the path's prefix).
+  auto deprovisions = [&] {
+    size_t n = 0;
+    for (const auto& r : broker_.requests("DELETE", "/v2/service_instances/" + id)) {
+      n += r.path.find("/service_bindings/") == std::string::npos;
+    }
+    return n;
+  };
+
+  ASSERT_TRUE(Resource(kServiceInstances).Delete("db-x7k2p").ok());
+  ASSERT_TRUE(WaitCondition(kServiceInstances, "db-x7k2p", "Ready", "False", "InUse"));
+  std::string message = Message(kServiceInstances, "db-x7k2p", "Ready");
+  EXPECT_NE(message.find("still used by ServiceBinding \"db-app\", \"db-creds\""),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find(std::string(kAnnotationDeleteInUse) + "=true"), std::string::npos);
+  EXPECT_TRUE(Eventually([&] { return HasEvent("InUse", "db-creds"); }));
+  EXPECT_EQ(deprovisions(), 0u);
+  EXPECT_EQ(broker_.instances().size(), 1u);
+
+  // One binding gone: still held by the other.
+  ASSERT_TRUE(Resource(kServiceBindings).Delete("db-creds-b4n9q").ok());
+  ASSERT_TRUE(Eventually([&] { return !Resource(kServiceBindings).Get("db-creds-b4n9q").ok(); }));
+  ASSERT_TRUE(Eventually([&] {
+    return Message(kServiceInstances, "db-x7k2p", "Ready").find("\"db-creds\"") ==
+           std::string::npos;
+  }));
+  EXPECT_NE(Message(kServiceInstances, "db-x7k2p", "Ready").find("\"db-app\""), std::string::npos);
+  EXPECT_EQ(deprovisions(), 0u);
+
+  // The last one gone: the instance goes without anyone asking again.
+  ASSERT_TRUE(Resource(kServiceBindings).Delete("db-app-b4n9q").ok());
+  ASSERT_TRUE(Eventually([&] { return !Resource(kServiceInstances).Get("db-x7k2p").ok(); }));
+  EXPECT_TRUE(broker_.instances().empty());
+  EXPECT_EQ(deprovisions(), 1u);
+}
+
+TEST_F(AnyninesProviderTest, TheDeleteInUseAnnotationDeletesAnInstanceInUseAndItsBindingSaysSo) {
+  StartProvider();
+  ReadyInstance("db");
+  Binding("db-creds", "db");
+  ASSERT_TRUE(WaitCondition(kServiceBindings, "db-creds-b4n9q", "Ready", "True"));
+  ASSERT_TRUE(Resource(kServiceInstances).Delete("db-x7k2p").ok());
+  ASSERT_TRUE(WaitCondition(kServiceInstances, "db-x7k2p", "Ready", "False", "InUse"));
+
+  Patch(kServiceInstances, "db-x7k2p",
+        {{"metadata", {{"annotations", {{std::string(kAnnotationDeleteInUse), "true"}}}}}});
+  ASSERT_TRUE(Eventually([&] { return !Resource(kServiceInstances).Get("db-x7k2p").ok(); }));
+  EXPECT_TRUE(broker_.instances().empty());
+  // A binding whose instance is gone is never Ready.
+  ASSERT_TRUE(WaitCondition(kServiceBindings, "db-creds-b4n9q", "Ready", "False", "Unavailable"));
+  EXPECT_NE(Message(kServiceBindings, "db-creds-b4n9q", "Ready")
+                .find("service instance \"db\" does not exist any more"),
+            std::string::npos);
+}
+
 TEST_F(AnyninesProviderTest, BackupAndRestoreFollowTheManagersStates) {
   StartProvider();
   ReadyInstance("db");
