@@ -881,13 +881,16 @@ class Broker::Impl {
 
   // A bind for a binding ID that exists: 200 with its credentials when the request is the
   // same as the one that made it, 409 otherwise (OSB: identical repeat -> 200; same ID with
-  // other attributes -> 409). Bindings stored before their request was kept count as made
-  // with the instance's service and plan and no parameters.
+  // other attributes -> 409). The plan may be the one the binding was made on or the
+  // instance's current one (a platform repeating a bind after a plan update sends that).
+  // Bindings stored before their request was kept count as made with the instance's service
+  // and plan and no parameters.
   static http::Response ExistingBinding(const InstanceRecord& instance, const BindingRecord& b,
                                         const BindRequest& req) {
     const std::string& service = b.service_id.empty() ? instance.service_id : b.service_id;
     const std::string& plan = b.plan_id.empty() ? instance.plan_id : b.plan_id;
-    if (req.service_id == service && req.plan_id == plan && req.parameters == b.parameters) {
+    bool same_plan = req.plan_id == plan || req.plan_id == instance.plan_id;
+    if (req.service_id == service && same_plan && req.parameters == b.parameters) {
       return JsonResponse(200, {{"credentials", b.credentials}});
     }
     return Error(409, "",

@@ -635,6 +635,27 @@ TEST(OsbConformanceTest, RequestsOnAnExistingInstanceAndBinding) {
          instance + "/service_bindings/b-2" + del_query, nullptr, 410},
         {"Binding: the ID of a deleted binding may be used again (201 Created)", "PUT",
          instance + "/service_bindings/b-2", With(bind, "parameters", {{"app", "c"}}), 201},
+    };
+    for (const Case& c : cases) h.Run(c);
+
+    // After a plan update, a repeated bind may name the binding's plan or the instance's new
+    // one; both are the same binding.
+    const std::string small = "klutch-postgresql-single-small";
+    auto update = h.Call("postgresql", "PATCH", put, Json{{"service_id", kPg}, {"plan_id", small}});
+    ASSERT_EQ(update.status, 202) << update.body;
+    ASSERT_TRUE(testing::Eventually(
+        [&] {
+          auto r = h.Call("postgresql", "GET", instance + "/last_operation");
+          state = machinery::GetString(*machinery::ParseJson(r.body), {"state"});
+          return state != "in progress";
+        },
+        seconds(180)));
+    ASSERT_EQ(state, "succeeded");
+    const std::vector<Case> after_update = {
+        {"Binding: 200 OK MUST be returned for an identical request (the binding's plan)", "PUT",
+         instance + "/service_bindings/b-1", bind, 200},
+        {"Binding: 200 OK MUST be returned for an identical request (the instance's plan now)",
+         "PUT", instance + "/service_bindings/b-1", With(bind, "plan_id", small), 200},
         {"Deprovisioning: 202 Accepted MUST be returned with an operation when deleting "
          "asynchronously",
          "DELETE",
@@ -643,7 +664,7 @@ TEST(OsbConformanceTest, RequestsOnAnExistingInstanceAndBinding) {
          202,
          {{"/operation", nullptr}}},
     };
-    for (const Case& c : cases) h.Run(c);
+    for (const Case& c : after_update) h.Run(c);
     EXPECT_TRUE(testing::Eventually(
         [&] { return h.Call("postgresql", "GET", instance + "/last_operation").status == 410; },
         seconds(60)));
