@@ -714,6 +714,39 @@ TEST(BrokerInstancesTest, AFailedUpdateRollsBackAndTheInstanceStaysUsable) {
   fs::remove_all(dir);
 }
 
+// Standbys refuse to run with fewer connections or WAL senders than their primary: lowering
+// them restarts the primary first, raising them the standbys first.
+TEST(BrokerInstancesTest, PostgresqlReplicaLimitsGoDownAndUp) {
+  fs::path dir = NewStateDir();
+  {
+    BrokerHarness h(dir);
+    const std::string id = "pg-replica-" + core::RandomSuffix(4);
+    const std::string plan = "klutch-postgresql-replica-small";
+    ASSERT_EQ(h.Provision("postgresql", id, kPgService, plan,
+                          {{"max_connections", 90}, {"max_wal_senders", 12}}),
+              "succeeded");
+    std::string uri = h.Bind("postgresql", id, "b", kPgService, plan)["uri"].get<std::string>();
+    for (const Json& step : {Json{{"max_connections", 40}, {"max_wal_senders", 6}},
+                             Json{{"max_connections", 95}, {"max_wal_senders", 14}}}) {
+      auto update =
+          h.Call("postgresql", "PATCH", "/v2/service_instances/" + id + "?accepts_incomplete=true",
+                 machinery::Dump(Json{{"service_id", kPgService}, {"parameters", step}}));
+      ASSERT_EQ(update.status, 202) << update.body;
+      EXPECT_EQ(h.WaitOperation("postgresql", id,
+                                machinery::GetString(BrokerHarness::Body(update), {"operation"})),
+                "succeeded")
+          << step.dump();
+      EXPECT_EQ(PsqlOk(uri, "SHOW max_connections"),
+                std::to_string(step["max_connections"].get<int>()));
+      EXPECT_TRUE(testing::Eventually([&] {
+        return PsqlOk(uri, "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'") ==
+               "2";
+      }));
+    }
+  }
+  fs::remove_all(dir);
+}
+
 TEST(BrokerInstancesTest, CrashedServerIsRestartedAndARestartedBrokerAdoptsItsInstances) {
   fs::path dir = NewStateDir();
   const std::string id = "pg-" + core::RandomSuffix(6);

@@ -492,27 +492,42 @@ class PostgresService final : public DataService {
 
   core::Status Update(InstanceRecord& in, const Plan& from, const Plan& to,
                       NodeRunner& runner) override {
-    // Standbys must allow at least as many connections as the primary: when limits grow,
-    // restart the standbys first; when they shrink, the primary first.
+    // A standby refuses to start with fewer connections or WAL senders than its primary
+    // has: when a limit (the plan's or a parameter) goes down, restart the primary first;
+    // otherwise the standbys first.
     int old_nodes = std::min<int>(from.limits.nodes, static_cast<int>(in.ports.size()));
     std::vector<int> order;
     for (int node = 0; node < old_nodes; ++node) order.push_back(node);
-    if (to.limits.max_connections >= from.limits.max_connections)
-      std::reverse(order.begin(), order.end());
+    if (!LowersStandbyLimits(in, to)) std::reverse(order.begin(), order.end());
+    // After the primary restarted with lower limits, a standby starts with them only once it
+    // has replayed the primary's record of the change (a standby checks its control file).
+    std::string primary_lsn;
     for (int node : order) {
       std::string restart_before;
       std::string restart_after;
       auto old_conf = core::ReadFile(DataDir(in, node) / "klutch.restart");
       if (old_conf.ok()) restart_before = *old_conf;
+      if (node > 0 && !primary_lsn.empty()) {
+        KLUTCH_RETURN_IF_ERROR(WaitReplayed(in, node, primary_lsn, to.limits.tls));
+      }
       KLUTCH_RETURN_IF_ERROR(WriteConfig(in, to, node, &restart_after));
       // A node restarted by the supervisor since also runs the new settings, but only a
       // start through StartNode records that: compare with what the last such start had.
-      if (restart_before != restart_after) {
+      bool reloaded = false;
+      if (restart_before == restart_after) {
+        auto conn = Connect(in, node, "postgres", to.limits.tls);
+        reloaded = conn.ok() && conn->Exec("SELECT pg_reload_conf()").ok();
+      }
+      // Restart-only settings change with a restart; so do all of them on a node that does
+      // not answer (one a failed update left restarting, being rolled back).
+      if (!reloaded) {
         runner.Stop(in.id, node);
         KLUTCH_RETURN_IF_ERROR(StartNode(in, to, node, runner));
-      } else {
-        KLUTCH_ASSIGN_OR_RETURN(auto conn, Connect(in, node, "postgres", to.limits.tls));
-        KLUTCH_RETURN_IF_ERROR(conn.Exec("SELECT pg_reload_conf()"));
+        if (node == 0 && order.front() == 0 && old_nodes > 1) {
+          KLUTCH_ASSIGN_OR_RETURN(auto conn, Connect(in, 0, "postgres", to.limits.tls));
+          KLUTCH_ASSIGN_OR_RETURN(auto rows, conn.Query("SELECT pg_current_wal_lsn()"));
+          if (!rows.empty()) primary_lsn = rows[0][0];
+        }
       }
     }
     for (int node = old_nodes; node < to.limits.nodes; ++node) {
@@ -520,6 +535,52 @@ class PostgresService final : public DataService {
       KLUTCH_RETURN_IF_ERROR(StartNode(in, to, node, runner));
     }
     return core::Status::Ok();
+  }
+
+  // Waits (up to ready_timeout) until standby `node` has replayed the primary's WAL up to
+  // `lsn`.
+  core::Status WaitReplayed(const InstanceRecord& in, int node, const std::string& lsn, bool tls) {
+    auto deadline = std::chrono::steady_clock::now() + ctx_.ready_timeout;
+    std::string last = "no answer";
+    while (std::chrono::steady_clock::now() < deadline) {
+      auto conn = Connect(in, node, "postgres", tls);
+      if (conn.ok()) {
+        auto rows = conn->Query(fmt::format(
+            "SELECT coalesce(pg_last_wal_replay_lsn() >= {}::pg_lsn, false)", conn->Literal(lsn)));
+        if (rows.ok() && !rows->empty() && (*rows)[0][0] == "t") return core::Status::Ok();
+        last = rows.ok() ? "behind" : rows.status().message();
+      } else {
+        last = conn.status().message();
+      }
+      std::this_thread::sleep_for(milliseconds(100));
+    }
+    return core::Unavailable(
+        fmt::format("PostgreSQL standby {} did not replay the primary's WAL up to {} in time ({})",
+                    node, lsn, last));
+  }
+
+  // Whether the primary's new settings have fewer connections or WAL senders than the ones
+  // it last started with (klutch.restart).
+  bool LowersStandbyLimits(const InstanceRecord& in, const Plan& to) const {
+    auto before = core::ReadFile(DataDir(in, 0) / "klutch.restart");
+    if (!before.ok()) return false;
+    std::string after;
+    (void)RenderConfig(ctx_, in, to, 0, &after);
+    auto value = [](const std::string& settings, std::string_view key) -> std::optional<int64_t> {
+      for (auto line : core::Split(settings, '\n')) {
+        auto eq = line.find(" = ");
+        if (eq != std::string_view::npos && line.substr(0, eq) == key) {
+          return core::ParseInt64(core::Trim(line.substr(eq + 3)));
+        }
+      }
+      return std::nullopt;
+    };
+    for (std::string_view key : {"max_connections", "max_wal_senders"}) {
+      auto old_value = value(*before, key);
+      auto new_value = value(after, key);
+      if (old_value && new_value && *new_value < *old_value) return true;
+    }
+    return false;
   }
 
   core::Result<Json> Bind(const InstanceRecord& in, const Plan& plan,
