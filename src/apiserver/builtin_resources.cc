@@ -194,11 +194,11 @@ size_t DataBytes(const Json& obj, const char* field, bool base64) {
   if (!data || !data->is_object()) return 0;
   size_t total = 0;
   for (const auto& [k, v] : data->items()) {
-    if (!v.is_string()) continue;
-    const std::string& value = v.get_ref<const std::string&>();
+    const std::string* value = v.get_ptr<const std::string*>();
+    if (!value) continue;
     if (!base64) {
-      total += value.size();
-    } else if (auto decoded = core::Base64Decode(value)) {
+      total += value->size();
+    } else if (auto decoded = core::Base64Decode(*value)) {
       total += decoded->size();
     }
   }

@@ -32,11 +32,16 @@ bool IsLegacyName(std::string_view plural) {
   return std::find(kLegacyNames.begin(), kLegacyNames.end(), plural) != kLegacyNames.end();
 }
 
+// A quantity as written ("5", "1k"); numbers as JSON spells them.
+std::string QuantityText(const Json& v) {
+  const std::string* text = v.get_ptr<const std::string*>();
+  return text ? *text : machinery::Dump(v);
+}
+
 // The value of a quantity ("5", "1k", "2Ki", "1e3"); nullopt when it is not one.
 std::optional<double> QuantityValue(const Json& v) {
-  if (v.is_number()) return v.get<double>();
-  if (!v.is_string()) return std::nullopt;
-  const std::string& s = v.get_ref<const std::string&>();
+  if (!v.is_string() && !v.is_number()) return std::nullopt;
+  const std::string s = QuantityText(v);
   size_t end = 0;
   while (end < s.size() && (std::isdigit(static_cast<unsigned char>(s[end])) || s[end] == '.' ||
                             (end == 0 && (s[end] == '+' || s[end] == '-')))) {
@@ -73,10 +78,6 @@ std::optional<double> QuantityValue(const Json& v) {
     if (exponent) return value * std::pow(10.0, static_cast<double>(*exponent));
   }
   return std::nullopt;
-}
-
-std::string QuantityText(const Json& v) {
-  return v.is_string() ? v.get<std::string>() : machinery::Dump(v);
 }
 
 // "a=1,b=2" in key order, as kube's quota admission prints resource lists.
