@@ -714,6 +714,45 @@ TEST(BrokerInstancesTest, AFailedUpdateRollsBackAndTheInstanceStaysUsable) {
   fs::remove_all(dir);
 }
 
+// A record written before parameters were checked may hold a value the server refuses: the
+// instance still starts (the value is left out of the config) instead of restart-looping.
+TEST(BrokerInstancesTest, AStoredValueTheServerRefusesIsLeftOutAtStart) {
+  fs::path dir = NewStateDir();
+  const std::string id = "kv-old-" + core::RandomSuffix(4);
+  const std::string plan = "klutch-keyvalue-single-nano-ssl";
+  fs::path record;
+  {
+    BrokerHarness h(dir);
+    ASSERT_EQ(h.Provision("keyvalue", id, kKvService, plan), "succeeded");
+    auto number =
+        BrokerHarness::Body(h.Call("keyvalue", "GET", "/instances/" + id, {}, true, false))["id"]
+            .get<int64_t>();
+    record = dir / "i" / std::to_string(number) / "instance.json";
+  }
+  auto text = core::ReadFile(record);
+  ASSERT_TRUE(text.ok());
+  auto json = machinery::ParseJson(*text);
+  ASSERT_TRUE(json.ok());
+  (*json)["parameters"] = {{"maxmemory-policy", "whatever\nrename-command CONFIG \"\""},
+                           {"maxmemory", "dynamic"}};
+  ASSERT_TRUE(core::WriteFileAtomic(record, machinery::Dump(*json)).ok());
+  {
+    BrokerHarness h(dir, true, [](BrokerOptions& o) { o.recovery_hold = milliseconds(0); });
+    EXPECT_TRUE(testing::Eventually([&] {
+      return BrokerHarness::Body(h.Call("keyvalue", "GET", "/instances/" + id, {}, true,
+                                        false))["state"] == "provisioned";
+    }));
+    Json c = h.Bind("keyvalue", id, "b", kKvService, plan);
+    fs::path ca = dir / "ca.crt";
+    ASSERT_TRUE(core::WriteFileAtomic(ca, c["cacrt"].get<std::string>()).ok());
+    EXPECT_EQ(RedisCli(ca, c, {"PING"}), "PONG");
+    EXPECT_EQ(InfoField(RedisCli(ca, c, {"INFO", "memory"}), "maxmemory"),
+              std::to_string(64 << 20));
+    EXPECT_EQ(InfoField(RedisCli(ca, c, {"INFO", "memory"}), "maxmemory_policy"), "noeviction");
+  }
+  fs::remove_all(dir);
+}
+
 // Standbys refuse to run with fewer connections or WAL senders than their primary: lowering
 // them restarts the primary first, raising them the standbys first.
 TEST(BrokerInstancesTest, PostgresqlReplicaLimitsGoDownAndUp) {

@@ -385,6 +385,9 @@ std::string RenderConfig(const EngineContext& ctx, const InstanceRecord& in, con
   for (const auto& [key, value] : in.parameters.items()) {
     const ParamRule* rule = FindRule(key);
     if (rule == nullptr || std::string_view(rule->setting).empty() || value.is_null()) continue;
+    // Parameters were checked when they came in; one a record holds from before a check
+    // existed is left out rather than written.
+    if (!CheckParameter(key, value).ok()) continue;
     std::string rendered;
     if (key == "wal_level_logical") {
       rendered = AsBool(value).value_or(false) ? "logical" : "replica";
