@@ -7,6 +7,7 @@
 
 #include "apis/builtin_schemas.h"
 #include "apiserver/crd.h"
+#include "apiserver/quota.h"
 #include "core/clock.h"
 #include "core/random.h"
 #include "core/status.h"
@@ -413,6 +414,22 @@ ResourcePtr Events() {
   return b.Done();
 }
 
+// Limits are quantities no smaller than zero, as kube-apiserver validates spec.hard.
+void ValidateQuotaHard(const Json& o, std::vector<core::Cause>& causes) {
+  const Json* hard = Find(o, {"spec", "hard"});
+  if (!hard || !hard->is_object()) return;
+  for (const auto& [k, v] : hard->items()) {
+    const std::string field = fmt::format("spec.hard[{}]", k);
+    std::optional<double> value = QuantityValue(v);
+    if (!value) {
+      causes.push_back(machinery::FieldInvalid(field, QuantityText(v), "must be a quantity"));
+    } else if (*value < 0) {
+      causes.push_back(
+          machinery::FieldInvalid(field, QuantityText(v), "must be greater than or equal to 0"));
+    }
+  }
+}
+
 ResourcePtr ResourceQuotas() {
   Builder b("io.k8s.api.core.v1.ResourceQuota", "resourcequotas", true);
   b.Short({"quota"}).Status();
@@ -422,7 +439,13 @@ ResourcePtr ResourceQuotas() {
              {"Limit", "string", "", "Limits in use against their limits.", 0, "",
               [](const Json& o) { return Json(QuotaSummary(o, true)); }}});
   // The status is the server's: set once the quota is stored (quota.h).
-  b.r.strategy.prepare_create = [](Json& o, std::vector<core::Cause>&) { o.erase("status"); };
+  b.r.strategy.prepare_create = [](Json& o, std::vector<core::Cause>& causes) {
+    o.erase("status");
+    ValidateQuotaHard(o, causes);
+  };
+  b.r.strategy.prepare_update = [](Json& o, const Json&, std::vector<core::Cause>& causes) {
+    ValidateQuotaHard(o, causes);
+  };
   return b.Done();
 }
 

@@ -32,13 +32,22 @@ bool IsLegacyName(std::string_view plural) {
   return std::find(kLegacyNames.begin(), kLegacyNames.end(), plural) != kLegacyNames.end();
 }
 
-// A quantity as written ("5", "1k"); numbers as JSON spells them.
+// "a=1,b=2" in key order, as kube's quota admission prints resource lists.
+std::string PrettyPrint(const std::vector<std::pair<std::string, std::string>>& items) {
+  std::vector<std::pair<std::string, std::string>> sorted = items;
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<std::string> parts;
+  for (const auto& [k, v] : sorted) parts.push_back(k + "=" + v);
+  return core::Join(parts, ",");
+}
+
+}  // namespace
+
 std::string QuantityText(const Json& v) {
   const std::string* text = v.get_ptr<const std::string*>();
   return text ? *text : machinery::Dump(v);
 }
 
-// The value of a quantity ("5", "1k", "2Ki", "1e3"); nullopt when it is not one.
 std::optional<double> QuantityValue(const Json& v) {
   if (!v.is_string() && !v.is_number()) return std::nullopt;
   const std::string s = QuantityText(v);
@@ -79,17 +88,6 @@ std::optional<double> QuantityValue(const Json& v) {
   }
   return std::nullopt;
 }
-
-// "a=1,b=2" in key order, as kube's quota admission prints resource lists.
-std::string PrettyPrint(const std::vector<std::pair<std::string, std::string>>& items) {
-  std::vector<std::pair<std::string, std::string>> sorted = items;
-  std::sort(sorted.begin(), sorted.end());
-  std::vector<std::string> parts;
-  for (const auto& [k, v] : sorted) parts.push_back(k + "=" + v);
-  return core::Join(parts, ",");
-}
-
-}  // namespace
 
 ObjectCountQuota::ObjectCountQuota(RestStorage& rest) : rest_(rest) {}
 

@@ -21,6 +21,7 @@
 
 #include <array>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -32,6 +33,11 @@
 namespace klutch::apiserver {
 
 class RestStorage;
+
+// The value of a resource quantity ("5", "1k", "2Ki", "1e3", "500m"); nullopt when it is none.
+std::optional<double> QuantityValue(const Json& quantity);
+// A quantity as written; numbers as JSON spells them.
+std::string QuantityText(const Json& quantity);
 
 class ObjectCountQuota {
  public:

@@ -200,6 +200,19 @@ TEST_F(QuotaTest, RacingCreatesNeverTakeMoreThanTheLastSlot) {
   EXPECT_EQ(Status("demo", "q")["used"], (Json{{"count/configmaps", std::to_string(kLimit)}}));
 }
 
+TEST_F(QuotaTest, NegativeLimitsAreInvalid) {
+  Json q = {{"apiVersion", "v1"},
+            {"kind", "ResourceQuota"},
+            {"metadata", {{"name", "q"}}},
+            {"spec", {{"hard", {{"count/configmaps", "-1"}}}}}};
+  core::Status st = rest_.Create(*Res("resourcequotas"), "demo", q, Opts()).status();
+  EXPECT_EQ(st.code(), 422);
+  EXPECT_EQ(st.message(),
+            "ResourceQuota \"q\" is invalid: spec.hard[count/configmaps]: Invalid value: \"-1\": "
+            "must be greater than or equal to 0");
+  EXPECT_TRUE(CreateCm("demo", "free").ok());
+}
+
 TEST(ObjectCountQuotaKeys, AreCountSlashResourceDotGroupAndTheLegacyCoreNames) {
   Registry registry;
   registry.SetOwner("builtin", BuiltinResources());
