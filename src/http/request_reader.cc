@@ -29,7 +29,7 @@ std::optional<ReadFailure> ReadFailureAnswer(const beast::error_code& ec, size_t
   if (ec == bhttp::error::body_limit) {
     return ReadFailure{413, fmt::format("Request entity too large: limit is {}", max_body_bytes)};
   }
-  if (ec == bhttp::error::header_limit) {
+  if (ec == bhttp::error::header_limit || ec == bhttp::error::buffer_overflow) {
     return ReadFailure{431, fmt::format("Request header fields too large: at most {} bytes "
                                         "together and {} bytes in one field",
                                         kMaxHeaderBytes, kMaxFieldBytes)};
@@ -68,6 +68,12 @@ ParsedRequest ParseRequest(std::string_view bytes, size_t max_body_bytes, size_t
         parser.put(boost::asio::const_buffer(bytes.data() + consumed, available - consumed), ec);
     consumed += n;
     if (ec == bhttp::error::need_more || (!ec && n == 0)) {
+      // The server's read buffer is full of bytes the parser cannot use yet.
+      if (available - consumed >= kMaxReadBufferBytes) {
+        return {std::nullopt,
+                ReadFailureAnswer(bhttp::make_error_code(bhttp::error::buffer_overflow),
+                                  max_body_bytes)};
+      }
       if (available == bytes.size()) return {};  // the peer stopped before the request ended
       available = std::min(available + piece, bytes.size());
       continue;

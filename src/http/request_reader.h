@@ -22,6 +22,9 @@ namespace klutch::http::internal {
 
 // All header fields of a request together (Go's net/http default, which kube-apiserver keeps).
 inline constexpr size_t kMaxHeaderBytes = 1024 * 1024;
+// The bytes read but not yet parsed that a connection keeps: a whole header, plus room for
+// the next read. Beast's parser bounds the header but not a chunk-size line or a trailer.
+inline constexpr size_t kMaxReadBufferBytes = kMaxHeaderBytes + 64 * 1024;
 // One field's name or value: what Beast's field list can store (16-bit offsets, two bytes of
 // which hold ": ").
 inline constexpr size_t kMaxFieldBytes = 65533;

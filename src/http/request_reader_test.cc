@@ -33,6 +33,17 @@ TEST(ParseRequest, AnswersEachFailureAsAClientShouldSeeIt) {
       {"POST / HTTP/1.1\r\nContent-Length: 2000\r\n\r\n", 413},
       {"GET / HTTP/1.1\r\nno colon\r\n\r\n", 400},
       {"\x01\x02\x03 / HTTP/1.1\r\n\r\n", 400},
+      // Beast bounds neither a chunk-size line nor a trailer: the read buffer's limit does.
+      {"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n" +
+           [] {
+             std::string lines;
+             while (lines.size() <= kMaxReadBufferBytes) lines += "a: b\r\n";
+             return lines;
+           }(),
+       431},
+      {"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n1;" +
+           std::string(kMaxReadBufferBytes, 'x'),
+       431},
   };
   for (const auto& c : cases) {
     ParsedRequest p = ParseRequest(c.wire, 1024);

@@ -360,7 +360,9 @@ class Server::Impl {
       std::atomic<int>& n;
       ~Count() { --n; }
     } count{connections_};
-    beast::flat_buffer buffer;
+    // Bounded: Beast checks no limit while it waits for the end of a chunk-size line or of a
+    // trailer, so an endless one would otherwise grow this buffer until memory runs out.
+    beast::flat_buffer buffer(internal::kMaxReadBufferBytes);
     std::string remote;
     {
       boost::system::error_code ec;
@@ -380,20 +382,19 @@ class Server::Impl {
         auto msg = ToMessage(r, 11, false);
         beast::get_lowest_layer(stream).expires_after(options_.write_timeout);
         co_await bhttp::async_write(stream, msg, asio::as_tuple(asio::use_awaitable));
-        if (ec == bhttp::error::body_limit) {
-          // Lingering close: stop sending, then discard what the client is still uploading for
-          // a bounded time, so it can finish writing and read the 413 instead of a reset.
-          boost::system::error_code ignored;
-          beast::get_lowest_layer(stream).socket().shutdown(tcp::socket::shutdown_send, ignored);
-          beast::get_lowest_layer(stream).expires_after(std::chrono::seconds(5));
-          std::array<char, 16384> sink;
-          size_t drained = 0;
-          while (drained < 4 * options_.max_body_bytes) {
-            auto [rec, rn] = co_await beast::get_lowest_layer(stream).async_read_some(
-                asio::buffer(sink), asio::as_tuple(asio::use_awaitable));
-            if (rec) break;
-            drained += rn;
-          }
+        // Lingering close: stop sending, then discard what the client is still uploading for
+        // a bounded time and amount, so it can finish writing and read the answer instead of
+        // a reset.
+        boost::system::error_code ignored;
+        beast::get_lowest_layer(stream).socket().shutdown(tcp::socket::shutdown_send, ignored);
+        beast::get_lowest_layer(stream).expires_after(std::chrono::seconds(5));
+        std::array<char, 16384> sink;
+        size_t drained = 0;
+        while (drained < 4 * std::max(options_.max_body_bytes, internal::kMaxReadBufferBytes)) {
+          auto [rec, rn] = co_await beast::get_lowest_layer(stream).async_read_some(
+              asio::buffer(sink), asio::as_tuple(asio::use_awaitable));
+          if (rec) break;
+          drained += rn;
         }
         break;
       }
