@@ -715,6 +715,19 @@ class Broker::Impl {
     if (entry == nullptr) return InstanceNotFound(id);
     Entry& e = *entry;
     core::MutexLock lock(e.mu);
+    // OSB: 404 while the provision is in progress, 422 ConcurrencyError while an update is.
+    if (e.record.state == kStateDeploying && e.record.operation == "provision") {
+      return Error(404, "NotFound",
+                   fmt::format("instance {} is being provisioned; fetch it when the provision "
+                               "has finished",
+                               id));
+    }
+    if (e.record.state == kStateDeploying && e.record.operation == "update") {
+      return Error(422, "ConcurrencyError",
+                   fmt::format("instance {} is being updated; fetch it when the update has "
+                               "finished",
+                               id));
+    }
     return JsonResponse(200, {{"service_id", e.record.service_id},
                               {"plan_id", e.record.plan_id},
                               {"parameters", e.record.parameters},

@@ -98,9 +98,11 @@ core::Status ChownTo(const std::filesystem::path& path, const std::optional<core
 // Total bytes of the regular files under `path`.
 int64_t DirectorySize(const std::filesystem::path& path);
 // Starts (or adopts) a node through `runner` and waits until its readiness probe answers,
-// up to context.ready_timeout; kUnavailable with the tail of `log` otherwise, and at once when
-// the process exits twice before answering (a server refusing its configuration does not
-// get better by restarting it). `what` names the server in the message ("PostgreSQL node 1").
+// up to context.ready_timeout; kUnavailable with the tail of `log` otherwise, and as soon as
+// the process has exited four times without answering (a server refusing its configuration
+// does not get better by restarting it; a passing conflict, such as its port being taken for
+// a moment, gets the supervisor's first restarts, about 1.5 s). `what` names the server in
+// the message ("PostgreSQL node 1").
 core::Status StartAndWait(const EngineContext& context, NodeRunner& runner,
                           const std::string& instance, int node, NodeSpec spec,
                           const std::filesystem::path& log, std::string_view what);

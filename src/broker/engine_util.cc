@@ -64,7 +64,7 @@ core::Status StartAndWait(const EngineContext& context, NodeRunner& runner,
     return std::string(core::Trim(tail));
   };
   while (!ready()) {
-    if (int exits = runner.Exits(instance, node); exits >= 2) {
+    if (int exits = runner.Exits(instance, node); exits >= 4) {
       return core::Unavailable(
           fmt::format("{} exited {} times while starting: {}", what, exits, log_tail()));
     }

@@ -525,6 +525,25 @@ TEST(OsbConformanceTest, RequestsOnAnExistingInstanceAndBinding) {
     auto created = h.Call("postgresql", "PUT", instance + "?accepts_incomplete=true", provision);
     ASSERT_EQ(created.status, 202) << created.body;
     auto op = machinery::GetString(*machinery::ParseJson(created.body), {"operation"});
+    // While an operation runs (initdb and a first start take far longer than these requests;
+    // checked before and after), fetching the instance answers as the spec says.
+    auto in_progress = [&] {
+      auto r = h.Call("postgresql", "GET", instance + "/last_operation");
+      return machinery::GetString(*machinery::ParseJson(r.body), {"state"}) == "in progress";
+    };
+    auto fetch_while_running = [&](int want, const std::string& error) {
+      bool before = in_progress();
+      auto fetched = h.Call("postgresql", "GET", instance);
+      if (!before || !in_progress()) return;  // finished in between: nothing to check
+      EXPECT_EQ(fetched.status, want) << fetched.body;
+      EXPECT_EQ(machinery::GetString(*machinery::ParseJson(fetched.body), {"error"}), error);
+    };
+    {
+      SCOPED_TRACE(
+          "Fetching an instance: 404 Not Found MUST be returned while its provision is in "
+          "progress");
+      fetch_while_running(404, "NotFound");
+    }
     std::string state;
     ASSERT_TRUE(testing::Eventually(
         [&] {
@@ -643,6 +662,12 @@ TEST(OsbConformanceTest, RequestsOnAnExistingInstanceAndBinding) {
     const std::string small = "klutch-postgresql-single-small";
     auto update = h.Call("postgresql", "PATCH", put, Json{{"service_id", kPg}, {"plan_id", small}});
     ASSERT_EQ(update.status, 202) << update.body;
+    {
+      SCOPED_TRACE(
+          "Fetching an instance: 422 ConcurrencyError MUST be returned while it is being "
+          "updated");
+      fetch_while_running(422, "ConcurrencyError");
+    }
     ASSERT_TRUE(testing::Eventually(
         [&] {
           auto r = h.Call("postgresql", "GET", instance + "/last_operation");
