@@ -4,6 +4,7 @@
 
 #include "bind/ids.h"
 #include "bind/internal.h"
+#include "bind/names.h"
 #include "bind/snapshot.h"
 #include "core/clock.h"
 
@@ -76,6 +77,20 @@ Json Crd(std::string conversion = "None") {
                {"additionalPrinterColumns",
                 Json::array({{{"name", "Plan"}, {"type", "string"}, {"jsonPath", ".spec.plan"}}})},
                {"schema", {{"openAPIV3Schema", schema}}}}})}}}};
+}
+
+// An upgraded backend must not collect, at its first pass, spaces bound before binds recorded
+// their time (a konnector installed later by a GitOps pipeline would find its space gone).
+TEST(UnconnectedDeadline, CountsFromTheLastBindAndNeverForSpacesWithoutOne) {
+  Json cb = {{"metadata", {{"creationTimestamp", "2026-01-01T00:00:00Z"}}}};
+  Json ns = {{"metadata", {{"annotations", {{std::string(kIdentityAnnotation), "user"}}}}}};
+  EXPECT_FALSE(internal::UnconnectedDeadline(cb, ns, std::chrono::hours(1)));
+  ns["metadata"]["annotations"][std::string(kLastBoundAnnotation)] = "2026-01-02T00:00:00Z";
+  auto due = internal::UnconnectedDeadline(cb, ns, std::chrono::hours(1));
+  ASSERT_TRUE(due);
+  EXPECT_EQ(core::FormatTime(*due), "2026-01-02T01:00:00Z");
+  cb["status"]["lastHeartbeatTime"] = "2026-01-01T00:00:05Z";
+  EXPECT_FALSE(internal::UnconnectedDeadline(cb, ns, std::chrono::hours(1)));
 }
 
 TEST(CrdSnapshot, KeepsServedVersionsAndTheCrdFacts) {

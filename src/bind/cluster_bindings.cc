@@ -99,11 +99,18 @@ core::Status EnsureBinderClusterRoleBinding(Context& ctx, const Json& ns) {
 // Deletes the cluster namespace `ns` of a consumer whose konnector never connected (checked
 // again on the live ClusterBinding: the cache may not have its first heartbeat yet), and the
 // cluster-scoped RBAC made for it (which the garbage collector would also remove).
-core::Result<Result> CollectUnconnected(Context& ctx, const Json& ns, std::chrono::seconds grace) {
-  const std::string name = machinery::Name(ns);
+core::Result<Result> CollectUnconnected(Context& ctx, const Json& cached_ns,
+                                        std::chrono::seconds grace) {
+  const std::string name = machinery::Name(cached_ns);
   auto live = client::ResourceClient(ctx.rest, kClusterBindings, name).Get(kClusterBindingName);
   if (!live.ok() && core::IsNotFound(live.status())) return Result::Done();
   if (!live.ok()) return live.status();
+  // The live namespace too: a bind moments ago renewed its last-bound time, and the delete
+  // below is refused if it changes after this read (resourceVersion precondition).
+  auto live_ns = client::ResourceClient(ctx.rest, resources::kNamespaces).Get(name);
+  if (!live_ns.ok() && core::IsNotFound(live_ns.status())) return Result::Done();
+  if (!live_ns.ok()) return live_ns.status();
+  const Json& ns = *live_ns;
   auto deadline = UnconnectedDeadline(*live, ns, grace);
   if (!deadline) return Result::Done();
   if (ctx.clock.Now() < *deadline) return Result::RequeueAfter(Ms(*deadline - ctx.clock.Now()));
@@ -112,10 +119,11 @@ core::Result<Result> CollectUnconnected(Context& ctx, const Json& ns, std::chron
              "last bind",
              name, core::GoQuote(machinery::Annotation(ns, kIdentityAnnotation)), grace.count());
   auto deleted = client::ResourceClient(ctx.rest, resources::kNamespaces)
-                     .Delete(name, {.precondition_uid = machinery::Uid(ns)});
-  if (!deleted.ok() && !core::IsNotFound(deleted.status()) && !core::IsConflict(deleted.status())) {
-    return deleted.status();
-  }
+                     .Delete(name, {.precondition_uid = machinery::Uid(ns),
+                                    .precondition_resource_version =
+                                        machinery::GetString(ns, {"metadata", "resourceVersion"})});
+  if (!deleted.ok() && core::IsConflict(deleted.status())) return Result::Requeue();  // look again
+  if (!deleted.ok() && !core::IsNotFound(deleted.status())) return deleted.status();
   for (const auto& gvr : {resources::kClusterRoleBindings, resources::kClusterRoles}) {
     auto gone = client::ResourceClient(ctx.rest, gvr).Delete(BinderRoleName(name));
     if (!gone.ok() && !core::IsNotFound(gone.status())) return gone.status();
@@ -138,10 +146,12 @@ std::optional<core::SystemTime> UnconnectedDeadline(const Json& cb, const Json& 
   if (!machinery::GetString(cb, {"status", "lastHeartbeatTime"}).empty()) return std::nullopt;
   auto since = core::ParseTime(machinery::GetString(cb, {"metadata", "creationTimestamp"}));
   if (!since) return std::nullopt;
-  if (auto bound = core::ParseTime(machinery::Annotation(ns, kLastBoundAnnotation));
-      bound && *bound > *since) {
-    since = bound;
-  }
+  // Spaces made before binds recorded their time are never collected: an upgraded backend
+  // must not delete, at its first pass, a space whose konnector a GitOps pipeline installs
+  // later. Binding it again stamps it.
+  auto bound = core::ParseTime(machinery::Annotation(ns, kLastBoundAnnotation));
+  if (!bound) return std::nullopt;
+  if (*bound > *since) since = bound;
   return *since + grace;
 }
 

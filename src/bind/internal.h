@@ -89,8 +89,8 @@ Json QuotaHard(const std::map<std::string, int64_t>& quota, const std::vector<Ob
 
 // When a space no konnector connected to is due for collection: `grace` after the later of
 // the ClusterBinding's creation and the namespace's last bind; nullopt when it is not
-// collectable (a heartbeat was seen, no identity annotation, made for an AppClusterBinding,
-// or grace is 0).
+// collectable (a heartbeat was seen, no identity annotation, no last-bound annotation (made
+// before binds recorded it), made for an AppClusterBinding, or grace is 0).
 std::optional<core::SystemTime> UnconnectedDeadline(const Json& cluster_binding, const Json& ns,
                                                     std::chrono::seconds grace);
 

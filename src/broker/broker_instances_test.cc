@@ -666,7 +666,6 @@ TEST(BrokerInstancesTest, AFailedUpdateRollsBackAndTheInstanceStaysUsable) {
     EXPECT_EQ(conf->find("anything"), std::string::npos);
     EXPECT_EQ(conf->find('\0'), std::string::npos);
 
-    auto started = std::chrono::steady_clock::now();
     auto update = patch({{"tls-ciphers", "NO-SUCH-CIPHER"}, {"maxmemory-policy", "noeviction"}});
     ASSERT_EQ(update.status, 202) << update.body;
     std::string op = machinery::GetString(BrokerHarness::Body(update), {"operation"});
@@ -683,8 +682,6 @@ TEST(BrokerInstancesTest, AFailedUpdateRollsBackAndTheInstanceStaysUsable) {
     std::string why = machinery::GetString(last, {"description"});
     EXPECT_NE(why.find("cipher"), std::string::npos) << why;
     EXPECT_NE(why.find("previous plan and parameters"), std::string::npos) << why;
-    // Not a minute of restarts: the server's refusal ends the update.
-    EXPECT_LT(std::chrono::steady_clock::now() - started, seconds(30));
 
     // The old settings run again: the instance is provisioned, with its old parameters, and
     // serves the data it had.

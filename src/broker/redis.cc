@@ -233,6 +233,12 @@ std::string Quote(std::string_view s) {
   return out + "\"";
 }
 
+// A validated parameter's text ("" when it is not a string).
+std::string_view StringOf(const Json& v) {
+  const auto* s = v.get_ptr<const std::string*>();
+  return s ? std::string_view(*s) : std::string_view();
+}
+
 std::string Lower(std::string_view s) {
   std::string out(s);
   for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -400,10 +406,10 @@ std::string Render(const KvParam& p, const Json& v, const PlanLimits& limits) {
     }
     case KvParam::kYesNo:
       if (const auto* b = v.get_ptr<const bool*>()) return *b ? "yes" : "no";
-      return Lower(v.get<std::string>());
+      return Lower(StringOf(v));
     case KvParam::kEnum:
       for (const auto& allowed : p.values) {
-        if (Lower(v.get<std::string>()) == Lower(allowed)) return Quote(allowed);
+        if (Lower(StringOf(v)) == Lower(allowed)) return Quote(allowed);
       }
       return "";
     case KvParam::kMemory:
@@ -411,15 +417,13 @@ std::string Render(const KvParam& p, const Json& v, const PlanLimits& limits) {
     case KvParam::kMaxmemory: {
       // `dynamic` lets the broker choose: the plan's maxmemory; `0` (no limit) is not
       // offered beyond the plan either.
-      int64_t bytes = v.is_string() && v.get<std::string>() == "dynamic"
-                          ? plan_bytes
-                          : MemoryBytes(v).value_or(plan_bytes);
+      int64_t bytes = StringOf(v) == "dynamic" ? plan_bytes : MemoryBytes(v).value_or(plan_bytes);
       if (bytes <= 0 || bytes > plan_bytes) bytes = plan_bytes;
       return std::to_string(bytes);
     }
     case KvParam::kCipherList:
     case KvParam::kKeyspaceEvents:
-      return Quote(v.get<std::string>());
+      return Quote(StringOf(v));
     case KvParam::kSnapshot:
       return Snapshot(v).value_or("\"\"");
     case KvParam::kSentinel:

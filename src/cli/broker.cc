@@ -13,6 +13,7 @@
 #include "client/kubeconfig.h"
 #include "client/rest_client.h"
 #include "core/duration.h"
+#include "core/file.h"
 #include "core/process.h"
 #include "core/strings.h"
 #include "http/server.h"
@@ -126,11 +127,13 @@ int RunBroker(const BrokerFlags& f) {
     if (user->uid == 0)
       return Fail("--run-as: PostgreSQL refuses to run as root; name another account");
     options.engine.user = *user;
-    // The broker makes its own directory and i/ traversable; what lies above is the caller's.
-    std::error_code ec;
-    std::filesystem::create_directories(options.state_dir, ec);
-    if (ec)
-      return Fail("--state-dir: creating " + options.state_dir.string() + ": " + ec.message());
+    // The broker makes its own directory and i/ traversable, and so the directories it creates
+    // on the way; what lies above is the caller's.
+    if (auto made = core::CreateTraversableDirectories(options.state_dir); !made.ok()) {
+      return Fail("--state-dir: " + made.message());
+    }
+    options.state_dir = options.state_dir.lexically_normal();
+    if (!options.state_dir.has_filename()) options.state_dir = options.state_dir.parent_path();
     auto reachable = core::CheckReachableBy(*user, options.state_dir.parent_path(),
                                             "runs the data-service instances");
     if (!reachable.ok()) return Fail("--state-dir: " + reachable.message());

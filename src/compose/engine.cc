@@ -130,24 +130,64 @@ bool CompositeOnly(const std::string& key) {
   return key == "claimRef" || key == "resourceRefs" || key == "writeConnectionSecretToRef" ||
          key == "environmentConfigRefs";
 }
-// The claim's annotations its composite resource carries too, as Crossplane propagates them:
-// all but Kubernetes' own (kubernetes.io and k8s.io domains, kubectl's last-applied copy).
-Json PropagatedAnnotations(const Json& claim) {
-  Json out = Json::object();
+// The claim's annotations its composite resource carries too, as Crossplane propagates them
+// (all but Kubernetes' own: kubernetes.io and k8s.io domains, kubectl's last-applied copy), as
+// a merge patch of the XR's annotations (`xr` null: a new XR): the claim's values, null for
+// one the claim carried before (kClaimAnnotationsAnnotation) and no longer does, and that
+// list itself. Empty when the XR is up to date. (Crossplane only merges: an annotation removed
+// from the claim stayed on the XR; klutch.anynines.com/delete-in-use must not.)
+Json ClaimAnnotationChanges(const Json& claim, const Json& xr) {
+  Json want = Json::object();
   const Json* annotations = Find(claim, {"metadata", "annotations"});
-  if (!annotations || !annotations->is_object()) return out;
-  for (auto it = annotations->begin(); it != annotations->end(); ++it) {
-    std::string_view key = it.key();
-    auto slash = key.find('/');
-    std::string_view domain = slash == std::string_view::npos ? "" : key.substr(0, slash);
-    auto in_domain = [&](std::string_view d) {
-      return domain == d || (domain.size() > d.size() && domain.ends_with(d) &&
-                             domain[domain.size() - d.size() - 1] == '.');
-    };
-    if (in_domain("kubernetes.io") || in_domain("k8s.io")) continue;
-    out[it.key()] = *it;
+  if (annotations && annotations->is_object()) {
+    for (auto it = annotations->begin(); it != annotations->end(); ++it) {
+      std::string_view key = it.key();
+      auto slash = key.find('/');
+      std::string_view domain = slash == std::string_view::npos ? "" : key.substr(0, slash);
+      auto in_domain = [&](std::string_view d) {
+        return domain == d || (domain.size() > d.size() && domain.ends_with(d) &&
+                               domain[domain.size() - d.size() - 1] == '.');
+      };
+      if (in_domain("kubernetes.io") || in_domain("k8s.io") || !it->is_string()) continue;
+      if (key == kClaimAnnotationsAnnotation) continue;
+      want[it.key()] = *it;
+    }
   }
-  return out;
+  std::vector<std::string> keys;
+  for (auto it = want.begin(); it != want.end(); ++it) keys.push_back(it.key());
+  const std::string list = core::Join(keys, ",");
+
+  Json changes = Json::object();
+  for (auto it = want.begin(); it != want.end(); ++it) {
+    if (xr.is_null() || machinery::Annotation(xr, it.key()) != *it->get_ptr<const std::string*>() ||
+        !Find(xr, {"metadata", "annotations", it.key()})) {
+      changes[it.key()] = *it;
+    }
+  }
+  const std::string before =
+      xr.is_null() ? "" : machinery::Annotation(xr, kClaimAnnotationsAnnotation);
+  for (std::string_view key : core::SplitNonEmpty(before, ',')) {
+    if (!want.contains(std::string(key))) changes[std::string(key)] = nullptr;
+  }
+  if (list != before) {
+    changes[std::string(kClaimAnnotationsAnnotation)] = list.empty() ? Json() : Json(list);
+  }
+  return changes;
+}
+
+// Applies a merge patch of annotations (ClaimAnnotationChanges) to an object's metadata.
+void ApplyAnnotationChanges(Json& object, const Json& changes) {
+  if (changes.empty()) return;
+  Json& annotations = machinery::MutableMetadata(object)["annotations"];
+  if (!annotations.is_object()) annotations = Json::object();
+  for (auto it = changes.begin(); it != changes.end(); ++it) {
+    if (it->is_null()) {
+      annotations.erase(it.key());
+    } else {
+      annotations[it.key()] = *it;
+    }
+  }
+  if (annotations.empty()) machinery::MutableMetadata(object).erase("annotations");
 }
 
 // Selection fields: the claim's when it has them, else the XR's (propagated back).
@@ -1302,13 +1342,7 @@ core::Result<Result> XrdRuntime::ReconcileClaim(const Request& r) {
       // XR's deletion queues the claim again), and says what the deletion waits for.
       if (policy == "Foreground") {
         // Annotations still travel: one may be what the deletion waits for (ADR 0014).
-        Json changed = Json::object();
-        Json annotations = PropagatedAnnotations(claim);
-        for (auto it = annotations.begin(); it != annotations.end(); ++it) {
-          if (!it->is_string() || machinery::Annotation(*xr, it.key()) != it->get<std::string>()) {
-            changed[it.key()] = *it;
-          }
-        }
+        Json changed = ClaimAnnotationChanges(claim, *xr);
         if (!changed.empty()) {
           auto p = xr_client.Patch(xr_name, client::PatchType::kMerge,
                                    machinery::Dump(Json{{"metadata", {{"annotations", changed}}}}),
@@ -1445,14 +1479,11 @@ core::Result<Result> XrdRuntime::ReconcileClaim(const Request& r) {
     labels[std::string(kLabelClaimName)] = name;
     labels[std::string(kLabelClaimNamespace)] = ns;
     labels[std::string(kLabelComposite)] = xr_name;
-    Json metadata{{"name", xr_name}, {"labels", labels}};
-    if (Json annotations = PropagatedAnnotations(claim); !annotations.empty()) {
-      metadata["annotations"] = std::move(annotations);
-    }
     Json object{{"apiVersion", types_.ApiVersion()},
                 {"kind", types_.xr_kind},
-                {"metadata", std::move(metadata)},
+                {"metadata", Json{{"name", xr_name}, {"labels", labels}}},
                 {"spec", spec}};
+    ApplyAnnotationChanges(object, ClaimAnnotationChanges(claim, Json()));
     if (auto bound = bind_claim(spec); !bound.ok()) return bound;
     auto created = xr_client.Create(object);
     if (!created.ok()) {
@@ -1479,11 +1510,7 @@ core::Result<Result> XrdRuntime::ReconcileClaim(const Request& r) {
       labels[std::string(kLabelClaimNamespace)] = ns;
       labels[std::string(kLabelComposite)] = xr_name;
     }
-    if (Json annotations = PropagatedAnnotations(claim); !annotations.empty()) {
-      Json& into = machinery::MutableMetadata(want)["annotations"];
-      if (!into.is_object()) into = Json::object();
-      for (auto it = annotations.begin(); it != annotations.end(); ++it) into[it.key()] = *it;
-    }
+    ApplyAnnotationChanges(want, ClaimAnnotationChanges(claim, xr_now));
     if (want != xr_now) {
       auto w = xr_committer.Commit(xr_now, want);
       xr_writes_.Wrote(xr_name, xr_now, w);

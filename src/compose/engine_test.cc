@@ -1250,6 +1250,14 @@ TEST_F(ComposeEngineTest, TheClaimsAnnotationsReachItsCompositeResource) {
   Json xr = XrOf(d, "ann", "pg");
   EXPECT_EQ(machinery::Annotation(xr, "kubectl.kubernetes.io/last-applied-configuration"), "");
   EXPECT_EQ(machinery::Annotation(xr, "example.k8s.io/x"), "");
+  // Removed from the claim, removed from the XR: a change of mind must not leave the force on.
+  MergePatch(d.claim, "ann", "pg",
+             {{"metadata", {{"annotations", {{"klutch.anynines.com/delete-in-use", nullptr}}}}}});
+  EXPECT_TRUE(Eventually([&] {
+    Json now = XrOf(d, "ann", "pg");
+    return !now.is_null() &&
+           !machinery::Find(now, {"metadata", "annotations", "klutch.anynines.com/delete-in-use"});
+  })) << Dump(XrOf(d, "ann", "pg"));
 }
 
 TEST_F(ComposeEngineTest, BackgroundDeletionReleasesTheClaimAtOnce) {

@@ -16,6 +16,10 @@ inline constexpr std::string_view kPatchAndTransform = "function-patch-and-trans
 // Hash of the desired state last applied to a composed resource (skips unchanged applies).
 inline constexpr std::string_view kDesiredHashAnnotation =
     "compose.klutch.anynines.com/desired-hash";
+// On an XR: the keys of the claim's annotations it carries (comma-separated), so that one the
+// claim drops is dropped from the XR too.
+inline constexpr std::string_view kClaimAnnotationsAnnotation =
+    "compose.klutch.anynines.com/claim-annotations";
 
 inline const machinery::GroupVersionResource kXrds{"apiextensions.crossplane.io", "v1",
                                                    "compositeresourcedefinitions"};

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <vector>
 
 #include "core/random.h"
 
@@ -72,6 +73,24 @@ Status WriteFileAtomic(const fs::path& path, const std::string& data, fs::perms 
     fs::remove(tmp, ignored);
     return Internal(fmt::format("cannot write {}: {}", path.string(),
                                 err != 0 ? std::strerror(err) : ec.message()));
+  }
+  return Status::Ok();
+}
+
+Status CreateTraversableDirectories(const fs::path& dir) {
+  fs::path target = fs::absolute(dir).lexically_normal();
+  if (!target.has_filename()) target = target.parent_path();  // a trailing slash
+  std::vector<fs::path> missing;
+  for (fs::path p = target; !p.empty() && !fs::exists(p); p = p.parent_path()) {
+    missing.push_back(p);
+    if (p == p.root_path()) break;
+  }
+  std::error_code ec;
+  fs::create_directories(target, ec);
+  if (ec) return Internal(fmt::format("creating {}: {}", target.string(), ec.message()));
+  for (const fs::path& p : missing) {
+    fs::permissions(p, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec, ec);
+    if (ec) return Internal(fmt::format("chmod {}: {}", p.string(), ec.message()));
   }
   return Status::Ok();
 }

@@ -21,4 +21,10 @@ Status WriteFileAtomic(const std::filesystem::path& path, const std::string& dat
                        std::filesystem::perms perms = std::filesystem::perms::owner_read |
                                                       std::filesystem::perms::owner_write);
 
+// Creates `dir` and its missing parents; every directory it creates, `dir` included, may be
+// passed through (not listed) by other accounts (mode 0711 whatever the umask), for state
+// directories below which children run as other users. Directories that existed stay as
+// they were. kInternal naming the path on failure.
+Status CreateTraversableDirectories(const std::filesystem::path& dir);
+
 }  // namespace klutch::core

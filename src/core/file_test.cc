@@ -41,6 +41,31 @@ TEST_F(FileTest, WritesAtomicallyWithTheRequestedMode) {
   EXPECT_EQ(entries, 1);
 }
 
+// Under umask 077 (the broker's, klutch up's) create_directories made parents of a new state
+// directory 0700, so the instances' account could not reach it; a trailing slash named the
+// directory itself as its parent.
+TEST_F(FileTest, CreateTraversableDirectoriesOpensWhatItCreatesOnly) {
+  fs::create_directories(dir_ / "old");
+  fs::permissions(dir_ / "old", fs::perms::owner_all);
+  const mode_t before = ::umask(077);
+  Status s = CreateTraversableDirectories((dir_ / "old" / "a" / "b").string() + "/");
+  ::umask(before);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  auto mode = [](const fs::path& p) {
+    struct stat st {};
+    ::stat(p.c_str(), &st);
+    return st.st_mode & 0777;
+  };
+  EXPECT_EQ(mode(dir_ / "old"), 0700u);  // existed: left alone
+  EXPECT_EQ(mode(dir_ / "old" / "a"), 0711u);
+  EXPECT_EQ(mode(dir_ / "old" / "a" / "b"), 0711u);
+  EXPECT_TRUE(CreateTraversableDirectories(dir_ / "old" / "a").ok());  // exists already
+  ASSERT_TRUE(WriteFileAtomic(dir_ / "file", "x").ok());
+  Status below_file = CreateTraversableDirectories(dir_ / "file" / "x");
+  EXPECT_FALSE(below_file.ok());
+  EXPECT_NE(below_file.message().find((dir_ / "file" / "x").string()), std::string::npos);
+}
+
 TEST_F(FileTest, ErrorsNameThePath) {
   auto missing = ReadFile(dir_ / "missing");
   EXPECT_TRUE(IsNotFound(missing.status()));

@@ -323,7 +323,8 @@ core::Result<Result> ExportSyncer::ReconcileSpec(const Request& request) {
         if (mine && mine->is_object()) {
           for (auto it = mine->begin(); it != mine->end(); ++it) {
             if (it.key() == "kubectl.kubernetes.io/last-applied-configuration") continue;
-            if (!it->is_string() || Annotation(*u, it.key()) != it->get<std::string>()) {
+            const auto* value = it->get_ptr<const std::string*>();
+            if (!value || Annotation(*u, it.key()) != *value) {
               changed[it.key()] = *it;
             }
           }

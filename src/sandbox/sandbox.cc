@@ -111,12 +111,12 @@ class Sandbox::Impl {
   }
 
   core::Status Start() {
+    // Traversable (not listable) by others, and so the directories made on the way: the
+    // broker's instances and glewlwyd run as their own users below it.
+    KLUTCH_RETURN_IF_ERROR(core::CreateTraversableDirectories(options_.state_dir));
+    dir_ = fs::absolute(options_.state_dir).lexically_normal();
+    if (!dir_.has_filename()) dir_ = dir_.parent_path();
     std::error_code ec;
-    fs::create_directories(options_.state_dir, ec);
-    if (ec) return core::Internal("creating " + options_.state_dir.string() + ": " + ec.message());
-    dir_ = fs::absolute(options_.state_dir);
-    // Traversable (not listable) by others: the broker's instances and glewlwyd run as their
-    // own users below it.
     fs::permissions(dir_, fs::perms::owner_all | fs::perms::others_exec | fs::perms::group_exec,
                     ec);
     KLUTCH_RETURN_IF_ERROR(CheckStateDirReachable());

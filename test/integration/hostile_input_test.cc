@@ -7,9 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <regex>
 #include <string>
 
-#include "core/net.h"
 #include "test/support/server_fixture.h"
 #include "test/support/wait.h"
 
@@ -47,15 +47,22 @@ TEST_F(HostileInputTest, ApiServerAnswersOversizedHeadersWith431AndStaysUp) {
 }
 
 TEST_F(HostileInputTest, BrokerAnswersOversizedHeadersWith431AndStaysUp) {
-  auto port = core::FreeTcpPort();
-  ASSERT_TRUE(port.ok());
-  const std::string url = "http://127.0.0.1:" + std::to_string(*port);
-  ChildProcess broker(
-      {(kBin / "klutch").string(), "broker", "--state-dir", (dir_.path() / "broker").string(),
-       "--listen", "127.0.0.1:" + std::to_string(*port)},
-      dir_.path() / "broker.log");
-  ASSERT_TRUE(Eventually([&] { return Status(url + "/healthz") == "200"; }, 60s))
-      << ReadFileOrEmpty(dir_.path() / "broker.log");
+  ChildProcess broker({(kBin / "klutch").string(), "broker", "--state-dir",
+                       (dir_.path() / "broker").string(), "--listen", "127.0.0.1:0"},
+                      dir_.path() / "broker.log");
+  std::string url;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        std::smatch m;
+        std::string log = ReadFileOrEmpty(dir_.path() / "broker.log");
+        if (std::regex_search(log, m, std::regex(R"(serving on (http://127\.0\.0\.1:\d+))"))) {
+          url = m[1].str();
+        }
+        return !url.empty() || !broker.running();
+      },
+      60s));
+  ASSERT_FALSE(url.empty()) << ReadFileOrEmpty(dir_.path() / "broker.log");
+  ASSERT_EQ(Status(url + "/healthz"), "200");
   EXPECT_EQ(StatusWithHeader(url + "/postgresql/v2/catalog", "X-Big: " + kBig), "431");
   EXPECT_EQ(StatusWithHeader(url + "/postgresql/v2/catalog", kBig + ": v"), "431");
   EXPECT_TRUE(broker.running()) << ReadFileOrEmpty(dir_.path() / "broker.log");

@@ -480,7 +480,8 @@ bool ServiceInstanceReconciler::DeletionForced(const Json& mr) {
   if (!refs || !refs->is_array()) return false;
   for (const Json& ref : *refs) {
     const Json* controller = Find(ref, {"controller"});
-    if (!controller || !controller->is_boolean() || !controller->get<bool>()) continue;
+    const bool* is_controller = controller ? controller->get_ptr<const bool*>() : nullptr;
+    if (!is_controller || !*is_controller) continue;
     std::string api_version = GetString(ref, {"apiVersion"});
     auto slash = api_version.find('/');
     std::string group = slash == std::string::npos ? "" : api_version.substr(0, slash);
