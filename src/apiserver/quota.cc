@@ -124,6 +124,8 @@ core::Result<std::vector<ObjectCountQuota::Quota>> ObjectCountQuota::QuotasIn(st
 core::Result<int64_t> ObjectCountQuota::Count(const ResourceInfo& r, std::string_view ns) {
   storage::ListRequest req;
   req.prefix = r.KeyPrefix() + std::string(ns) + "/";
+  req.keys_only = true;  // a count: never read the objects (a namespace may hold 200 MiB)
+  req.limit = 1000;      // pages, so a large namespace is not held in memory at once
   int64_t count = 0;
   while (true) {
     KLUTCH_ASSIGN_OR_RETURN(storage::ListResult page, rest_.store().List(req));

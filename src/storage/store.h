@@ -80,6 +80,9 @@ struct ListRequest {
   std::string start_after;  // exclusive lower bound inside the prefix ("" = from the start)
   int64_t limit = 0;        // 0 = no limit
   int64_t revision = 0;     // 0 = latest; otherwise the state at that revision
+  // Only keys and revisions wanted (counting): a store may leave `value` null, sparing the
+  // read and copy of every value.
+  bool keys_only = false;
 };
 
 struct ListResult {

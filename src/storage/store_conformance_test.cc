@@ -128,6 +128,36 @@ TYPED_TEST(StoreConformance, MakeValueSeesTheRevisionOfTheWrite) {
   EXPECT_EQ(*r->current->value, "2/2");
 }
 
+// Quota counting lists keys only: the same keys, revisions and pages as a full list.
+TYPED_TEST(StoreConformance, KeysOnlyListsTheSameKeysAndPages) {
+  auto& s = *this->store_;
+  for (const char* k : {"/p/a", "/p/b", "/p/c", "/q/a"}) {
+    ASSERT_TRUE(s.Write(Put(k, std::string(100000, 'v'))).ok());
+  }
+  ListRequest full{.prefix = "/p/", .limit = 2};
+  ListRequest keys = full;
+  keys.keys_only = true;
+  auto a = s.List(full);
+  auto b = s.List(keys);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_EQ(a->items.size(), 2u);
+  ASSERT_EQ(b->items.size(), 2u);
+  EXPECT_EQ(a->more, b->more);
+  EXPECT_TRUE(b->more);
+  EXPECT_EQ(a->revision, b->revision);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(a->items[i].key, b->items[i].key);
+    EXPECT_EQ(a->items[i].mod_revision, b->items[i].mod_revision);
+    EXPECT_EQ(a->items[i].create_revision, b->items[i].create_revision);
+  }
+  keys.start_after = b->items.back().key;
+  auto rest = s.List(keys);
+  ASSERT_TRUE(rest.ok());
+  ASSERT_EQ(rest->items.size(), 1u);
+  EXPECT_EQ(rest->items[0].key, "/p/c");
+  EXPECT_FALSE(rest->more);
+}
+
 TYPED_TEST(StoreConformance, CreateOnlyFailsWhenTheKeyExists) {
   auto& s = *this->store_;
   ASSERT_TRUE(s.Write(Put("/a", "1", kMustNotExist))->succeeded);

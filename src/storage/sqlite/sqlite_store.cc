@@ -377,7 +377,9 @@ class SqliteStore::Impl {
         out.more = true;
         break;
       }
-      out.items.push_back(KeyValue{s.Text(0), s.Value(1), s.Int(2), s.Int(3)});
+      // SQLite reads a value's overflow pages only when the column is fetched.
+      out.items.push_back(
+          KeyValue{s.Text(0), req.keys_only ? nullptr : s.Value(1), s.Int(2), s.Int(3)});
     }
     s.Reset();
     return out;
