@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "apiserver/rest_storage.h"
+#include "cel/quantity.h"
 #include "core/log.h"
 #include "core/strings.h"
 
@@ -50,43 +51,7 @@ std::string QuantityText(const Json& v) {
 
 std::optional<double> QuantityValue(const Json& v) {
   if (!v.is_string() && !v.is_number()) return std::nullopt;
-  const std::string s = QuantityText(v);
-  size_t end = 0;
-  while (end < s.size() && (std::isdigit(static_cast<unsigned char>(s[end])) || s[end] == '.' ||
-                            (end == 0 && (s[end] == '+' || s[end] == '-')))) {
-    ++end;
-  }
-  if (end == 0) return std::nullopt;
-  char* parsed_end = nullptr;
-  const std::string number = s.substr(0, end);
-  double value = std::strtod(number.c_str(), &parsed_end);
-  if (parsed_end != number.c_str() + number.size()) return std::nullopt;
-  const std::string_view suffix = std::string_view(s).substr(end);
-  static const std::vector<std::pair<std::string_view, double>> kSuffixes = {
-      {"", 1},
-      {"n", 1e-9},
-      {"u", 1e-6},
-      {"m", 1e-3},
-      {"k", 1e3},
-      {"M", 1e6},
-      {"G", 1e9},
-      {"T", 1e12},
-      {"P", 1e15},
-      {"E", 1e18},
-      {"Ki", 1024.0},
-      {"Mi", std::pow(1024.0, 2)},
-      {"Gi", std::pow(1024.0, 3)},
-      {"Ti", std::pow(1024.0, 4)},
-      {"Pi", std::pow(1024.0, 5)},
-      {"Ei", std::pow(1024.0, 6)}};
-  for (const auto& [name, factor] : kSuffixes) {
-    if (suffix == name) return value * factor;
-  }
-  if (suffix.size() > 1 && (suffix[0] == 'e' || suffix[0] == 'E')) {
-    auto exponent = core::ParseInt64(suffix.substr(1));
-    if (exponent) return value * std::pow(10.0, static_cast<double>(*exponent));
-  }
-  return std::nullopt;
+  return cel::QuantityAsDouble(QuantityText(v));
 }
 
 ObjectCountQuota::ObjectCountQuota(RestStorage& rest) : rest_(rest) {}

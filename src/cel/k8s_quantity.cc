@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -405,6 +406,43 @@ bool IsQuantity(std::string_view text) {
   std::string error;
   bool beyond_limits = false;
   return ParseQuantity(text, &error, &beyond_limits).has_value() || beyond_limits;
+}
+
+std::optional<double> QuantityAsDouble(std::string_view view) {
+  const std::string text(view);
+  if (!cel::IsQuantity(text)) return std::nullopt;
+  size_t end = 0;
+  while (end < text.size() && (std::isdigit(static_cast<unsigned char>(text[end])) ||
+                               text[end] == '.' || text[end] == '+' || text[end] == '-')) {
+    ++end;
+  }
+  std::string number = text.substr(0, end);
+  std::string suffix = text.substr(end);
+  if (number.empty() || number == "+" || number == "-" || number == ".") number += "0";
+  char* stop = nullptr;
+  double v = std::strtod(number.c_str(), &stop);
+  static const std::map<std::string, double> kSuffixes = {{"", 1},
+                                                          {"n", 1e-9},
+                                                          {"u", 1e-6},
+                                                          {"m", 1e-3},
+                                                          {"k", 1e3},
+                                                          {"M", 1e6},
+                                                          {"G", 1e9},
+                                                          {"T", 1e12},
+                                                          {"P", 1e15},
+                                                          {"E", 1e18},
+                                                          {"Ki", 1024.0},
+                                                          {"Mi", 1048576.0},
+                                                          {"Gi", 1073741824.0},
+                                                          {"Ti", 1099511627776.0},
+                                                          {"Pi", 1125899906842624.0},
+                                                          {"Ei", 1152921504606846976.0}};
+  auto it = kSuffixes.find(suffix);
+  if (it != kSuffixes.end()) return v * it->second;
+  if (!suffix.empty() && (suffix[0] == 'e' || suffix[0] == 'E')) {
+    return v * std::pow(10.0, std::strtod(suffix.c_str() + 1, nullptr));
+  }
+  return std::nullopt;
 }
 
 void internal::InstallQuantityLibrary(FunctionRegistry& registry) {

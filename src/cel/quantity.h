@@ -6,6 +6,7 @@
 // Pure function; thread-safe.
 #pragma once
 
+#include <optional>
 #include <string_view>
 
 namespace klutch::cel {
@@ -16,5 +17,9 @@ namespace klutch::cel {
 // exponent (e3, E-2). Values too large for the exact arithmetic of quantity() are still
 // quantities here, as in Kubernetes.
 bool IsQuantity(std::string_view text);
+
+// The value of a quantity as a double (what comparisons against limits need: composition
+// transforms, ResourceQuota hard values); nullopt when IsQuantity says no.
+std::optional<double> QuantityAsDouble(std::string_view text);
 
 }  // namespace klutch::cel

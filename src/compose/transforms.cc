@@ -299,43 +299,6 @@ core::Result<Json> StringTransform(const Json& t, const Json& input) {
               "\" (Format, Convert, TrimPrefix, TrimSuffix, Regexp, Join or Replace)");
 }
 
-// resource.Quantity's value of `text` as a double; nullopt when it is not a quantity.
-std::optional<double> QuantityValue(const std::string& text) {
-  if (!cel::IsQuantity(text)) return std::nullopt;
-  size_t end = 0;
-  while (end < text.size() && (std::isdigit(static_cast<unsigned char>(text[end])) ||
-                               text[end] == '.' || text[end] == '+' || text[end] == '-')) {
-    ++end;
-  }
-  std::string number = text.substr(0, end);
-  std::string suffix = text.substr(end);
-  if (number.empty() || number == "+" || number == "-" || number == ".") number += "0";
-  char* stop = nullptr;
-  double v = std::strtod(number.c_str(), &stop);
-  static const std::map<std::string, double> kSuffixes = {{"", 1},
-                                                          {"n", 1e-9},
-                                                          {"u", 1e-6},
-                                                          {"m", 1e-3},
-                                                          {"k", 1e3},
-                                                          {"M", 1e6},
-                                                          {"G", 1e9},
-                                                          {"T", 1e12},
-                                                          {"P", 1e15},
-                                                          {"E", 1e18},
-                                                          {"Ki", 1024.0},
-                                                          {"Mi", 1048576.0},
-                                                          {"Gi", 1073741824.0},
-                                                          {"Ti", 1099511627776.0},
-                                                          {"Pi", 1125899906842624.0},
-                                                          {"Ei", 1152921504606846976.0}};
-  auto it = kSuffixes.find(suffix);
-  if (it != kSuffixes.end()) return v * it->second;
-  if (!suffix.empty() && (suffix[0] == 'e' || suffix[0] == 'E')) {
-    return v * std::pow(10.0, std::strtod(suffix.c_str() + 1, nullptr));
-  }
-  return std::nullopt;
-}
-
 std::optional<bool> ParseGoBool(const std::string& s) {
   if (s == "1" || s == "t" || s == "T" || s == "TRUE" || s == "true" || s == "True") return true;
   if (s == "0" || s == "f" || s == "F" || s == "FALSE" || s == "false" || s == "False") {
@@ -371,7 +334,7 @@ core::Result<Json> ConvertTransform(const Json& t, const Json& raw_input) {
     const std::string& s = *input.get_ptr<const std::string*>();
     if (to == "string") return input;
     if (format == "quantity" && (to == "int64" || to == "float64")) {
-      auto q = QuantityValue(s);
+      auto q = cel::QuantityAsDouble(s);
       if (!q) return Fail("cannot parse \"" + s + "\" as a quantity");
       if (to == "int64") {
         if (!FitsInt64(std::ceil(*q)))
