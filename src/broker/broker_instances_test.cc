@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "broker/broker.h"
+#include "broker/served_broker_test_util.h"
 #include "core/file.h"
 #include "core/process.h"
 #include "core/random.h"
@@ -34,43 +35,14 @@ class BrokerHarness {
  public:
   explicit BrokerHarness(fs::path dir, bool stop_on_shutdown = true,
                          const std::function<void(BrokerOptions&)>& tweak = {})
-      : dir_(std::move(dir)) {
-    BrokerOptions options;
-    options.state_dir = dir_;
-    options.quota_interval = milliseconds(500);
-    options.stop_instances_on_shutdown = stop_on_shutdown;
-    if (tweak) tweak(options);
-    if (::getuid() == 0) {
-      auto user = core::LookupUser("postgres");
-      EXPECT_TRUE(user.ok()) << "the postgres account (Debian's postgresql-15) is needed as root";
-      if (user.ok()) options.engine.user = *user;
-    }
-    auto b = Broker::Open(options);
-    EXPECT_TRUE(b.ok()) << b.status().message();
-    broker_ = std::move(*b);
-    auto s = http::Server::Start(http::ServerOptions{.threads = 8},
-                                 [this](http::Request& r) { return broker_->Serve(r); });
-    EXPECT_TRUE(s.ok());
-    server_ = std::move(*s);
-  }
-  ~BrokerHarness() {
-    server_->Stop();
-    broker_->Shutdown();
-  }
+      : dir_(dir), served_(Options(std::move(dir), stop_on_shutdown, tweak), 8) {}
 
   http::ClientResponse Call(std::string_view base, std::string_view method, std::string_view target,
                             std::string body = {}, bool auth = true, bool version = true) {
-    http::Client client({.port = server_->port()});
-    http::Headers h;
-    if (auth) {
-      auto c = broker_->Credentials(base);
-      h.Add("Authorization", "Basic " + core::Base64Encode(c.username + ":" + c.password));
-    }
-    if (version) h.Add("X-Broker-API-Version", "2.14");
-    if (!body.empty()) h.Add("Content-Type", "application/json");
-    auto r = client.Do(method, fmt::format("/{}{}", base, target), h, std::move(body));
-    EXPECT_TRUE(r.ok()) << r.status().message();
-    return r.ok() ? *r : http::ClientResponse{};
+    std::optional<BasicCredentials> credentials;
+    if (auth) credentials = broker().Credentials(base);
+    return served_.Request(std::string(method), fmt::format("/{}{}", base, target), credentials,
+                           version ? "2.14" : "", std::move(body));
   }
 
   static Json Body(const http::ClientResponse& r) {
@@ -142,21 +114,22 @@ class BrokerHarness {
     return machinery::GetString(Body(r), {"status"});
   }
 
-  Broker& broker() { return *broker_; }
+  Broker& broker() { return served_.broker(); }
 
  private:
-  fs::path dir_;
-  std::unique_ptr<Broker> broker_;
-  std::unique_ptr<http::Server> server_;
-};
+  static BrokerOptions Options(fs::path dir, bool stop_on_shutdown,
+                               const std::function<void(BrokerOptions&)>& tweak) {
+    BrokerOptions options;
+    options.state_dir = std::move(dir);
+    options.quota_interval = milliseconds(500);
+    options.stop_instances_on_shutdown = stop_on_shutdown;
+    if (tweak) tweak(options);
+    return options;
+  }
 
-// A state directory the `postgres` account can traverse.
-fs::path NewStateDir() {
-  fs::path dir = fs::path("/tmp") / ("kb-" + core::RandomSuffix(6));
-  fs::create_directories(dir);
-  fs::permissions(dir, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec);
-  return dir;
-}
+  fs::path dir_;
+  ServedBroker served_;
+};
 
 core::ProcessResult Psql(const std::string& uri, const std::string& sql) {
   auto r =
@@ -183,7 +156,7 @@ std::vector<pid_t> ProcessesMentioning(const std::string& needle) {
 }
 
 TEST(BrokerInstancesTest, PostgresqlLifecycle) {
-  fs::path dir = NewStateDir();
+  fs::path dir = NewStateDir("kb");
   {
     BrokerHarness h(dir);
     const std::string id = core::NewUuid() + "-1764000000";
@@ -314,7 +287,7 @@ TEST(BrokerInstancesTest, PostgresqlLifecycle) {
 }
 
 TEST(BrokerInstancesTest, BadInputIsRefusedAndChangesNothing) {
-  fs::path dir = NewStateDir();
+  fs::path dir = NewStateDir("kb");
   {
     BrokerHarness h(dir);
     // Provision bodies as the platform sends them, with the required organization and space.
@@ -407,7 +380,7 @@ TEST(BrokerInstancesTest, BadInputIsRefusedAndChangesNothing) {
 }
 
 TEST(BrokerInstancesTest, PostgresqlTlsAndDiskQuota) {
-  fs::path dir = NewStateDir();
+  fs::path dir = NewStateDir("kb");
   {
     BrokerHarness h(dir, true, [](BrokerOptions& o) { o.max_disk_per_instance = 40 << 20; });
     const std::string id = "pg-tls-" + core::RandomSuffix(6);
@@ -463,7 +436,7 @@ TEST(BrokerInstancesTest, PostgresqlTlsAndDiskQuota) {
 }
 
 TEST(BrokerInstancesTest, KeyvalueLifecycleOverTls) {
-  fs::path dir = NewStateDir();
+  fs::path dir = NewStateDir("kb");
   {
     BrokerHarness h(dir, true, [](BrokerOptions& o) { o.max_backups = 2; });
     const std::string id = "kv-" + core::RandomSuffix(6);
@@ -587,7 +560,7 @@ std::string InfoField(const std::string& info, const std::string& field) {
 // maxclients above the plan (or `0`, no limit) run with the plan's; `dynamic`, the value the
 // KeyValue XRD documents for "let a9s decide", is the plan's maxmemory.
 TEST(BrokerInstancesTest, KeyvaluePlanLimitsHoldAndDynamicMaxmemoryIsThePlans) {
-  fs::path dir = NewStateDir();
+  fs::path dir = NewStateDir("kb");
   {
     BrokerHarness h(dir);
     const std::string plan = "klutch-keyvalue-single-nano-ssl";  // 64 MB, 100 clients
@@ -630,7 +603,7 @@ TEST(BrokerInstancesTest, KeyvaluePlanLimitsHoldAndDynamicMaxmemoryIsThePlans) {
 // last_operation says failed and why, the instance stays provisioned, serves its data and
 // can be deleted.
 TEST(BrokerInstancesTest, AFailedUpdateRollsBackAndTheInstanceStaysUsable) {
-  fs::path dir = NewStateDir();
+  fs::path dir = NewStateDir("kb");
   {
     BrokerHarness h(dir, true, [](BrokerOptions& o) { o.recovery_hold = milliseconds(0); });
     const std::string plan = "klutch-keyvalue-single-nano-ssl";
@@ -714,7 +687,7 @@ TEST(BrokerInstancesTest, AFailedUpdateRollsBackAndTheInstanceStaysUsable) {
 // A record written before parameters were checked may hold a value the server refuses: the
 // instance still starts (the value is left out of the config) instead of restart-looping.
 TEST(BrokerInstancesTest, AStoredValueTheServerRefusesIsLeftOutAtStart) {
-  fs::path dir = NewStateDir();
+  fs::path dir = NewStateDir("kb");
   const std::string id = "kv-old-" + core::RandomSuffix(4);
   const std::string plan = "klutch-keyvalue-single-nano-ssl";
   fs::path record;
@@ -753,7 +726,7 @@ TEST(BrokerInstancesTest, AStoredValueTheServerRefusesIsLeftOutAtStart) {
 // Standbys refuse to run with fewer connections or WAL senders than their primary: lowering
 // them restarts the primary first, raising them the standbys first.
 TEST(BrokerInstancesTest, PostgresqlReplicaLimitsGoDownAndUp) {
-  fs::path dir = NewStateDir();
+  fs::path dir = NewStateDir("kb");
   {
     BrokerHarness h(dir);
     const std::string id = "pg-replica-" + core::RandomSuffix(4);
@@ -784,7 +757,7 @@ TEST(BrokerInstancesTest, PostgresqlReplicaLimitsGoDownAndUp) {
 }
 
 TEST(BrokerInstancesTest, CrashedServerIsRestartedAndARestartedBrokerAdoptsItsInstances) {
-  fs::path dir = NewStateDir();
+  fs::path dir = NewStateDir("kb");
   const std::string id = "pg-" + core::RandomSuffix(6);
   std::string uri;
   pid_t postmaster = 0;

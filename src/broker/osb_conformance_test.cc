@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "broker/broker.h"
+#include "broker/served_broker_test_util.h"
 #include "core/file.h"
 #include "core/process.h"
 #include "core/random.h"
@@ -72,45 +73,17 @@ Json With(Json body, const std::string& key, Json value) {
 
 class Harness {
  public:
-  explicit Harness(fs::path dir) : dir_(std::move(dir)) {
-    BrokerOptions options;
-    options.state_dir = dir_;
-    if (::getuid() == 0) {
-      auto user = core::LookupUser("postgres");
-      EXPECT_TRUE(user.ok()) << "the postgres account (Debian's postgresql-15) is needed as root";
-      if (user.ok()) options.engine.user = *user;
-    }
-    auto b = Broker::Open(options);
-    EXPECT_TRUE(b.ok()) << b.status().message();
-    broker_ = std::move(*b);
-    auto s = http::Server::Start(http::ServerOptions{.threads = 4},
-                                 [this](http::Request& r) { return broker_->Serve(r); });
-    EXPECT_TRUE(s.ok());
-    server_ = std::move(*s);
-  }
-  ~Harness() {
-    server_->Stop();
-    broker_->Shutdown();
-  }
+  explicit Harness(fs::path dir) : served_(BrokerOptions{.state_dir = std::move(dir)}, 4) {}
 
   http::ClientResponse Do(const std::string& method, const std::string& path,
                           const std::optional<BasicCredentials>& auth, const std::string& version,
                           std::string body) {
-    http::Client client({.port = server_->port()});
-    http::Headers h;
-    if (auth) {
-      h.Add("Authorization", "Basic " + core::Base64Encode(auth->username + ":" + auth->password));
-    }
-    if (!version.empty()) h.Add("X-Broker-API-Version", version);
-    if (!body.empty()) h.Add("Content-Type", "application/json");
-    auto r = client.Do(method, path, h, std::move(body));
-    EXPECT_TRUE(r.ok()) << r.status().message();
-    return r.ok() ? *r : http::ClientResponse{};
+    return served_.Request(method, path, auth, version, std::move(body));
   }
 
   http::ClientResponse Call(const std::string& base, const std::string& method,
                             const std::string& target, const Json& body = nullptr) {
-    return Do(method, "/" + base + target, broker_->Credentials(base), "2.14",
+    return Do(method, "/" + base + target, broker().Credentials(base), "2.14",
               body.is_null() ? "" : machinery::Dump(body));
   }
 
@@ -120,7 +93,7 @@ class Harness {
                        : c.body.is_string() ? c.body.get<std::string>()
                                             : machinery::Dump(c.body);
     std::optional<BasicCredentials> auth;
-    if (c.auth) auth = broker_->Credentials(c.base);
+    if (c.auth) auth = broker().Credentials(c.base);
     auto r = Do(c.method, "/" + c.base + c.target, auth, c.version, body);
     EXPECT_EQ(r.status, c.status) << c.method << " " << c.target << ": " << r.body;
     auto json = machinery::ParseJson(r.body);
@@ -143,25 +116,15 @@ class Harness {
     }
   }
 
-  Broker& broker() { return *broker_; }
-  uint16_t port() const { return server_->port(); }
+  Broker& broker() { return served_.broker(); }
+  uint16_t port() const { return served_.port(); }
 
  private:
-  fs::path dir_;
-  std::unique_ptr<Broker> broker_;
-  std::unique_ptr<http::Server> server_;
+  ServedBroker served_;
 };
 
-// A state directory the `postgres` account can traverse.
-fs::path NewStateDir() {
-  fs::path dir = fs::path("/tmp") / ("kbc-" + core::RandomSuffix(6));
-  fs::create_directories(dir);
-  fs::permissions(dir, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec);
-  return dir;
-}
-
 TEST(OsbConformanceTest, RequestsThatMustBeRefusedCreateNothing) {
-  fs::path dir = NewStateDir();
+  fs::path dir = NewStateDir("kbc");
   {
     Harness h(dir);
     const Json pg = Provision(kPg, kPgNano);
@@ -516,7 +479,7 @@ TEST(OsbConformanceTest, RequestsThatMustBeRefusedCreateNothing) {
 }
 
 TEST(OsbConformanceTest, RequestsOnAnExistingInstanceAndBinding) {
-  fs::path dir = NewStateDir();
+  fs::path dir = NewStateDir("kbc");
   {
     Harness h(dir);
     const std::string id = "c-pg-" + core::RandomSuffix(6);
@@ -700,7 +663,7 @@ TEST(OsbConformanceTest, RequestsOnAnExistingInstanceAndBinding) {
 // /metrics tells how many instances of each service exist: it needs any of the broker's
 // credentials. /healthz stays open for probes.
 TEST(BrokerMetricsTest, MetricsNeedTheBrokersCredentialsHealthzDoesNot) {
-  fs::path dir = NewStateDir();
+  fs::path dir = NewStateDir("kbc");
   {
     Harness h(dir);
     auto anonymous = h.Do("GET", "/metrics", std::nullopt, "", "");
