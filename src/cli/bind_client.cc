@@ -198,6 +198,7 @@ core::Result<BindingResponse> ParseBindingResponse(std::string_view json,
   }
   BindingResponse r;
   r.id = machinery::GetString(*grant, {"id"});
+  r.display_name = machinery::GetString(*grant, {"displayName"});
   auto kubeconfig = core::Base64Decode(machinery::GetString(*doc, {"kubeconfig"}));
   if (!kubeconfig || kubeconfig->empty()) {
     return core::BadRequest("the backend's response holds no kubeconfig");
@@ -219,6 +220,13 @@ core::Result<BindingResponse> ParseBindingResponse(std::string_view json,
     r.requests.push_back(request);
   }
   return r;
+}
+
+std::string DisplayName(const BindingResponse& response) {
+  if (!response.display_name.empty()) return response.display_name;
+  // "<issuer>/<subject>": the issuer is a URL with slashes of its own, the subject is last.
+  size_t slash = response.id.rfind('/');
+  return slash == std::string::npos ? response.id : response.id.substr(slash + 1);
 }
 
 core::Result<BindingResponse> DecodeCallbackResponse(std::string_view response,
@@ -662,9 +670,131 @@ core::Status WaitForBindingCrd(client::RestClient& app, std::chrono::millisecond
   return core::Status::Ok();
 }
 
+namespace {
+
+// "secrets", "widgets.example.com": the claimed resource as kubectl names it.
+std::string ClaimTarget(const ClaimQuestion& q) {
+  return q.group.empty() ? q.resource : q.resource + "." + q.group;
+}
+
+ClaimQuestion QuestionOf(const std::string& binding, const Json& claim) {
+  ClaimQuestion q;
+  q.binding = binding;
+  q.group = machinery::GetString(claim, {"group"});
+  q.resource = machinery::GetString(claim, {"resource"});
+  q.owner = machinery::GetString(claim, {"selector", "owner"});
+  if (const Json* req = machinery::Find(claim, {"required"}); req != nullptr) {
+    const bool* b = req->get_ptr<const bool*>();
+    q.required = b != nullptr && *b;
+  }
+  return q;
+}
+
+// y/yes -> true, n/no -> false (any case, surrounding blanks ignored), else nullopt.
+std::optional<bool> ParseYesNo(const std::string& answer) {
+  std::string a = core::ToLower(core::Trim(answer));
+  if (a == "y" || a == "yes") return true;
+  if (a == "n" || a == "no") return false;
+  return std::nullopt;
+}
+
+std::string BindingName(const Json& api) {
+  std::string group = machinery::GetString(api, {"group"});
+  std::string resource = machinery::GetString(api, {"resource"});
+  return group.empty() ? resource : resource + "." + group;
+}
+
+}  // namespace
+
+std::string ClaimQuestion::Text() const {
+  return fmt::format("The provider wants to {} {} {} in your cluster{}",
+                     owner == "Consumer" ? "read and update" : "create and update",
+                     ClaimTarget(*this),
+                     owner == "Consumer" ? "objects you create" : "objects it provides",
+                     required ? " (required for the API to work)" : "");
+}
+
+std::string ClaimAnswers::Key(const std::string& binding, const std::string& group,
+                              const std::string& resource) {
+  return binding + "|" + group + "|" + resource;
+}
+
+std::optional<bool> ClaimAnswers::Find(const std::string& binding, const std::string& group,
+                                       const std::string& resource) const {
+  if (accept_all) return true;
+  auto it = given.find(Key(binding, group, resource));
+  if (it == given.end()) return std::nullopt;
+  return it->second;
+}
+
+std::vector<Json> RequestedApis(const std::vector<Json>& requests) {
+  std::vector<Json> apis;
+  for (const Json& request : requests) {
+    const Json* list = machinery::Find(request, {"spec", "resources"});
+    if (list == nullptr || !list->is_array()) continue;
+    for (const Json& r : *list) apis.push_back(r);
+  }
+  return apis;
+}
+
+core::Result<std::vector<ClaimQuestion>> ClaimQuestions(client::RestClient& app,
+                                                        const std::vector<Json>& apis) {
+  ResourceClient bindings(app, kBindings, kBindNamespace);
+  std::vector<ClaimQuestion> questions;
+  std::set<std::string> seen;
+  for (const Json& api : apis) {
+    std::string name = BindingName(api);
+    const Json* claims = machinery::Find(api, {"permissionClaims"});
+    if (claims == nullptr || !claims->is_array() || claims->empty()) continue;
+    auto existing = bindings.Get(name);
+    if (existing.ok()) continue;
+    // NotFound covers a missing CRD too (nothing bound in this cluster yet).
+    if (!core::IsNotFound(existing.status())) {
+      return WithHint(existing.status(), "reading APIServiceBinding " + name, "");
+    }
+    for (const Json& claim : *claims) {
+      ClaimQuestion q = QuestionOf(name, claim);
+      if (seen.insert(ClaimAnswers::Key(q.binding, q.group, q.resource)).second) {
+        questions.push_back(std::move(q));
+      }
+    }
+  }
+  return questions;
+}
+
+core::Result<ClaimAnswers> DecideClaims(const std::vector<ClaimQuestion>& questions,
+                                        bool accept_all, const BindOutput& out) {
+  ClaimAnswers answers;
+  answers.accept_all = accept_all;
+  if (accept_all) return answers;
+  for (size_t i = 0; i < questions.size(); ++i) {
+    const ClaimQuestion& q = questions[i];
+    std::optional<bool> yes;
+    while (!yes) {
+      std::optional<std::string> answer =
+          out.ask ? out.ask(fmt::format("{}: {}. Accept? [y/n]: ", q.binding, q.Text()))
+                  : std::nullopt;
+      if (!answer) {
+        std::string list;
+        for (size_t j = 0; j < questions.size(); ++j) {
+          list += fmt::format("\n  {}. {}: {}", j + 1, questions[j].binding, questions[j].Text());
+        }
+        return core::BadRequest(fmt::format(
+            "binding needs your answer to {} permission claim{}, and there is no terminal to "
+            "ask; nothing was bound:{}\n  re-run with --accept-permission-claims to accept "
+            "them all, or in a terminal to answer each",
+            questions.size(), questions.size() == 1 ? "" : "s", list));
+      }
+      yes = ParseYesNo(*answer);
+    }
+    answers.given[ClaimAnswers::Key(q.binding, q.group, q.resource)] = *yes;
+  }
+  return answers;
+}
+
 core::Result<std::vector<std::string>> CreateBindings(
     client::RestClient& app, const Json& export_request, const std::string& secret_name,
-    bool accept_claims, bool dry_run, std::vector<Json>* printed, const BindOutput& out) {
+    const ClaimAnswers& answers, bool dry_run, std::vector<Json>* printed, const BindOutput& out) {
   ResourceClient bindings(app, kBindings, kBindNamespace);
   ResourceClient crds(app, resources::kCustomResourceDefinitions);
   std::vector<std::string> names;
@@ -719,39 +849,21 @@ core::Result<std::vector<std::string>> CreateBindings(
     Json accepted = Json::array();
     for (const Json& claim : claims) {
       Json c = claim;
-      std::string what = machinery::GetString(claim, {"resource"});
-      std::string claim_group = machinery::GetString(claim, {"group"});
-      if (!claim_group.empty()) what += "." + claim_group;
-      bool required = false;
-      if (const Json* req = machinery::Find(claim, {"required"}); req != nullptr) {
-        const bool* b = req->get_ptr<const bool*>();
-        required = b != nullptr && *b;
-      }
-      std::string owner = machinery::GetString(claim, {"selector", "owner"});
-      std::string prompt =
-          fmt::format("The provider wants to {} {} {} in your cluster{}. Accept? [y/n]: ",
-                      owner == "Consumer" ? "read and update" : "create and update", what,
-                      owner == "Consumer" ? "objects you create" : "objects it provides",
-                      required ? " (required for the API to work)" : "");
-      bool yes = accept_claims;
-      if (!accept_claims) {
-        while (true) {
-          std::optional<std::string> answer = out.ask ? out.ask(prompt) : std::nullopt;
-          if (!answer) {
-            return core::BadRequest(fmt::format(
-                "binding {} asks to accept a permission claim on {}, and there is no terminal "
-                "to ask; re-run with --accept-permission-claims to accept them",
-                name, what));
-          }
-          std::string a = core::ToLower(core::Trim(*answer));
-          if (a == "y" || a == "yes") {
-            yes = true;
-            break;
-          }
-          if (a == "n" || a == "no") break;
+      ClaimQuestion question = QuestionOf(name, claim);
+      std::optional<bool> yes = answers.Find(name, question.group, question.resource);
+      while (!yes) {
+        // Not decided beforehand (the provider's answer added a claim): ask now.
+        std::optional<std::string> answer =
+            out.ask ? out.ask(question.Text() + ". Accept? [y/n]: ") : std::nullopt;
+        if (!answer) {
+          return core::BadRequest(fmt::format(
+              "binding {} asks to accept a permission claim on {}, and there is no terminal "
+              "to ask; re-run with --accept-permission-claims to accept them",
+              name, ClaimTarget(question)));
         }
+        yes = ParseYesNo(*answer);
       }
-      c["state"] = yes ? "Accepted" : "Rejected";
+      c["state"] = *yes ? "Accepted" : "Rejected";
       accepted.push_back(std::move(c));
     }
     Json binding = {
@@ -771,12 +883,61 @@ core::Result<std::vector<std::string>> CreateBindings(
     if (!created.ok()) return WithHint(created.status(), "creating APIServiceBinding " + name, "");
     // Best effort, as upstream: shows Pending until the konnector's first pass replaces it.
     Json status = *created;
-    reconcile::MarkFalse(status, "Ready", "Pending", "Info", "Pending", core::RealClock::Get());
+    reconcile::MarkFalse(status, "Ready", "Pending", "Info",
+                         "Waiting for the konnector to pick this binding up",
+                         core::RealClock::Get());
     (void)bindings.UpdateStatus(status);
     Say(out, fmt::format("Created APIServiceBinding {}.", name));
     names.push_back(name);
   }
   return names;
+}
+
+core::Result<std::vector<std::string>> WaitForBindingsReady(client::RestClient& app,
+                                                            const std::vector<std::string>& names,
+                                                            std::chrono::milliseconds timeout,
+                                                            const BindOutput& out) {
+  ResourceClient bindings(app, kBindings, kBindNamespace);
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  bool waited = false;
+  int polls = 0;
+  while (true) {
+    std::vector<std::string> waiting;
+    for (const std::string& name : names) {
+      auto binding = bindings.Get(name);
+      if (!binding.ok()) {
+        waiting.push_back(fmt::format("APIServiceBinding {}: {}", name, binding.status().message()));
+        continue;
+      }
+      if (reconcile::IsConditionTrue(*binding, "Ready")) continue;
+      // The konnector writes status.providerPrettyName on its every pass; the CLI never does.
+      const Json* status = machinery::Find(*binding, {"status"});
+      if (status == nullptr || !status->contains("providerPrettyName")) {
+        waiting.push_back(fmt::format(
+            "APIServiceBinding {} waits for the konnector to pick it up; check the konnector "
+            "with: kubectl -n {} get deployment konnector; kubectl -n {} logs "
+            "deployment/konnector",
+            name, kBindNamespace, kBindNamespace));
+        continue;
+      }
+      auto ready = reconcile::FindCondition(*binding, "Ready");
+      std::string message = ready ? ready->message : "";
+      waiting.push_back(fmt::format(
+          "APIServiceBinding {} is not Ready yet: {}; follow it with: kubectl -n {} get "
+          "apiservicebindings -w",
+          name, message.empty() ? "the konnector reports no reason" : message, kBindNamespace));
+    }
+    if (waiting.empty() || std::chrono::steady_clock::now() >= deadline) {
+      if (waited && out.err != nullptr) *out.err << (waiting.empty() ? " ready.\n" : "\n");
+      return waiting;
+    }
+    if (!waited && out.err != nullptr) {
+      *out.err << "Waiting for the konnector to report the bindings Ready" << std::flush;
+    }
+    waited = true;
+    if (out.err != nullptr && polls++ % 5 == 0) *out.err << "." << std::flush;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
 }
 
 core::Result<std::string> BindingsTable(client::RestClient& app,

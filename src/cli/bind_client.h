@@ -13,6 +13,7 @@
 #include <chrono>
 #include <functional>
 #include <iosfwd>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -59,11 +60,18 @@ core::Result<BindingProvider> ParseBindingProvider(std::string_view body, const 
 // a kubeconfig, at least one request, each an APIServiceExportRequest of kBindApiVersion.
 struct BindingResponse {
   std::string id;          // "<issuer>/<subject>", informational
+  // authentication.oauth2CodeGrant.displayName, optional: the name a person knows the user
+  // by (the ID token's preferred_username, else email, else name).
+  std::string display_name;
   std::string kubeconfig;  // the provider kubeconfig (YAML)
   std::vector<Json> requests;
 };
 core::Result<BindingResponse> ParseBindingResponse(std::string_view json,
                                                    const std::string& session_id);
+// Whom the login was for, as `kubectl bind` prints it: the display name, else the subject part
+// of the id ("" when the response has neither).
+std::string DisplayName(const BindingResponse& response);
+
 // The `response` query parameter of the CLI callback: base64 in the URL or the standard
 // alphabet, padded or not, of a BindingResponse.
 core::Result<BindingResponse> DecodeCallbackResponse(std::string_view response,
@@ -141,15 +149,65 @@ core::Status GrantBoundResource(client::RestClient& app, const std::string& grou
 core::Status WaitForBindingCrd(client::RestClient& app, std::chrono::milliseconds timeout,
                                const BindOutput& out);
 
+// One permission claim a new APIServiceBinding asks the user to accept.
+struct ClaimQuestion {
+  std::string binding;          // the APIServiceBinding's name, "<resource>.<group>"
+  std::string group, resource;  // what the claim is on ("" group: the core API)
+  std::string owner;            // selector.owner: "Provider" or "Consumer"
+  bool required = false;
+  // The question as a sentence ("The provider wants to create and update secrets objects it
+  // provides in your cluster (required for the API to work)").
+  std::string Text() const;
+};
+
+// The user's answers to ClaimQuestions, decided before anything is bound.
+struct ClaimAnswers {
+  bool accept_all = false;            // --accept-permission-claims
+  std::map<std::string, bool> given;  // Key(...) -> accepted
+  static std::string Key(const std::string& binding, const std::string& group,
+                         const std::string& resource);
+  // The answer to that claim: accept_all, else the one given, else nullopt.
+  std::optional<bool> Find(const std::string& binding, const std::string& group,
+                           const std::string& resource) const;
+};
+
+// The questions binding `apis` raises: one per permission claim of each API that has no
+// APIServiceBinding yet (an existing binding's claims were answered when it was made). Each
+// entry of `apis` is {group, resource, permissionClaims}: an APIServiceExportRequest's
+// spec.resources item or a DeviceSession's offered API. Reads the bindings in the App Cluster
+// (none when their CRD is not installed yet); writes nothing.
+core::Result<std::vector<ClaimQuestion>> ClaimQuestions(client::RestClient& app,
+                                                        const std::vector<Json>& apis);
+// The spec.resources items of `requests` (APIServiceExportRequests), for ClaimQuestions.
+std::vector<Json> RequestedApis(const std::vector<Json>& requests);
+
+// Decides every question at once, before kubectl bind writes anything: all accepted with
+// `accept_all`; otherwise each asked through out.ask in turn (an answer other than y/yes/n/no
+// asks again). When there is no one to ask (out.ask answers nullopt), kBadRequest listing
+// every question and the flag that answers them, so that a run without a terminal fails
+// before binding any API rather than half way.
+core::Result<ClaimAnswers> DecideClaims(const std::vector<ClaimQuestion>& questions,
+                                        bool accept_all, const BindOutput& out);
+
 // For each resource of the (server-returned) export request: the APIServiceBinding
 // `<resource>.<group>` in klutch-bind referring to Secret `secret_name`. An existing binding
 // must use the same Secret (else kAlreadyExists: another provider) and its CRD, when present,
-// must be owned by it. A new one asks for each permission claim (accepted without asking when
-// `accept_claims`) and is created with status Ready=False/Pending. Returns the bindings'
-// names.
+// must be owned by it. A new one takes each permission claim's state from `answers` (a claim
+// they do not answer is asked through out.ask; kBadRequest when no one can answer) and is
+// created with status Ready=False/Pending, saying that it waits for the konnector. Returns the
+// bindings' names.
 core::Result<std::vector<std::string>> CreateBindings(
     client::RestClient& app, const Json& export_request, const std::string& secret_name,
-    bool accept_claims, bool dry_run, std::vector<Json>* printed, const BindOutput& out);
+    const ClaimAnswers& answers, bool dry_run, std::vector<Json>* printed, const BindOutput& out);
+
+// Waits until each binding of `names` is Ready (polled; a dot a second on out.err) or
+// `timeout` passes (zero: looks once). Returns, for each binding still not Ready, a line saying
+// what it waits for and how to follow it: the konnector has not picked it up yet (the status
+// is still the CLI's own Pending), or the konnector's Ready message.
+core::Result<std::vector<std::string>> WaitForBindingsReady(client::RestClient& app,
+                                                            const std::vector<std::string>& names,
+                                                            std::chrono::milliseconds timeout,
+                                                            const BindOutput& out);
 
 // The bindings as a table (the server's Table rendering, columns of priority 0), as kubectl
 // get prints it.

@@ -10,6 +10,7 @@
 
 #include "client/dynamic.h"
 #include "core/strings.h"
+#include "reconcile/conditions.h"
 #include "test/support/bind_provider.h"
 #include "test/support/cluster_fixture.h"
 
@@ -284,7 +285,7 @@ TEST_F(BindClientTest, BindingsAreCreatedOnceAndRefuseAnotherProvider) {
                        {"resource", "postgresqlinstances"},
                        {"permissionClaims", {tb::PermissionClaim("secrets", "Provider")}}}}}}}};
   // No terminal to ask and no --accept-permission-claims: a clear refusal, nothing created.
-  auto refused = CreateBindings(app(), request, "kubeconfig-abc", false, false, nullptr, Out());
+  auto refused = CreateBindings(app(), request, "kubeconfig-abc", {}, false, nullptr, Out());
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("--accept-permission-claims"), std::string::npos);
   EXPECT_FALSE(Exists(tb::kApiServiceBindings, kBindNamespace, "postgresqlinstances.anynines.com"));
@@ -294,7 +295,7 @@ TEST_F(BindClientTest, BindingsAreCreatedOnceAndRefuseAnotherProvider) {
   answering.ask = [&](const std::string&) -> std::optional<std::string> {
     return ++asked == 1 ? "maybe" : "Y";
   };
-  auto made = CreateBindings(app(), request, "kubeconfig-abc", false, false, nullptr, answering);
+  auto made = CreateBindings(app(), request, "kubeconfig-abc", {}, false, nullptr, answering);
   ASSERT_TRUE(made.ok()) << made.status().ToString();
   EXPECT_EQ(asked, 2);
   auto binding = Resource(tb::kApiServiceBindings, kBindNamespace).Get(made->front());
@@ -303,9 +304,11 @@ TEST_F(BindClientTest, BindingsAreCreatedOnceAndRefuseAnotherProvider) {
   EXPECT_EQ(machinery::GetString(*binding, {"spec", "kubeconfigSecretRef", "name"}),
             "kubeconfig-abc");
 
-  auto again = CreateBindings(app(), request, "kubeconfig-abc", true, false, nullptr, Out());
+  auto again = CreateBindings(app(), request, "kubeconfig-abc", {.accept_all = true}, false, nullptr,
+                              Out());
   ASSERT_TRUE(again.ok()) << again.status().ToString();
-  auto other = CreateBindings(app(), request, "kubeconfig-other", true, false, nullptr, Out());
+  auto other = CreateBindings(app(), request, "kubeconfig-other", {.accept_all = true}, false, nullptr,
+                              Out());
   ASSERT_FALSE(other.ok());
   EXPECT_NE(other.status().message().find("another service provider"), std::string::npos);
 
@@ -313,6 +316,148 @@ TEST_F(BindClientTest, BindingsAreCreatedOnceAndRefuseAnotherProvider) {
   ASSERT_TRUE(table.ok()) << table.status().ToString();
   EXPECT_NE(table->find("postgresqlinstances.anynines.com"), std::string::npos) << *table;
   EXPECT_NE(table->find("NAME"), std::string::npos);
+}
+
+
+TEST(BindingResponse, DisplayNameIsTheNameAPersonKnowsElseTheSubject) {
+  Json doc = *machinery::ParseJson(ResponseJson("s1"));
+  doc["authentication"]["oauth2CodeGrant"]["id"] = "https://127.0.0.1:5/api/oidc/lOxyAb";
+  auto bare = ParseBindingResponse(doc.dump(), "s1");
+  ASSERT_TRUE(bare.ok()) << bare.status().ToString();
+  EXPECT_EQ(DisplayName(*bare), "lOxyAb");  // never the issuer URL
+  doc["authentication"]["oauth2CodeGrant"]["displayName"] = "demo";
+  auto named = ParseBindingResponse(doc.dump(), "s1");
+  ASSERT_TRUE(named.ok());
+  EXPECT_EQ(DisplayName(*named), "demo");
+}
+
+// Issue #23: `kubectl bind --headless --api A --api B` without a terminal bound A, then failed
+// on B's claim. Every question of every API is decided first; without a terminal the one error
+// lists them all and nothing is written.
+TEST_F(BindClientTest, ClaimsOfEveryApiAreDecidedBeforeAnyIsBound) {
+  ASSERT_TRUE(tb::InstallBindCrd(app(), "klutch.anynines.com_apiservicebindings.yaml").ok());
+  ASSERT_TRUE(EnsureBindNamespace(app()).ok());
+  auto api = [](const std::string& resource, Json claims) {
+    return Json{{"group", "anynines.com"}, {"resource", resource}, {"permissionClaims", claims}};
+  };
+  Json secrets = tb::PermissionClaim("secrets", "Provider");
+  secrets["required"] = true;
+  std::vector<Json> requests = {
+      {{"spec", {{"resources", {api("postgresqlinstances", Json::array())}}}}},
+      {{"spec",
+        {{"resources",
+          {api("servicebindings", {secrets, tb::PermissionClaim("configmaps", "Consumer")})}}}}},
+      {{"spec", {{"resources", {api("backups", {tb::PermissionClaim("secrets", "Provider")})}}}}}};
+  auto questions = ClaimQuestions(app(), RequestedApis(requests));
+  ASSERT_TRUE(questions.ok()) << questions.status().ToString();
+  ASSERT_EQ(questions->size(), 3u);
+  EXPECT_EQ((*questions)[0].binding, "servicebindings.anynines.com");
+  EXPECT_EQ((*questions)[0].Text(),
+            "The provider wants to create and update secrets objects it provides in your "
+            "cluster (required for the API to work)");
+  EXPECT_EQ((*questions)[1].Text(),
+            "The provider wants to read and update configmaps objects you create in your "
+            "cluster");
+
+  auto refused = DecideClaims(*questions, false, Out());
+  ASSERT_FALSE(refused.ok());
+  const std::string& message = refused.status().message();
+  EXPECT_NE(message.find("1. servicebindings.anynines.com: The provider wants to create and "
+                         "update secrets"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("2. servicebindings.anynines.com: The provider wants to read and "
+                         "update configmaps"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("3. backups.anynines.com"), std::string::npos) << message;
+  EXPECT_NE(message.find("nothing was bound"), std::string::npos) << message;
+  EXPECT_NE(message.find("--accept-permission-claims"), std::string::npos) << message;
+
+  BindOutput answering = Out();
+  std::vector<std::string> prompts;
+  answering.ask = [&](const std::string& prompt) -> std::optional<std::string> {
+    prompts.push_back(prompt);
+    return prompts.size() == 2 ? "n" : " Yes ";
+  };
+  auto answers = DecideClaims(*questions, false, answering);
+  ASSERT_TRUE(answers.ok()) << answers.status().ToString();
+  ASSERT_EQ(prompts.size(), 3u);
+  EXPECT_TRUE(prompts[0].starts_with("servicebindings.anynines.com: The provider wants"));
+  EXPECT_EQ(answers->Find("servicebindings.anynines.com", "", "secrets"), true);
+  EXPECT_EQ(answers->Find("servicebindings.anynines.com", "", "configmaps"), false);
+  EXPECT_EQ(answers->Find("backups.anynines.com", "", "secrets"), true);
+  EXPECT_EQ(answers->Find("backups.anynines.com", "", "widgets"), std::nullopt);
+
+  // Bound with the answers: no question left to ask, the states as answered.
+  for (const Json& request : requests) {
+    auto made = CreateBindings(app(), request, "kubeconfig-abc", *answers, false, nullptr, Out());
+    ASSERT_TRUE(made.ok()) << made.status().ToString();
+  }
+  auto binding = Resource(tb::kApiServiceBindings, kBindNamespace).Get("servicebindings.anynines.com");
+  ASSERT_TRUE(binding.ok());
+  EXPECT_EQ((*binding)["spec"]["permissionClaims"][0]["state"], "Accepted");
+  EXPECT_EQ((*binding)["spec"]["permissionClaims"][1]["state"], "Rejected");
+  // Bound APIs ask nothing again.
+  auto again = ClaimQuestions(app(), RequestedApis(requests));
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->empty());
+}
+
+TEST_F(BindClientTest, BindingsNotReadySayWhatTheyWaitFor) {
+  ASSERT_TRUE(tb::InstallBindCrd(app(), "klutch.anynines.com_apiservicebindings.yaml").ok());
+  ASSERT_TRUE(EnsureBindNamespace(app()).ok());
+  Json request = {{"spec",
+                   {{"resources",
+                     {{{"group", "anynines.com"}, {"resource", "postgresqlinstances"}},
+                      {{"group", "anynines.com"}, {"resource", "backups"}},
+                      {{"group", "anynines.com"}, {"resource", "restores"}}}}}}};
+  auto made = CreateBindings(app(), request, "kubeconfig-abc", {}, false, nullptr, Out());
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  ResourceClient bindings = Resource(tb::kApiServiceBindings, kBindNamespace);
+  // As the konnector reports: backups not ready with its reason, restores ready.
+  auto report = [&](const std::string& name, bool ready, const std::string& message) {
+    auto b = bindings.Get(name);
+    ASSERT_TRUE(b.ok());
+    Json status = *b;
+    status["status"]["providerPrettyName"] = "anynines";
+    if (ready) {
+      reconcile::MarkTrue(status, "Ready", core::RealClock::Get());
+    } else {
+      reconcile::MarkFalse(status, "Ready", "NotConnected", "Warning", message,
+                           core::RealClock::Get());
+    }
+    ASSERT_TRUE(bindings.UpdateStatus(status).ok());
+  };
+  report("backups.anynines.com", false, "the CRD is not established yet");
+  report("restores.anynines.com", true, "");
+
+  auto waiting = WaitForBindingsReady(app(), *made, std::chrono::milliseconds(0), Out());
+  ASSERT_TRUE(waiting.ok()) << waiting.status().ToString();
+  ASSERT_EQ(waiting->size(), 2u);
+  EXPECT_NE((*waiting)[0].find("postgresqlinstances.anynines.com waits for the konnector to "
+                               "pick it up"),
+            std::string::npos)
+      << (*waiting)[0];
+  EXPECT_NE((*waiting)[1].find("backups.anynines.com is not Ready yet: the CRD is not "
+                               "established yet"),
+            std::string::npos)
+      << (*waiting)[1];
+  auto table = BindingsTable(app(), *made);
+  ASSERT_TRUE(table.ok());
+  EXPECT_NE(table->find("Waiting for the konnector to pick this binding up"), std::string::npos)
+      << *table;
+  EXPECT_NE(table->find("anynines"), std::string::npos) << *table;
+
+  // A binding that becomes Ready while it waits ends the wait.
+  std::thread later([&] {
+    report("postgresqlinstances.anynines.com", true, "");
+    report("backups.anynines.com", true, "");
+  });
+  auto done = WaitForBindingsReady(app(), *made, std::chrono::seconds(60), Out());
+  later.join();
+  ASSERT_TRUE(done.ok());
+  EXPECT_TRUE(done->empty());
 }
 
 }  // namespace

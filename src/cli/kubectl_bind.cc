@@ -46,6 +46,7 @@ struct CommonFlags {
   std::string konnector_version;
   bool accept_claims = false;
   std::string timeout = "10m";
+  std::string ready_timeout = "1m";
 };
 
 struct BindFlags {
@@ -171,13 +172,32 @@ void AddCommonFlags(CLI::App* cmd, CommonFlags& f) {
           },
           "DURATION"))
       ->group("Options");
+  cmd->add_option("--ready-timeout", f.ready_timeout,
+                  "How long to wait, once the APIs are bound, for the konnector to report each "
+                  "binding Ready before printing them (Go duration; 0 does not wait).")
+      ->capture_default_str()
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            auto d = core::ParseGoDuration(v);
+            if (!d.ok() || d->seconds < 0 || d->nanos < 0) {
+              return "must be a duration such as 0, 30s or 2m";
+            }
+            return "";
+          },
+          "DURATION"))
+      ->group("Options");
 }
 
 // The --timeout value, checked when the flags are parsed (a positive Go duration).
-std::chrono::milliseconds ParseTimeout(const std::string& text) {
+std::chrono::milliseconds ParseDuration(const std::string& text,
+                                        std::chrono::milliseconds fallback) {
   auto d = core::ParseGoDuration(text);
-  if (!d.ok()) return std::chrono::minutes(10);
+  if (!d.ok()) return fallback;
   return std::chrono::milliseconds(d->seconds * 1000 + d->nanos / 1000000);
+}
+
+std::chrono::milliseconds ParseTimeout(const std::string& text) {
+  return ParseDuration(text, std::chrono::minutes(10));
 }
 
 int Fail(const core::Status& st) {
@@ -239,9 +259,12 @@ void PrintObjects(const std::vector<Json>& objects, const std::string& format) {
 
 // Everything after the provider kubeconfig and the export requests are known: the shared
 // tail of `kubectl bind URL` and `kubectl bind apiservice`.
+// `answers` holds the user's answers to the claims of `requests`, decided before any of them
+// was bound.
 int BindRequests(client::RestClient& app, const std::string& provider_kubeconfig,
                  const std::string& secret_hint, const std::string& remote_namespace,
-                 std::vector<Json> requests, const CommonFlags& f) {
+                 std::vector<Json> requests, const bind::ClaimAnswers& answers,
+                 const CommonFlags& f) {
   BindOutput out = Output();
   auto timeout = ParseTimeout(f.timeout);
   auto target = bind::ReadProviderKubeconfig(provider_kubeconfig);
@@ -295,7 +318,7 @@ int BindRequests(client::RestClient& app, const std::string& provider_kubeconfig
   std::vector<std::string> names;
   for (const Json& request : accepted) {
     auto made =
-        bind::CreateBindings(app, request, secret, f.accept_claims, f.dry_run, &printed, out);
+        bind::CreateBindings(app, request, secret, answers, f.dry_run, &printed, out);
     if (!made.ok()) return Fail(made.status());
     names.insert(names.end(), made->begin(), made->end());
   }
@@ -331,9 +354,32 @@ int BindRequests(client::RestClient& app, const std::string& provider_kubeconfig
     PrintObjects(printed, f.output);
     return 0;
   }
+  // Right after binding the table would only show the CLI's own Pending: give the konnector
+  // a moment to report, and say what a binding still waits for.
+  auto waited =
+      bind::WaitForBindingsReady(app, names, ParseDuration(f.ready_timeout, {}), out);
   auto table = bind::BindingsTable(app, names);
   if (table.ok()) std::cout << *table;
+  if (waited.ok()) {
+    for (const std::string& line : *waited) std::cerr << line << "\n";
+  }
   return 0;
+}
+
+// Decides the permission claims of `requests` that `answers` leaves open, adding the answers;
+// called for all the APIs of a run before the first is bound.
+core::Status DecideRemainingClaims(client::RestClient& app, const std::vector<Json>& requests,
+                                   const CommonFlags& f, bind::ClaimAnswers& answers) {
+  KLUTCH_ASSIGN_OR_RETURN(auto questions,
+                          bind::ClaimQuestions(app, bind::RequestedApis(requests)));
+  std::erase_if(questions, [&](const bind::ClaimQuestion& q) {
+    return answers.Find(q.binding, q.group, q.resource).has_value();
+  });
+  KLUTCH_ASSIGN_OR_RETURN(bind::ClaimAnswers more,
+                          bind::DecideClaims(questions, f.accept_claims, Output()));
+  answers.accept_all = answers.accept_all || more.accept_all;
+  answers.given.merge(more.given);
+  return core::Status::Ok();
 }
 
 // What the local callback server received.
@@ -492,12 +538,12 @@ core::Result<std::vector<std::pair<std::string, std::string>>> ChooseApis(const 
 // One --api: the token answer is that API's BindingResponse. Otherwise the answer is a
 // DeviceSession: the user's APIs (the --api values, or chosen from its offer) are bound with
 // it one by one, all with this one login.
-core::Result<std::vector<bind::BindingResponse>> DeviceLogin(const bind::BindingProvider& provider,
-                                                             const BindFlags& f,
-                                                             const std::string& ca_pem,
-                                                             const std::string& session_id,
-                                                             const std::string& cluster_id,
-                                                             std::chrono::milliseconds timeout) {
+// The permission claims of the chosen APIs are decided (into `answers`) from the offer, before
+// the first of them is bound on the provider.
+core::Result<std::vector<bind::BindingResponse>> DeviceLogin(
+    client::RestClient& app, const bind::BindingProvider& provider, const BindFlags& f,
+    const std::string& ca_pem, const std::string& session_id, const std::string& cluster_id,
+    std::chrono::milliseconds timeout, bind::ClaimAnswers& answers) {
   if (provider.device_authorization_url.empty() || provider.device_token_url.empty()) {
     return core::BadRequest(
         "this backend offers no device-grant login; run kubectl bind without --headless "
@@ -603,6 +649,17 @@ core::Result<std::vector<bind::BindingResponse>> DeviceLogin(const bind::Binding
     return core::Internal("the backend's answer to the login is not a DeviceSession");
   }
   KLUTCH_ASSIGN_OR_RETURN(auto chosen, ChooseApis(*device_session, f));
+  std::vector<Json> offered;
+  if (const Json* list = machinery::Find(*device_session, {"apis"});
+      list != nullptr && list->is_array()) {
+    for (const Json& a : *list) {
+      auto key = std::make_pair(machinery::GetString(a, {"resource"}),
+                                machinery::GetString(a, {"group"}));
+      if (std::find(chosen.begin(), chosen.end(), key) != chosen.end()) offered.push_back(a);
+    }
+  }
+  KLUTCH_ASSIGN_OR_RETURN(auto questions, bind::ClaimQuestions(app, offered));
+  KLUTCH_ASSIGN_OR_RETURN(answers, bind::DecideClaims(questions, f.common.accept_claims, Output()));
   std::string sealed = machinery::GetString(*device_session, {"session"});
   std::vector<bind::BindingResponse> responses;
   for (const auto& [resource, group] : chosen) {
@@ -661,13 +718,24 @@ int RunBind(BindFlags& f) {
   std::string session_id = klutch::bind::NewSessionId();
   auto timeout = ParseTimeout(f.common.timeout);
   if (f.headless) {
-    auto responses = DeviceLogin(*provider, f, ca_pem, session_id, cluster_id, timeout);
+    bind::ClaimAnswers answers;
+    auto responses =
+        DeviceLogin(**app, *provider, f, ca_pem, session_id, cluster_id, timeout, answers);
     if (!responses.ok()) return Fail(responses.status());
-    const std::string& id = responses->front().id;
+    std::string user = bind::DisplayName(responses->front());
     std::cerr << "Logged in to " << (provider->pretty_name.empty() ? f.url : provider->pretty_name)
-              << (id.empty() ? "" : " as " + id) << ".\n";
+              << (user.empty() ? "" : " as " + user) << ".\n";
+    // Every answer for every API before the first is bound: no half-bound cluster.
+    std::vector<Json> all;
     for (const bind::BindingResponse& response : *responses) {
-      int code = BindRequests(**app, response.kubeconfig, "", "", response.requests, f.common);
+      all.insert(all.end(), response.requests.begin(), response.requests.end());
+    }
+    if (core::Status st = DecideRemainingClaims(**app, all, f.common, answers); !st.ok()) {
+      return Fail(st);
+    }
+    for (const bind::BindingResponse& response : *responses) {
+      int code =
+          BindRequests(**app, response.kubeconfig, "", "", response.requests, answers, f.common);
       if (code != 0) return code;
     }
     return 0;
@@ -703,9 +771,15 @@ int RunBind(BindFlags& f) {
   }
   if (!result->ok()) return Fail(result->status());
   const bind::BindingResponse& response = **result;
+  std::string user = bind::DisplayName(response);
   std::cerr << "Logged in to " << (provider->pretty_name.empty() ? f.url : provider->pretty_name)
-            << (response.id.empty() ? "" : " as " + response.id) << ".\n";
-  return BindRequests(**app, response.kubeconfig, "", "", response.requests, f.common);
+            << (user.empty() ? "" : " as " + user) << ".\n";
+  bind::ClaimAnswers answers;
+  if (core::Status st = DecideRemainingClaims(**app, response.requests, f.common, answers);
+      !st.ok()) {
+    return Fail(st);
+  }
+  return BindRequests(**app, response.kubeconfig, "", "", response.requests, answers, f.common);
 }
 
 core::Result<std::string> ReadSource(const std::string& source) {
@@ -776,7 +850,12 @@ int RunApiService(ApiServiceFlags& f) {
     if (f.remote_kubeconfig_namespace == bind::kBindNamespace)
       secret_name = f.remote_kubeconfig_name;
   }
-  return BindRequests(**app, kubeconfig, secret_name, f.remote_namespace, {*request}, f.common);
+  bind::ClaimAnswers answers;
+  if (core::Status st = DecideRemainingClaims(**app, {*request}, f.common, answers); !st.ok()) {
+    return Fail(st);
+  }
+  return BindRequests(**app, kubeconfig, secret_name, f.remote_namespace, {*request}, answers,
+                      f.common);
 }
 
 }  // namespace
