@@ -5,6 +5,7 @@
 //
 // FLOW.json: {
 //   "executablePath": "/usr/bin/chromium", "ignoreHttpsErrors": true,
+//   "args": ["--ignore-certificate-errors-spki-list=..."],  // extra Chromium flags
 //   "timeoutMs": 60000,          // the whole flow
 //   "stepTimeoutMs": 15000,      // each step
 //   "viewport": {"width": 1280, "height": 900},
@@ -168,6 +169,7 @@ try {
   browser = await chromium.launch({
     executablePath: flow.executablePath ?? '/usr/bin/chromium',
     headless: true,
+    args: flow.args ?? [],
     timeout: stepTimeout,
   });
   const contextOptions = {

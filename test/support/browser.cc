@@ -159,6 +159,7 @@ core::Result<BrowserResult> RunBrowserFlow(const BrowserFlow& flow, const Browse
   Json j = {
       {"executablePath", executable},
       {"ignoreHttpsErrors", options.ignore_https_errors},
+      {"args", options.chromium_args},
       {"timeoutMs", std::chrono::duration_cast<std::chrono::milliseconds>(options.timeout).count()},
       {"stepTimeoutMs", options.step_timeout.count()},
       {"viewport", {{"width", options.width}, {"height", options.height}}},

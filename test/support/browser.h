@@ -35,7 +35,12 @@ struct BrowserOptions {
   // Each step's default timeout.
   std::chrono::milliseconds step_timeout{15000};
   // Accept any certificate: the tests' servers use private CAs the browser does not know.
+  // Chromium then aborts each TLS handshake, asks, and connects again: the server sees failed
+  // handshakes. chromium_args with --ignore-certificate-errors-spki-list avoids that.
   bool ignore_https_errors = true;
+  // Extra Chromium flags, e.g. --ignore-certificate-errors-spki-list=<base64 SHA-256 of the
+  // servers' certificates' public keys>: those certificates pass during the handshake.
+  std::vector<std::string> chromium_args;
   int width = 1280;
   int height = 900;
   // Requests whose URL starts with one of these never leave the browser: they are answered
