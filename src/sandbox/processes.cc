@@ -27,12 +27,18 @@ class ProcessSet::Impl {
     watcher_.join();
   }
 
+  void LinkLogsInto(const std::filesystem::path& dir) {
+    core::MutexLock lock(mu_);
+    log_dir_ = dir;
+  }
+
   core::Status Start(ProcessOptions options) {
     core::MutexLock lock(mu_);
     if (entries_.count(options.name)) {
       return core::AlreadyExists("process " + options.name + " is already running");
     }
     KLUTCH_ASSIGN_OR_RETURN(pid_t pid, core::SpawnProcess(options.spec));
+    LinkLog(options);
     Entry e;
     e.options = std::move(options);
     e.pid = pid;
@@ -104,6 +110,31 @@ class ProcessSet::Impl {
     int order = 0;
   };
 
+  // `log_dir_/<name>.log` -> the process's output file, when that lies elsewhere. A link that
+  // cannot be made is logged, not fatal: the process runs and its log exists where it was.
+  void LinkLog(const ProcessOptions& options) REQUIRES(mu_) {
+    namespace fs = std::filesystem;
+    const fs::path& output = options.spec.output_file;
+    if (log_dir_.empty() || output.empty()) return;
+    std::error_code ec;
+    fs::create_directories(log_dir_, ec);
+    fs::path target = fs::absolute(output).lexically_normal();
+    fs::path dir = fs::absolute(log_dir_).lexically_normal();
+    if (target.parent_path() == dir) return;
+    fs::path link = dir / (options.name + ".log");
+    if (fs::is_symlink(fs::symlink_status(link, ec))) {
+      fs::remove(link, ec);
+    } else if (fs::exists(fs::symlink_status(link, ec))) {
+      return;
+    }
+    fs::path relative = target.lexically_relative(dir);
+    fs::create_symlink(relative.empty() ? target : relative, link, ec);
+    if (ec) {
+      KLUTCH_LOG(kWarn, "sandbox", "linking {} to {}: {}", link.string(), target.string(),
+                 ec.message());
+    }
+  }
+
   // Every 200 ms: reap exited children, restart the ones whose backoff has passed.
   void Watch() {
     while (true) {
@@ -161,12 +192,14 @@ class ProcessSet::Impl {
   std::map<std::string, Entry> entries_ GUARDED_BY(mu_);
   std::set<pid_t> stopping_ GUARDED_BY(mu_);  // being stopped by Stop, for KillAll
   int next_order_ GUARDED_BY(mu_) = 0;
+  std::filesystem::path log_dir_ GUARDED_BY(mu_);
   bool quit_ GUARDED_BY(mu_) = false;
   std::thread watcher_;
 };
 
 ProcessSet::ProcessSet(ExitListener on_exit) : impl_(std::make_unique<Impl>(std::move(on_exit))) {}
 ProcessSet::~ProcessSet() = default;
+void ProcessSet::LinkLogsInto(const std::filesystem::path& dir) { impl_->LinkLogsInto(dir); }
 core::Status ProcessSet::Start(ProcessOptions options) { return impl_->Start(std::move(options)); }
 bool ProcessSet::Stop(const std::string& name) { return impl_->Stop(name); }
 void ProcessSet::StopAll() { impl_->StopAll(); }

@@ -2,10 +2,13 @@
 // backend, manager, broker, konnectors), each started from a core::ProcessSpec with its output
 // appended to a log file, watched, and restarted with backoff (1 s doubling to 30 s, reset
 // after a minute up) when it dies. Stop ends one; StopAll ends every one in the reverse order
-// of their start (SIGTERM, SIGKILL after each one's grace period). Thread-safe.
+// of their start (SIGTERM, SIGKILL after each one's grace period). With LinkLogsInto, one
+// directory holds every process's log, also of those whose output file lies elsewhere (a
+// konnector's sits next to its credentials). Thread-safe.
 #pragma once
 
 #include <chrono>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <string>
@@ -40,6 +43,10 @@ class ProcessSet {
   ProcessSet(const ProcessSet&) = delete;
   ProcessSet& operator=(const ProcessSet&) = delete;
 
+  // From now on, a process started with an output file outside `dir` also gets
+  // `dir/<name>.log`, a relative symbolic link to that file (made when it starts; an existing
+  // link of that name is replaced, any other file is left alone). `dir` is created.
+  void LinkLogsInto(const std::filesystem::path& dir);
   // Starts the process now; kAlreadyExists when one of that name runs; the spawn error
   // otherwise (then nothing is registered).
   core::Status Start(ProcessOptions options);
