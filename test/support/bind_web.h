@@ -16,6 +16,7 @@
 #include "bind/names.h"
 #include "bind/web_protocol.h"
 #include "client/dynamic.h"
+#include "core/clock.h"
 #include "core/strings.h"
 #include "http/router.h"
 #include "machinery/json.h"
@@ -160,6 +161,84 @@ inline core::Status SetUpControlPlane(client::RestClient& admin) {
       client::ResourceClient(admin, kApiServiceExportTemplates, "crossplane-system").Create(tmpl);
   if (!created.ok() && !core::IsAlreadyExists(created.status())) return created.status();
   return core::Status::Ok();
+}
+
+// What a connected konnector and a claim leave in cluster namespace `ns` (made by a bind):
+// heartbeat and konnector v9.8.7, the App Cluster namespace "default" (Control Plane namespace
+// <ns>-default), the export of postgresqlinstances.anynines.com (v1), served, and claim db1
+// (spec `claim_spec`) there, Ready=False Creating "waiting for <broker>". Returns the time
+// written; failures are test failures.
+inline std::string SeedConnectedClusterWithClaim(client::RestClient& admin, const std::string& ns,
+                                                 const Json& claim_spec) {
+  auto patch_status = [&](const client::GroupVersionResource& gvr, const std::string& in,
+                          const std::string& name, const Json& status) {
+    auto r = client::ResourceClient(admin, gvr, in)
+                 .Patch(name, client::PatchType::kMerge, machinery::Dump({{"status", status}}), {},
+                        "status");
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+  };
+  const std::string now = core::FormatTime(core::RealClock::Get().Now());
+  patch_status(
+      kClusterBindings, ns, "cluster",
+      {{"lastHeartbeatTime", now},
+       {"konnectorVersion", "v9.8.7"},
+       {"conditions",
+        Json::array({{{"type", "Ready"}, {"status", "True"}, {"lastTransitionTime", now}}})}});
+  EXPECT_TRUE(client::ResourceClient(admin, kApiServiceNamespaces, ns)
+                  .Create({{"apiVersion", "klutch.anynines.com/v1alpha1"},
+                           {"kind", "APIServiceNamespace"},
+                           {"metadata", {{"name", "default"}, {"namespace", ns}}},
+                           {"spec", Json::object()}})
+                  .ok());
+  patch_status(kApiServiceNamespaces, ns, "default", {{"namespace", ns + "-default"}});
+  EXPECT_TRUE(client::ResourceClient(admin, client::resources::kNamespaces)
+                  .Create({{"apiVersion", "v1"},
+                           {"kind", "Namespace"},
+                           {"metadata", {{"name", ns + "-default"}}}})
+                  .ok());
+  auto exported =
+      client::ResourceClient(admin, kApiServiceExports, ns)
+          .Create({{"apiVersion", "klutch.anynines.com/v1alpha1"},
+                   {"kind", "APIServiceExport"},
+                   {"metadata", {{"name", "postgresqlinstances.anynines.com"}, {"namespace", ns}}},
+                   {"spec",
+                    {{"group", "anynines.com"},
+                     {"names", {{"plural", "postgresqlinstances"}, {"kind", "PostgresqlInstance"}}},
+                     {"scope", "Namespaced"},
+                     {"informerScope", "Namespaced"},
+                     {"versions",
+                      Json::array({{{"name", "v1"},
+                                    {"served", true},
+                                    {"storage", true},
+                                    {"subresources", Json::object()},
+                                    {"schema", {{"openAPIV3Schema", {{"type", "object"}}}}}}})}}}});
+  EXPECT_TRUE(exported.ok()) << exported.status().ToString();
+  // Served: connected and established, though the summary waits for a schema-conformance
+  // report no konnector sends.
+  auto condition = [&](const char* type, const char* status, const char* message) {
+    return Json{
+        {"type", type}, {"status", status}, {"message", message}, {"lastTransitionTime", now}};
+  };
+  patch_status(
+      kApiServiceExports, ns, "postgresqlinstances.anynines.com",
+      {{"conditions",
+        Json::array({condition("Connected", "True", ""), condition("Established", "True", ""),
+                     condition("Ready", "False", "no conformance report")})}});
+  const client::GroupVersionResource claims{"anynines.com", "v1", "postgresqlinstances"};
+  EXPECT_TRUE(client::ResourceClient(admin, claims, ns + "-default")
+                  .Create({{"apiVersion", "anynines.com/v1"},
+                           {"kind", "PostgresqlInstance"},
+                           {"metadata", {{"name", "db1"}, {"namespace", ns + "-default"}}},
+                           {"spec", claim_spec}})
+                  .ok());
+  patch_status(claims, ns + "-default", "db1",
+               {{"conditions", Json::array({{{"type", "Ready"},
+                                             {"status", "False"},
+                                             {"reason", "Creating"},
+                                             {"message", "waiting for <broker>"},
+                                             {"lastTransitionTime", now}}})}});
+
+  return now;
 }
 
 // Names of the cluster namespaces (those with the identity annotation).
