@@ -7,6 +7,7 @@
 
 #include <fstream>
 #include <ostream>
+#include <set>
 #include <thread>
 
 #include "apis/manifests.h"
@@ -121,6 +122,9 @@ class Sandbox::Impl {
                     ec);
     KLUTCH_RETURN_IF_ERROR(CheckStateDirReachable());
     KLUTCH_RETURN_IF_ERROR(Lock());
+    // Every process's log under logs/, the konnectors' and glewlwyd's (kept beside their
+    // credentials and configuration) as links.
+    processes_.LinkLogsInto(dir_ / "logs");
     fs::path self = SelfDir();
     klutch_ = options_.klutch_binary.empty() ? (self / "klutch").string() : options_.klutch_binary;
     kubectl_bind_ = options_.kubectl_bind_binary.empty() ? (self / "kubectl-bind").string()
@@ -131,7 +135,7 @@ class Sandbox::Impl {
     for (auto step : {&Impl::StartApiServers, &Impl::StartIdentityProvider, &Impl::StartManager,
                       &Impl::StartBroker, &Impl::ApplyPackage, &Impl::StartBackend,
                       &Impl::StartKonnectorRunners, &Impl::BindFirstAppCluster,
-                      &Impl::RenewExpiredKonnectorCredentials}) {
+                      &Impl::RenewExpiredKonnectorCredentials, &Impl::ReadBindings}) {
       KLUTCH_RETURN_IF_ERROR(Pause(std::chrono::milliseconds(0)));
       KLUTCH_RETURN_IF_ERROR((this->*step)());
     }
@@ -152,7 +156,6 @@ class Sandbox::Impl {
 
   std::string Banner() const {
     std::string app = info_.app_kubeconfigs.empty() ? "" : info_.app_kubeconfigs[0].string();
-    std::string app2 = info_.app_kubeconfigs.size() > 1 ? info_.app_kubeconfigs[1].string() : app;
     return fmt::format(
         "\nKlutch is up: a Control Plane, {} App Cluster(s), the bind backend, the manager and "
         "the broker.\n"
@@ -172,14 +175,46 @@ class Sandbox::Impl {
         "  kubectl wait postgresqlinstance/example-pg --for=condition=Ready --timeout=120s\n"
         "  psql \"$(kubectl get secret example-pg-binding-creds -o "
         "jsonpath='{{.data.uri}}' | base64 -d)\"\n\n"
-        "Bind App Cluster 2 yourself (a browser opens the login; the password is above):\n"
-        "  PATH={}:$PATH kubectl bind {} --kubeconfig {} --backend-ca-file {}\n"
-        "  (add --headless to log in on another device with a code instead)\n\n"
+        "{}"
         "Control Plane: KUBECONFIG={}\n"
-        "Logs and state: {}\nPress Ctrl-C to stop everything.\n",
+        "Logs: {}\nState: {}\nPress Ctrl-C to stop everything.\n",
         info_.app_kubeconfigs.size(), info_.demo_user, info_.demo_password, info_.backend_url, app,
-        fs::path(kubectl_bind_).parent_path().string(), info_.export_url, app2,
-        info_.ca_file.string(), info_.control_plane_kubeconfig.string(), dir_.string());
+        OtherAppClusters(), info_.control_plane_kubeconfig.string(), (dir_ / "logs").string(),
+        dir_.string());
+  }
+
+  // App Clusters 2..N as they are now: each bound one with its APIs and where to look, and
+  // how to bind the first that is not.
+  std::string OtherAppClusters() const {
+    std::string out;
+    std::vector<size_t> unbound;  // indexes into info_.app_kubeconfigs
+    for (size_t i = 1; i < info_.app_kubeconfigs.size(); ++i) {
+      const Binding& b = i < bindings_.size() ? bindings_[i] : Binding{};
+      if (b.apis.empty()) {
+        unbound.push_back(i);
+        continue;
+      }
+      out += fmt::format("App Cluster {} is bound ({}). Its bindings:\n  {}\n\n", i + 1,
+                         core::Join(std::vector<std::string>(b.apis.begin(), b.apis.end()), ", "),
+                         b.see);
+    }
+    if (unbound.empty()) {
+      return info_.app_kubeconfigs.size() > 1 ? out + "Every App Cluster is bound.\n\n" : out;
+    }
+    out += fmt::format(
+        "Bind App Cluster {} yourself (a browser opens the login; the password is above):\n"
+        "  PATH={}:$PATH kubectl bind {} --kubeconfig {} --backend-ca-file {}\n"
+        "  (add --headless to log in on another device with a code instead)\n",
+        unbound[0] + 1, fs::path(kubectl_bind_).parent_path().string(), info_.export_url,
+        info_.app_kubeconfigs[unbound[0]].string(), info_.ca_file.string());
+    if (unbound.size() > 1) {
+      std::vector<std::string> others;
+      for (size_t k = 1; k < unbound.size(); ++k) others.push_back(std::to_string(unbound[k] + 1));
+      out += fmt::format(
+          "  App Clusters {} are not bound either (the same with their kubeconfigs in {})\n",
+          core::Join(others, ", "), dir_.string());
+    }
+    return out + "\n";
   }
 
   void Kill() { processes_.KillAll(); }
@@ -622,6 +657,69 @@ class Sandbox::Impl {
     }
   }
 
+  // What each App Cluster is bound to now, for the banner: the APIs of its APIServiceBindings
+  // (kubectl bind), and of the AppClusterBindings on the Control Plane whose kubeconfig
+  // Secret reaches it (control-plane mode). What cannot be read counts as not bound.
+  core::Status ReadBindings() {
+    bindings_.assign(apps_.size(), Binding{});
+    for (size_t i = 0; i < apps_.size(); ++i) {
+      auto list = client::ResourceClient(*apps_[i],
+                                         {"klutch.anynines.com", "v1alpha1", "apiservicebindings"})
+                      .List();
+      if (!list.ok()) continue;
+      for (const Json& b : (*list)["items"]) bindings_[i].apis.insert(machinery::Name(b));
+      if (!bindings_[i].apis.empty()) {
+        bindings_[i].see = fmt::format("kubectl --kubeconfig {} get apiservicebindings -A",
+                                       info_.app_kubeconfigs[i].string());
+      }
+    }
+    auto acbs =
+        client::ResourceClient(*cp_, {"klutch.anynines.com", "v1alpha1", "appclusterbindings"})
+            .List();
+    if (!acbs.ok()) return core::Status::Ok();
+    for (const Json& acb : (*acbs)["items"]) {
+      std::string server = AppClusterBindingServer(acb);
+      for (size_t i = 0; i < apps_.size(); ++i) {
+        if (server.empty() || server != apps_[i]->config().server) continue;
+        const Json* exports = machinery::Find(acb, {"spec", "apiExports"});
+        if (exports == nullptr || !exports->is_array()) continue;
+        for (const Json& e : *exports) {
+          bindings_[i].apis.insert(machinery::GetString(e, {"resource"}) + "." +
+                                   machinery::GetString(e, {"group"}));
+        }
+        bindings_[i].see = fmt::format(
+            "kubectl --kubeconfig {} get appclusterbinding {} -n {}  (control-plane mode)",
+            info_.control_plane_kubeconfig.string(), machinery::Name(acb),
+            machinery::Namespace(acb));
+      }
+    }
+    return core::Status::Ok();
+  }
+
+  // The API server address in the kubeconfig Secret an AppClusterBinding names; "" when it
+  // cannot be read.
+  std::string AppClusterBindingServer(const Json& acb) {
+    std::string ns = machinery::GetString(acb, {"spec", "kubeconfigSecretRef", "namespace"});
+    std::string name = machinery::GetString(acb, {"spec", "kubeconfigSecretRef", "name"});
+    std::string key = machinery::GetString(acb, {"spec", "kubeconfigSecretRef", "key"});
+    auto secret = client::ResourceClient(*cp_, resources::kSecrets,
+                                         ns.empty() ? machinery::Namespace(acb) : ns)
+                      .Get(name);
+    if (!secret.ok()) return "";
+    auto text = core::Base64Decode(
+        machinery::GetString(*secret, {"data", key.empty() ? "kubeconfig" : key}));
+    if (!text) return "";
+    auto kubeconfig = client::ParseKubeconfig(*text, "kubeconfig", dir_);
+    if (!kubeconfig.ok()) return "";
+    auto config = client::ResolveKubeconfig(*kubeconfig);
+    return config.ok() ? config->server : "";
+  }
+
+  struct Binding {
+    std::set<std::string> apis;  // "postgresqlinstances.anynines.com"
+    std::string see;             // the command that shows the bindings
+  };
+
   SandboxOptions options_;
   SandboxInfo info_;
   fs::path dir_;
@@ -635,6 +733,7 @@ class Sandbox::Impl {
   std::unique_ptr<client::RestClient> cp_;
   std::vector<std::unique_ptr<client::RestClient>> apps_;
   std::vector<std::unique_ptr<KonnectorRunner>> runners_;
+  std::vector<Binding> bindings_;  // per App Cluster, as the last start found them
 };
 
 core::Result<std::unique_ptr<Sandbox>> Sandbox::Start(SandboxOptions options) {
