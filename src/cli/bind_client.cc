@@ -30,6 +30,8 @@ const client::GroupVersionResource kExportRequests{"klutch.anynines.com", "v1alp
                                                    "apiserviceexportrequests"};
 constexpr char kDefaultImageRepository[] = "klutch";
 constexpr char kKonnectorName[] = "konnector";
+// The Ready message of a binding the konnector has not reported on yet (the CLI writes it).
+constexpr char kPendingMessage[] = "Waiting for the konnector to pick this binding up";
 
 void Say(const BindOutput& out, const std::string& line) {
   if (out.err != nullptr) *out.err << line << "\n" << std::flush;
@@ -883,8 +885,7 @@ core::Result<std::vector<std::string>> CreateBindings(
     if (!created.ok()) return WithHint(created.status(), "creating APIServiceBinding " + name, "");
     // Best effort, as upstream: shows Pending until the konnector's first pass replaces it.
     Json status = *created;
-    reconcile::MarkFalse(status, "Ready", "Pending", "Info",
-                         "Waiting for the konnector to pick this binding up",
+    reconcile::MarkFalse(status, "Ready", "Pending", "Info", kPendingMessage,
                          core::RealClock::Get());
     (void)bindings.UpdateStatus(status);
     Say(out, fmt::format("Created APIServiceBinding {}.", name));
@@ -909,10 +910,17 @@ core::Result<std::vector<std::string>> WaitForBindingsReady(client::RestClient& 
         waiting.push_back(fmt::format("APIServiceBinding {}: {}", name, binding.status().message()));
         continue;
       }
-      if (reconcile::IsConditionTrue(*binding, "Ready")) continue;
-      // The konnector writes status.providerPrettyName on its every pass; the CLI never does.
-      const Json* status = machinery::Find(*binding, {"status"});
-      if (status == nullptr || !status->contains("providerPrettyName")) {
+      auto ready = reconcile::FindCondition(*binding, "Ready");
+      std::string provider = machinery::GetString(*binding, {"status", "providerPrettyName"});
+      if (ready && ready->status == "True") {
+        if (!provider.empty()) continue;
+        waiting.push_back(fmt::format(
+            "APIServiceBinding {} is Ready; the konnector has not reported its provider's name "
+            "yet",
+            name));
+        continue;
+      }
+      if (!ready || ready->message == kPendingMessage) {
         waiting.push_back(fmt::format(
             "APIServiceBinding {} waits for the konnector to pick it up; check the konnector "
             "with: kubectl -n {} get deployment konnector; kubectl -n {} logs "
@@ -920,12 +928,11 @@ core::Result<std::vector<std::string>> WaitForBindingsReady(client::RestClient& 
             name, kBindNamespace, kBindNamespace));
         continue;
       }
-      auto ready = reconcile::FindCondition(*binding, "Ready");
-      std::string message = ready ? ready->message : "";
       waiting.push_back(fmt::format(
           "APIServiceBinding {} is not Ready yet: {}; follow it with: kubectl -n {} get "
           "apiservicebindings -w",
-          name, message.empty() ? "the konnector reports no reason" : message, kBindNamespace));
+          name, ready->message.empty() ? "the konnector gives no reason" : ready->message,
+          kBindNamespace));
     }
     if (waiting.empty() || std::chrono::steady_clock::now() >= deadline) {
       if (waited && out.err != nullptr) *out.err << (waiting.empty() ? " ready.\n" : "\n");

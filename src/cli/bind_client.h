@@ -200,10 +200,12 @@ core::Result<std::vector<std::string>> CreateBindings(
     client::RestClient& app, const Json& export_request, const std::string& secret_name,
     const ClaimAnswers& answers, bool dry_run, std::vector<Json>* printed, const BindOutput& out);
 
-// Waits until each binding of `names` is Ready (polled; a dot a second on out.err) or
-// `timeout` passes (zero: looks once). Returns, for each binding still not Ready, a line saying
-// what it waits for and how to follow it: the konnector has not picked it up yet (the status
-// is still the CLI's own Pending), or the konnector's Ready message.
+// Waits until the konnector has reported each binding of `names` Ready with its provider's
+// name (status.providerPrettyName, the table's PROVIDER column), polled with a dot a second on
+// out.err, or until `timeout` passes (zero: looks once). Returns, for each binding not there
+// yet, a line saying what it waits for and how to follow it: the konnector has not picked it
+// up (its Ready is still the CLI's own Pending), the konnector's Ready message, or the
+// provider's name still missing.
 core::Result<std::vector<std::string>> WaitForBindingsReady(client::RestClient& app,
                                                             const std::vector<std::string>& names,
                                                             std::chrono::milliseconds timeout,

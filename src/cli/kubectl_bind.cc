@@ -260,11 +260,11 @@ void PrintObjects(const std::vector<Json>& objects, const std::string& format) {
 // Everything after the provider kubeconfig and the export requests are known: the shared
 // tail of `kubectl bind URL` and `kubectl bind apiservice`.
 // `answers` holds the user's answers to the claims of `requests`, decided before any of them
-// was bound.
+// was bound. The bindings' names are appended to `bound` (ShowBindings prints them).
 int BindRequests(client::RestClient& app, const std::string& provider_kubeconfig,
                  const std::string& secret_hint, const std::string& remote_namespace,
                  std::vector<Json> requests, const bind::ClaimAnswers& answers,
-                 const CommonFlags& f) {
+                 const CommonFlags& f, std::vector<std::string>& bound) {
   BindOutput out = Output();
   auto timeout = ParseTimeout(f.timeout);
   auto target = bind::ReadProviderKubeconfig(provider_kubeconfig);
@@ -350,14 +350,18 @@ int BindRequests(client::RestClient& app, const std::string& provider_kubeconfig
       if (!st.ok()) return Fail(st);
     }
   }
-  if (f.dry_run) {
-    PrintObjects(printed, f.output);
-    return 0;
-  }
-  // Right after binding the table would only show the CLI's own Pending: give the konnector
-  // a moment to report, and say what a binding still waits for.
-  auto waited =
-      bind::WaitForBindingsReady(app, names, ParseDuration(f.ready_timeout, {}), out);
+  if (f.dry_run) PrintObjects(printed, f.output);
+  bound.insert(bound.end(), names.begin(), names.end());
+  return 0;
+}
+
+// The table of the bindings a run made, once the konnector reported them (up to
+// --ready-timeout; right after binding the table would only show the CLI's own Pending), and
+// for each binding not Ready yet, what it waits for. Nothing in a dry run.
+int ShowBindings(client::RestClient& app, const std::vector<std::string>& names,
+                 const CommonFlags& f) {
+  if (f.dry_run || names.empty()) return 0;
+  auto waited = bind::WaitForBindingsReady(app, names, ParseDuration(f.ready_timeout, {}), Output());
   auto table = bind::BindingsTable(app, names);
   if (table.ok()) std::cout << *table;
   if (waited.ok()) {
@@ -733,12 +737,13 @@ int RunBind(BindFlags& f) {
     if (core::Status st = DecideRemainingClaims(**app, all, f.common, answers); !st.ok()) {
       return Fail(st);
     }
+    std::vector<std::string> bound;
     for (const bind::BindingResponse& response : *responses) {
-      int code =
-          BindRequests(**app, response.kubeconfig, "", "", response.requests, answers, f.common);
+      int code = BindRequests(**app, response.kubeconfig, "", "", response.requests, answers,
+                              f.common, bound);
       if (code != 0) return code;
     }
-    return 0;
+    return ShowBindings(**app, bound, f.common);
   }
   if (provider->authenticated_url.empty()) {
     return Fail(core::BadRequest(
@@ -779,7 +784,10 @@ int RunBind(BindFlags& f) {
       !st.ok()) {
     return Fail(st);
   }
-  return BindRequests(**app, response.kubeconfig, "", "", response.requests, answers, f.common);
+  std::vector<std::string> bound;
+  int code = BindRequests(**app, response.kubeconfig, "", "", response.requests, answers,
+                          f.common, bound);
+  return code != 0 ? code : ShowBindings(**app, bound, f.common);
 }
 
 core::Result<std::string> ReadSource(const std::string& source) {
@@ -854,8 +862,10 @@ int RunApiService(ApiServiceFlags& f) {
   if (core::Status st = DecideRemainingClaims(**app, {*request}, f.common, answers); !st.ok()) {
     return Fail(st);
   }
-  return BindRequests(**app, kubeconfig, secret_name, f.remote_namespace, {*request}, answers,
-                      f.common);
+  std::vector<std::string> bound;
+  int code = BindRequests(**app, kubeconfig, secret_name, f.remote_namespace, {*request}, answers,
+                          f.common, bound);
+  return code != 0 ? code : ShowBindings(**app, bound, f.common);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <thread>
@@ -13,6 +14,7 @@
 #include "core/log.h"
 #include "core/strings.h"
 #include "core/sync.h"
+#include "http/url.h"
 #include "machinery/object.h"
 #include "serving/kubeconfig.h"
 
@@ -24,6 +26,9 @@ namespace resources = client::resources;
 namespace fs = std::filesystem;
 
 constexpr char kContainer[] = "konnector";
+// At most this many replicas run per Deployment (a typo in spec.replicas must not fork-bomb
+// the machine).
+constexpr int64_t kMaxReplicas = 5;
 
 // The konnector container of a Deployment's pod template, or nullptr.
 const Json* KonnectorContainer(const Json& deployment) {
@@ -106,7 +111,9 @@ class KonnectorRunner::Impl {
     std::vector<std::string> names;
     {
       core::MutexLock lock(mu_);
-      for (const auto& [key, r] : running_) names.push_back(r.process);
+      for (const auto& [key, r] : running_) {
+        names.insert(names.end(), r.processes.begin(), r.processes.end());
+      }
       running_.clear();
     }
     for (const auto& name : names) processes_.Stop(name);
@@ -114,15 +121,18 @@ class KonnectorRunner::Impl {
 
   int Running() const {
     core::MutexLock lock(mu_);
-    return static_cast<int>(running_.size());
+    int n = 0;
+    for (const auto& [key, r] : running_) n += static_cast<int>(r.processes.size());
+    return n;
   }
 
  private:
+  // The replicas of one Deployment: processes[i] is replica i, named ReplicaName(key, i).
   struct Run {
-    std::string process;
+    std::vector<std::string> processes;
     std::string template_hash;
     std::string ns, service_account;
-    fs::path token_file;
+    fs::path dir, token_file;
     std::chrono::steady_clock::time_point token_renew_at;
   };
 
@@ -141,6 +151,11 @@ class KonnectorRunner::Impl {
         core::MutexLock lock(mu_);
         if (dirty_.empty() && !stopping_) cv_.WaitFor(mu_, std::chrono::seconds(10));
         if (stopping_) return;
+        // The readiness probe's period: with nothing else to do, every Deployment it runs is
+        // probed again, so a replica that hangs or died shows as unready within ~10 s.
+        if (dirty_.empty()) {
+          for (const auto& [key, r] : running_) dirty_.insert(key);
+        }
         keys.swap(dirty_);
       }
       for (const std::string& key : keys) {
@@ -157,6 +172,10 @@ class KonnectorRunner::Impl {
       {
         core::MutexLock lock(mu_);
         again.swap(retry_);
+        // Deployments whose replicas are not all ready yet are probed again, as the kubelet's
+        // readiness probe would be.
+        again.insert(unready_.begin(), unready_.end());
+        unready_.clear();
         dirty_.insert(again.begin(), again.end());
       }
       if (!again.empty()) std::this_thread::sleep_for(std::chrono::seconds(1));
@@ -170,63 +189,128 @@ class KonnectorRunner::Impl {
     }
     return name;
   }
+  std::string ReplicaName(const std::string& key, int64_t replica) const {
+    return ProcessName(key) + "-" + std::to_string(replica);
+  }
+
+  // Whether replica `process` answers its /readyz, at the health address its log's last
+  // "konnector: health on HOST:PORT" line gives (the kubelet's readiness probe, on the port
+  // the process chose).
+  bool ProbeReady(const std::string& process) const {
+    if (!processes_.Running(process)) return false;
+    auto log = core::ReadFile(options_.dir / (process + ".log"));
+    if (!log.ok()) return false;
+    constexpr std::string_view kLine = "konnector: health on ";
+    size_t at = log->rfind(kLine);
+    if (at == std::string::npos) return false;
+    size_t start = at + kLine.size();
+    size_t end = log->find_first_of(", \n", start);
+    std::string address = log->substr(start, end == std::string::npos ? end : end - start);
+    auto url = http::ParseUrl("http://" + address + "/readyz");
+    if (!url.ok()) return false;
+    auto r = http::Fetch(*url, {.timeout = std::chrono::seconds(2)});
+    return r.ok() && r->status == 200;
+  }
 
   core::Status Reconcile(const std::string& key) {
     client::ObjectPtr object = informer_.indexer().Get(key);
     const Json* container = object ? KonnectorContainer(*object) : nullptr;
     const Json* replicas = object ? machinery::Find(*object, {"spec", "replicas"}) : nullptr;
     const int64_t* count = replicas != nullptr ? replicas->get_ptr<const int64_t*>() : nullptr;
-    bool wanted = container != nullptr && !(count != nullptr && *count == 0) &&
-                  !machinery::IsBeingDeleted(*object);
+    // spec.replicas defaults to 1, as in Kubernetes.
+    int64_t want = count == nullptr ? 1 : std::clamp<int64_t>(*count, 0, kMaxReplicas);
+    bool wanted = container != nullptr && want > 0 && !machinery::IsBeingDeleted(*object);
     const Json* pod_template = object ? machinery::Find(*object, {"spec", "template"}) : nullptr;
     std::string hash = wanted && pod_template != nullptr ? machinery::JsonHash(*pod_template) : "";
-    std::string stop;
+    std::vector<std::string> stop;
+    bool prepare = wanted;
     {
       core::MutexLock lock(mu_);
       auto it = running_.find(key);
       if (it != running_.end()) {
-        if (wanted && it->second.template_hash == hash && processes_.Running(it->second.process)) {
-          return ReportStatus(*object);
+        Run& run = it->second;
+        if (wanted && run.template_hash == hash) {
+          // Scaled down: the highest replicas go.
+          while (static_cast<int64_t>(run.processes.size()) > want) {
+            stop.push_back(run.processes.back());
+            run.processes.pop_back();
+          }
+          prepare = false;
+        } else {
+          stop = run.processes;
+          running_.erase(it);
         }
-        stop = it->second.process;
-        running_.erase(it);
       }
     }
-    if (!stop.empty()) {
-      KLUTCH_LOG(kInfo, "sandbox", "stopping {}", stop);
-      processes_.Stop(stop);
+    for (const std::string& process : stop) {
+      KLUTCH_LOG(kInfo, "sandbox", "stopping {}", process);
+      processes_.Stop(process);
     }
     if (!wanted) return core::Status::Ok();
-    KLUTCH_RETURN_IF_ERROR(StartKonnector(key, *object, *container, hash));
-    return ReportStatus(*object);
+    if (prepare) KLUTCH_RETURN_IF_ERROR(Prepare(key, *object, hash));
+    // Replicas missing (new, scaled up, or ended) are started.
+    for (int64_t i = 0; i < want; ++i) {
+      std::string process = ReplicaName(key, i);
+      bool have;
+      {
+        core::MutexLock lock(mu_);
+        const std::vector<std::string>& list = running_.at(key).processes;
+        have = std::find(list.begin(), list.end(), process) != list.end();
+      }
+      if (have && processes_.Running(process)) continue;
+      if (have) processes_.Stop(process);
+      KLUTCH_RETURN_IF_ERROR(StartReplica(key, *object, *container, i));
+    }
+    return ReportStatus(key, *object, want);
   }
 
-  // What the deployment controller and the kubelet would report once the one local process
-  // runs, so that `kubectl get deployments` and `kubectl rollout status` show the konnector as
-  // available (a dead process is restarted by Reconcile or the ProcessSet, not reported).
-  // Written only on change.
-  core::Status ReportStatus(const Json& deployment) {
+  // What the deployment controller and the kubelet would report: each replica a local process
+  // (replicas, updatedReplicas), ready and available while its /readyz answers 200. A standby
+  // replica (not holding the Lease) is ready once its caches are in, as in a real cluster, so a
+  // healthy Deployment reads N/N. Written only on change; a Deployment not fully ready is
+  // probed again a second later.
+  core::Status ReportStatus(const std::string& key, const Json& deployment, int64_t want) {
+    std::vector<std::string> replicas;
+    {
+      core::MutexLock lock(mu_);
+      replicas = running_.at(key).processes;
+    }
+    int64_t ready = 0;
+    for (const std::string& process : replicas) ready += ProbeReady(process) ? 1 : 0;
+    if (ready < want) {
+      core::MutexLock lock(mu_);
+      unready_.insert(key);
+    }
+    bool available = ready > 0;
     Json conditions = Json::array({
         {{"type", "Available"},
-         {"status", "True"},
-         {"reason", "KonnectorRunning"},
-         {"message", "klutch up runs this konnector as a local process"}},
+         {"status", available ? "True" : "False"},
+         {"reason", available ? "MinimumReplicasAvailable" : "MinimumReplicasUnavailable"},
+         {"message", available ? "klutch up runs this konnector as local processes, one per "
+                                 "replica; the holder of the Lease runs the controllers"
+                               : "no konnector process answers /readyz yet"}},
         {{"type", "Progressing"},
          {"status", "True"},
-         {"reason", "NewReplicaSetAvailable"},
+         {"reason", ready == want ? "NewReplicaSetAvailable" : "ReplicaSetUpdated"},
          {"message", "klutch up runs the current pod template"}},
     });
+    int64_t count = static_cast<int64_t>(replicas.size());
     Json status = {{"observedGeneration", deployment["metadata"].value("generation", 1)},
-                   {"replicas", 1},
-                   {"updatedReplicas", 1},
-                   {"readyReplicas", 1},
-                   {"availableReplicas", 1}};
+                   {"replicas", count},
+                   {"updatedReplicas", count},
+                   {"readyReplicas", ready},
+                   {"availableReplicas", ready}};
     const Json* have = machinery::Find(deployment, {"status"});
-    auto same = [&](const char* field) {
+    auto same = [&](const std::string& field) {
       return have != nullptr && have->contains(field) && (*have)[field] == status[field];
     };
     bool current = true;
-    for (const auto& [field, value] : status.items()) current = current && same(field.c_str());
+    for (const auto& [field, value] : status.items()) current = current && same(field);
+    // Kubernetes omits a zero unavailableReplicas.
+    Json unavailable = want > ready ? Json(want - ready) : Json();
+    current = current && (have == nullptr ? unavailable.is_null()
+                                          : have->value("unavailableReplicas", Json()) ==
+                                                unavailable);
     const Json* have_conditions =
         have != nullptr ? machinery::Find(*have, {"conditions"}) : nullptr;
     for (const Json& c : conditions) {
@@ -247,6 +331,7 @@ class KonnectorRunner::Impl {
       c["lastTransitionTime"] = now;
     }
     status["conditions"] = std::move(conditions);
+    status["unavailableReplicas"] = unavailable;  // null removes it (merge patch)
     client::ResourceClient deployments(admin_, resources::kDeployments,
                                        machinery::Namespace(deployment));
     return deployments
@@ -269,15 +354,14 @@ class KonnectorRunner::Impl {
     return token;
   }
 
-  core::Status StartKonnector(const std::string& key, const Json& deployment, const Json& container,
-                              const std::string& hash) {
+  // The Deployment's token and kubeconfig, which its replicas share (one service account), and
+  // its entry in running_, with no replica yet.
+  core::Status Prepare(const std::string& key, const Json& deployment, const std::string& hash) {
     std::string ns = machinery::Namespace(deployment);
-    std::string name = machinery::Name(deployment);
     std::string sa =
         machinery::GetString(deployment, {"spec", "template", "spec", "serviceAccountName"});
     if (sa.empty()) sa = "default";
-    std::string process = ProcessName(key);
-    fs::path dir = options_.dir / process;
+    fs::path dir = options_.dir / ProcessName(key);
     std::error_code ec;
     fs::create_directories(dir, ec);
     KLUTCH_ASSIGN_OR_RETURN(std::string token, RequestToken(ns, sa));
@@ -290,10 +374,32 @@ class KonnectorRunner::Impl {
     kubeconfig.token_file = token_file.string();
     kubeconfig.ns = ns;
     KLUTCH_RETURN_IF_ERROR(serving::WriteKubeconfig(dir / "kubeconfig", kubeconfig));
+    core::MutexLock lock(mu_);
+    running_[key] = Run{.processes = {},
+                        .template_hash = hash,
+                        .ns = ns,
+                        .service_account = sa,
+                        .dir = dir,
+                        .token_file = token_file,
+                        .token_renew_at = std::chrono::steady_clock::now() + options_.token_ttl / 2};
+    return core::Status::Ok();
+  }
 
-    // The Pod's environment: downward-API names and literal values.
-    std::map<std::string, std::string> env = {{"POD_NAME", name + "-sandbox"},
-                                              {"POD_NAMESPACE", ns}};
+  // Replica `replica` of the Deployment as a local process (after Prepare).
+  core::Status StartReplica(const std::string& key, const Json& deployment, const Json& container,
+                            int64_t replica) {
+    std::string ns = machinery::Namespace(deployment);
+    std::string name = machinery::Name(deployment);
+    std::string process = ReplicaName(key, replica);
+    fs::path dir;
+    {
+      core::MutexLock lock(mu_);
+      dir = running_.at(key).dir;
+    }
+    // The Pod's environment: downward-API names and literal values. Each replica has its own
+    // pod name, its identity in the leader election.
+    std::map<std::string, std::string> env = {
+        {"POD_NAME", fmt::format("{}-sandbox-{}", name, replica)}, {"POD_NAMESPACE", ns}};
     const Json* env_list = machinery::Find(container, {"env"});
     if (env_list != nullptr && env_list->is_array()) {
       for (const Json& e : *env_list) {
@@ -339,9 +445,8 @@ class KonnectorRunner::Impl {
                options_.cluster_name);
     KLUTCH_RETURN_IF_ERROR(processes_.Start(std::move(p)));
     core::MutexLock lock(mu_);
-    running_[key] =
-        Run{process, hash,       ns,
-            sa,      token_file, std::chrono::steady_clock::now() + options_.token_ttl / 2};
+    std::vector<std::string>& list = running_.at(key).processes;
+    if (std::find(list.begin(), list.end(), process) == list.end()) list.push_back(process);
     return core::Status::Ok();
   }
 
@@ -364,7 +469,7 @@ class KonnectorRunner::Impl {
       it->second.token_renew_at =
           st.ok() ? now + options_.token_ttl / 2 : now + std::chrono::seconds(30);
       if (!st.ok()) {
-        KLUTCH_LOG(kWarn, "sandbox", "renewing the token of {}: {}", r.process, st.message());
+        KLUTCH_LOG(kWarn, "sandbox", "renewing the token of {}: {}", key, st.message());
       }
     }
   }
@@ -377,6 +482,7 @@ class KonnectorRunner::Impl {
   core::CondVar cv_;
   std::set<std::string> dirty_ GUARDED_BY(mu_);
   std::set<std::string> retry_ GUARDED_BY(mu_);
+  std::set<std::string> unready_ GUARDED_BY(mu_);
   std::map<std::string, Run> running_ GUARDED_BY(mu_);
   bool stopping_ GUARDED_BY(mu_) = true;
   std::thread worker_;

@@ -10,9 +10,18 @@
 //  - POD_NAME / POD_NAMESPACE, literal env values, $(VAR) references in args expanded;
 //  - probe and metrics addresses moved to free loopback ports (several konnectors share the
 //    host).
-// One process per Deployment whatever its replicas (the replicas only elect a leader). A
-// changed pod template restarts it, a deleted Deployment (or replicas 0) stops it, and a
-// process that dies is restarted by the ProcessSet. Thread-safe.
+// One process per replica (spec.replicas, default 1, at most 5), as a ReplicaSet would run
+// pods: replica i is process `konnector-<cluster>-<ns>-<name>-<i>` with POD_NAME
+// `<name>-sandbox-<i>`, its identity in the leader election, so one replica holds the Lease
+// and runs the controllers while the others wait as warm standbys. The Deployment's status is
+// what the deployment controller would write from the kubelet's probes: replicas and
+// updatedReplicas count the processes, readyReplicas/availableReplicas those whose /readyz
+// answers 200 (a standby is ready once its caches are in, as in Kubernetes), so a healthy
+// konnector reads 2/2 and a hung, dead or starting replica shows as unready until it answers
+// (probed every 10 s, every second while a Deployment is not fully ready). A
+// changed pod template restarts every replica, fewer replicas stop the highest ones, a
+// deleted Deployment (or replicas 0) stops them all, and a process that dies is restarted by
+// the ProcessSet. Thread-safe.
 #pragma once
 
 #include <filesystem>
@@ -45,7 +54,7 @@ class KonnectorRunner {
   void Start();
   // Stops watching and ends the konnectors it started. Idempotent.
   void Stop();
-  // How many konnector processes it runs now.
+  // How many konnector processes (replicas of all Deployments) it runs now.
   int Running() const;
 
   class Impl;
