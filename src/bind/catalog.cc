@@ -1,7 +1,9 @@
 #include "bind/catalog.h"
 
 #include <algorithm>
+#include <cctype>
 #include <map>
+#include <optional>
 
 #include "bind/names.h"
 #include "client/dynamic.h"
@@ -13,6 +15,9 @@ namespace klutch::bind {
 namespace {
 
 using machinery::Json;
+
+const machinery::GroupVersionResource kCompositions{"apiextensions.crossplane.io", "v1",
+                                                    "compositions"};
 
 // The schema of the CRD's storage version (else its first served one); nullptr when none.
 const Json* StorageSchema(const Json& crd) {
@@ -29,7 +34,7 @@ const Json* StorageSchema(const Json& crd) {
   return fallback;
 }
 
-std::vector<std::string> Plans(const Json& schema) {
+std::vector<std::string> EnumPlans(const Json& schema) {
   for (auto path :
        {std::initializer_list<std::string_view>{"properties", "spec", "properties", "plan", "enum"},
         std::initializer_list<std::string_view>{"properties", "spec", "properties", "parameters",
@@ -41,6 +46,88 @@ std::vector<std::string> Plans(const Json& schema) {
     }
   }
   return {};
+}
+
+bool IsIdentifierChar(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_' || c == '.';
+}
+
+// The string literal compared to `operand` at `at` in `rule` (`operand == 'x'` or "x"),
+// nullopt when `at` does not start such a comparison. Literals with escapes are skipped (no
+// plan or Composition name needs one).
+std::optional<std::string> ComparedLiteral(std::string_view rule, size_t at,
+                                           std::string_view operand) {
+  if (rule.substr(at, operand.size()) != operand) return std::nullopt;
+  if (at > 0 && IsIdentifierChar(rule[at - 1])) return std::nullopt;
+  size_t i = at + operand.size();
+  if (i < rule.size() && IsIdentifierChar(rule[i])) return std::nullopt;
+  auto skip_space = [&] {
+    while (i < rule.size() && std::isspace(static_cast<unsigned char>(rule[i])) != 0) ++i;
+  };
+  skip_space();
+  if (rule.substr(i, 2) != "==") return std::nullopt;
+  i += 2;
+  skip_space();
+  if (i >= rule.size() || (rule[i] != '\'' && rule[i] != '"')) return std::nullopt;
+  const char quote = rule[i++];
+  const size_t end = rule.find(quote, i);
+  if (end == std::string_view::npos) return std::nullopt;
+  std::string_view literal = rule.substr(i, end - i);
+  if (literal.empty() || literal.find('\\') != std::string_view::npos) return std::nullopt;
+  return std::string(literal);
+}
+
+// The plans spec's validation rules allow, per Composition when the rules name one before the
+// plans (Klutch's PostgreSQL XRD: `(self.compositionRef.name == 'a9s-postgresql' &&
+// (self.plan == '...' || ...)) || (...)`). A plan compared before any Composition is named
+// belongs to the group with an empty name.
+std::vector<OfferedApi::PlanGroup> RulePlans(const Json& schema) {
+  std::vector<OfferedApi::PlanGroup> groups;
+  const Json* rules = machinery::Find(schema, {"properties", "spec", "x-kubernetes-validations"});
+  if (rules == nullptr || !rules->is_array()) return groups;
+  for (const Json& r : *rules) {
+    const std::string rule = r.is_object() ? machinery::GetString(r, {"rule"}) : "";
+    std::string composition;
+    for (size_t at = rule.find("self."); at != std::string::npos; at = rule.find("self.", at + 1)) {
+      if (auto c = ComparedLiteral(rule, at, "self.compositionRef.name")) {
+        composition = *c;
+        continue;
+      }
+      auto plan = ComparedLiteral(rule, at, "self.plan");
+      if (!plan) continue;
+      auto group = std::find_if(groups.begin(), groups.end(),
+                                [&](const auto& g) { return g.composition == composition; });
+      if (group == groups.end()) {
+        groups.push_back({composition, {}});
+        group = groups.end() - 1;
+      }
+      if (std::find(group->plans.begin(), group->plans.end(), *plan) == group->plans.end()) {
+        group->plans.push_back(*plan);
+      }
+    }
+  }
+  return groups;
+}
+
+// `groups`' plans, each once, in order.
+std::vector<std::string> UnionOf(const std::vector<OfferedApi::PlanGroup>& groups) {
+  std::vector<std::string> out;
+  for (const auto& g : groups) {
+    for (const auto& p : g.plans) {
+      if (std::find(out.begin(), out.end(), p) == out.end()) out.push_back(p);
+    }
+  }
+  return out;
+}
+
+void SetPlans(const Json& schema, OfferedApi& api) {
+  api.plans = EnumPlans(schema);
+  if (!api.plans.empty()) return;
+  std::vector<OfferedApi::PlanGroup> groups = RulePlans(schema);
+  api.plans = UnionOf(groups);
+  const bool per_composition = std::any_of(groups.begin(), groups.end(),
+                                           [](const auto& g) { return !g.composition.empty(); });
+  if (per_composition) api.plans_by_composition = std::move(groups);
 }
 
 OfferedApi Describe(const Json& crd, const Json& tmpl) {
@@ -56,7 +143,7 @@ OfferedApi Describe(const Json& crd, const Json& tmpl) {
     if (api.description.empty()) {
       api.description = machinery::GetString(*schema, {"properties", "spec", "description"});
     }
-    api.plans = Plans(*schema);
+    SetPlans(*schema, api);
   }
   if (const Json* versions = machinery::Find(crd, {"spec", "versions"});
       versions && versions->is_array()) {
@@ -83,6 +170,15 @@ std::vector<Json> Items(const Json& list) {
 }
 
 }  // namespace
+
+void KeepPlansOfCompositions(OfferedApi& api, const std::vector<std::string>& existing) {
+  if (api.plans_by_composition.empty()) return;
+  std::erase_if(api.plans_by_composition, [&](const OfferedApi::PlanGroup& g) {
+    return !g.composition.empty() &&
+           std::find(existing.begin(), existing.end(), g.composition) == existing.end();
+  });
+  api.plans = UnionOf(api.plans_by_composition);
+}
 
 bool HidesClusterScoped(std::string_view consumer_scope) {
   return core::ToLower(consumer_scope) == "namespaced";
@@ -140,7 +236,21 @@ core::Result<std::vector<OfferedApi>> ListOfferedApis(client::RestClient& admin,
   if (!crds.ok()) {
     return core::Status(crds.status()).Annotate("listing customresourcedefinitions");
   }
-  return OfferedApisFrom(Items(*templates), Items(*crds), consumer_scope);
+  std::vector<OfferedApi> apis = OfferedApisFrom(Items(*templates), Items(*crds), consumer_scope);
+  // Plans of Compositions this Control Plane lacks cannot be used: narrow to those it has.
+  if (std::any_of(apis.begin(), apis.end(),
+                  [](const OfferedApi& a) { return !a.plans_by_composition.empty(); })) {
+    auto compositions = client::ResourceClient(admin, kCompositions).ListAll();
+    if (compositions.ok()) {
+      std::vector<std::string> names;
+      for (const Json& c : Items(*compositions)) names.push_back(machinery::Name(c));
+      for (OfferedApi& api : apis) KeepPlansOfCompositions(api, names);
+    } else {
+      KLUTCH_LOG(kInfo, "bind", "catalog: plans shown for every Composition: {}",
+                 compositions.status().message());
+    }
+  }
+  return apis;
 }
 
 core::Result<OfferedApi> FindOfferedApi(client::RestClient& admin,

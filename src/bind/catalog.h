@@ -18,8 +18,18 @@ struct OfferedApi {
   std::string group, resource, kind, scope;  // resource = CRD plural; scope Namespaced|Cluster
   // From the CRD's top-level schema description (or the spec's), "" if none.
   std::string description;
-  // The enum of spec.plan (or spec.parameters.plan) in the storage version's schema, if any.
+  // The plans a claim may name: the enum of spec.plan (or spec.parameters.plan) in the storage
+  // version's schema; without one, the names spec's validation rules allow
+  // (`self.plan == '<name>'`, how Klutch's PostgreSQL XRD lists them). Empty if neither.
   std::vector<std::string> plans;
+  // When those rules tie plans to Compositions (`self.compositionRef.name == '<c>' && (...)`):
+  // the plans of each Composition, in the rule's order (ListOfferedApis keeps only the
+  // Compositions that exist); `plans` is then the union of what is kept. Empty otherwise.
+  struct PlanGroup {
+    std::string composition;
+    std::vector<std::string> plans;
+  };
+  std::vector<PlanGroup> plans_by_composition;
   std::vector<std::string> versions;  // served versions, in the CRD's order
   machinery::Json permission_claims;  // the template's spec.permissionClaims (array, maybe empty)
   std::string template_namespace, template_name;
@@ -30,6 +40,8 @@ struct OfferedApi {
 // All templates (any namespace) whose APIServiceSelector matches an existing CRD, sorted by
 // CRD name; cluster-scoped CRDs are hidden when `consumer_scope` is "Namespaced"
 // (case-insensitive). When several templates select one CRD, the first by namespace/name wins.
+// Plans per Composition are narrowed to the Compositions on the Control Plane (all are kept
+// when Compositions cannot be listed, e.g. no Crossplane CRDs).
 // Errors: the API server's (e.g. Forbidden when `admin` may not list CRDs or templates).
 core::Result<std::vector<OfferedApi>> ListOfferedApis(client::RestClient& admin,
                                                       const std::string& consumer_scope);
@@ -43,6 +55,9 @@ core::Result<OfferedApi> FindOfferedApi(client::RestClient& admin,
 std::vector<OfferedApi> OfferedApisFrom(const std::vector<machinery::Json>& templates,
                                         const std::vector<machinery::Json>& crds,
                                         std::string_view consumer_scope);
+// Keeps, in `api`'s plans per Composition, only those of `existing` Compositions (by name) and
+// makes `plans` their union; a no-op for an API whose plans are not per Composition.
+void KeepPlansOfCompositions(OfferedApi& api, const std::vector<std::string>& existing);
 // True when `consumer_scope` is "Namespaced" (case-insensitive): cluster-scoped APIs are hidden.
 bool HidesClusterScoped(std::string_view consumer_scope);
 

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <map>
 #include <optional>
+#include <tuple>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -33,6 +34,22 @@ constexpr std::string_view kSessionPurpose = "session";
 constexpr std::string_view kDevicePurpose = "device";
 constexpr std::string_view kDeviceSessionPurpose = "device-session";
 constexpr std::string_view kCsrfPurpose = "csrf";
+
+// Where a login without kubectl bind (/login) may return to: pages of this backend only.
+bool IsPageLoginTarget(std::string_view next) {
+  return next == "/" || next == "/consumer" || next == "/resources";
+}
+
+// A session ID for a login without kubectl bind (the CLI makes its own): letters and digits.
+std::string PageSessionId() {
+  std::string id;
+  while (id.size() < 20) {
+    for (char c : RandomToken(16)) {
+      if (std::isalnum(static_cast<unsigned char>(c)) != 0 && id.size() < 20) id += c;
+    }
+  }
+  return id;
+}
 
 int64_t UnixSeconds(core::SystemTime t) {
   return std::chrono::duration_cast<std::chrono::seconds>(t.time_since_epoch()).count();
@@ -239,10 +256,12 @@ std::string DeviceErrorDescription(std::string_view error) {
 }  // namespace
 
 // The logged-in user of one CLI session, as sealed into the session cookie.
+// A login through /login (no kubectl bind) has no cid and no redirect.
 struct Session {
   std::string subject, issuer, email, name;
   std::string sid, cid, redirect;
-  std::string id;  // random, per login: the CSRF token is derived from it
+  std::string cluster_name;  // kubectl bind's `n`, "" if it sent none
+  std::string id;            // random, per login: the CSRF token is derived from it
 };
 
 class WebBackend::Impl {
@@ -264,6 +283,8 @@ class WebBackend::Impl {
   }
 
   void AddRoutes(http::Router& router) {
+    router.Get("/", [this](http::Request& r, const http::PathParams&) { return Landing(r); });
+    router.Get("/login", [this](http::Request& r, const http::PathParams&) { return Login(r); });
     router.Get("/export", [this](http::Request& r, const http::PathParams&) { return Export(r); });
     router.Get("/authorize",
                [this](http::Request& r, const http::PathParams&) { return Authorize(r); });
@@ -346,12 +367,37 @@ class WebBackend::Impl {
                    "Start over with kubectl bind <backend>/export; it opens this page with the "
                    "right parameters.");
     }
+    auto cluster_name = ClusterNameParameter(request.Query("n"));
+    if (!cluster_name.ok()) {
+      return Error(400, "Cannot start the login", cluster_name.status().message(),
+                   "Start over with kubectl bind <backend>/export; it opens this page with the "
+                   "right parameters.");
+    }
+    return StartLogin(sid, Json{{"r", *redirect}, {"c", cid}, {"cn", *cluster_name}});
+  }
+
+  // A login without kubectl bind, to see the consumer page or the catalog: back to `next`.
+  http::Response Login(const http::Request& request) {
+    const std::string next(request.Query("next").value_or("/consumer"));
+    if (!IsPageLoginTarget(next)) {
+      return Error(400, "Cannot start the login",
+                   "Parameter next must be /, /consumer or /resources (the page to return to "
+                   "after the login).",
+                   "Use the Log in link on this backend's front page.");
+    }
+    return StartLogin(PageSessionId(), Json{{"next", next}});
+  }
+
+  // To the issuer with a sealed state holding `sid` and `fields` (plus a random ID the
+  // pre-login cookie repeats, PKCE and a nonce).
+  http::Response StartLogin(const std::string& sid, Json fields) {
     const std::string state_id = RandomToken(16);
     const std::string verifier = RandomToken(32);
     const std::string nonce = RandomToken(16);
     const auto expires = Now() + options_.login_ttl;
-    const std::string state = sealer_.Seal(
-        kStatePurpose, Json{{"r", *redirect}, {"s", sid}, {"c", cid}, {"i", state_id}}, expires);
+    fields["s"] = sid;
+    fields["i"] = state_id;
+    const std::string state = sealer_.Seal(kStatePurpose, fields, expires);
     const std::string login =
         sealer_.Seal(kLoginPurpose, Json{{"i", state_id}, {"v", verifier}, {"n", nonce}}, expires);
     auto url = idp_.AuthorizationUrl(
@@ -451,9 +497,13 @@ class WebBackend::Impl {
                     {"s", sid},
                     {"c", Str(*state, "c")},
                     {"r", Str(*state, "r")},
+                    {"cn", Str(*state, "cn")},
                     {"j", RandomToken(16)}};
     Count(logins_, "ok");
-    http::Response r = Redirect(302, "/resources?s=" + core::PercentEncode(sid));
+    // A login from /login goes back to its page; kubectl bind's to the catalog.
+    const std::string next = Str(*state, "next");
+    http::Response r =
+        Redirect(302, IsPageLoginTarget(next) ? next : "/resources?s=" + core::PercentEncode(sid));
     r.headers.Add("Set-Cookie", SetCookie(std::string(kSessionCookiePrefix) + sid,
                                           sealer_.Seal(kSessionPurpose, session, expires), ttl));
     r.headers.Add("Set-Cookie", ClearCookie(login_cookie));
@@ -502,6 +552,7 @@ class WebBackend::Impl {
                    .sid = Str(d, "s"),
                    .cid = Str(d, "c"),
                    .redirect = Str(d, "r"),
+                   .cluster_name = Str(d, "cn"),
                    .id = Str(d, "j")};
   }
 
@@ -512,7 +563,14 @@ class WebBackend::Impl {
   }
 
   http::Response Resources(const http::Request& request) {
-    auto found = SessionFor(request, std::string(request.Query("s").value_or("")));
+    std::optional<Session> any;
+    if (!request.Query("s").has_value()) {
+      // Not from kubectl bind: the catalog to read, for any login of this browser.
+      any = AnySession(request);
+      if (!any) return NotLoggedIn("/resources", "the services this Control Plane offers");
+    }
+    auto found = any ? std::variant<Session, http::Response>(*any)
+                     : SessionFor(request, std::string(request.Query("s").value_or("")));
     if (auto* page = std::get_if<http::Response>(&found)) return std::move(*page);
     const Session& s = std::get<Session>(found);
     auto apis = ListOfferedApis(admin_, options_.consumer_scope);
@@ -523,12 +581,15 @@ class WebBackend::Impl {
           "The catalog could not be read from the Control Plane: " + apis.status().message(),
           "Reload the page in a minute; if it keeps failing, tell the platform team.");
     }
-    CatalogView view{.sid = s.sid,
-                     .csrf = sealer_.Mac(kCsrfPurpose, s.id),
+    // Bind buttons only for a kubectl bind session: it alone has a cluster and a CLI waiting.
+    const bool can_bind = !s.cid.empty() && !s.redirect.empty();
+    CatalogView view{.sid = can_bind ? s.sid : "",
+                     .csrf = can_bind ? sealer_.Mac(kCsrfPurpose, s.id) : "",
                      .user = UserLabel(s),
                      .cluster_id = s.cid,
                      .destination = Authority(s.redirect),
-                     .apis = std::move(*apis)};
+                     .apis = std::move(*apis),
+                     .export_url = BaseUrl(request) + "/export"};
     return Html(200, CatalogPage(view));
   }
 
@@ -543,7 +604,8 @@ class WebBackend::Impl {
 
   std::variant<Json, BindError> Bind(const std::string& subject, const std::string& issuer,
                                      const std::string& sid, const std::string& cid,
-                                     const std::string& group, const std::string& resource) {
+                                     const std::string& cluster_name, const std::string& group,
+                                     const std::string& resource) {
     if (resource.empty()) {
       return BindError{400, "Nothing to bind", "The request names no API (resource is empty).",
                        "Choose an API on the catalog page.", "invalid_request"};
@@ -602,9 +664,27 @@ class WebBackend::Impl {
     Count(binds_, "ok");
     KLUTCH_LOG(kInfo, "bind", "bound {}.{} for {} in {}", resource, group, core::GoQuote(subject),
                access->cluster_namespace);
+    RecordClusterName(access->cluster_namespace, cluster_name);
     return BindingResponseJson(
         sid, issuer + "/" + subject, access->kubeconfig,
         Json::array({ExportRequestJson(api->group, api->resource, api->permission_claims)}));
+  }
+
+  // The cluster's name for the consumer page, on its namespace; a failure only costs the name.
+  void RecordClusterName(const std::string& cluster_namespace, const std::string& name) {
+    if (name.empty()) return;
+    client::ResourceClient namespaces(admin_, client::resources::kNamespaces);
+    if (auto ns = namespaces.Get(cluster_namespace);
+        ns.ok() && machinery::Annotation(*ns, kClusterNameAnnotation) == name) {
+      return;
+    }
+    Json patch = {{"metadata", {{"annotations", {{std::string(kClusterNameAnnotation), name}}}}}};
+    if (auto r =
+            namespaces.Patch(cluster_namespace, client::PatchType::kMerge, machinery::Dump(patch));
+        !r.ok()) {
+      KLUTCH_LOG(kWarn, "bind", "recording the name of cluster namespace {}: {}", cluster_namespace,
+                 r.status().message());
+    }
   }
 
   http::Response BindFromBrowser(const http::Request& request,
@@ -625,8 +705,9 @@ class WebBackend::Impl {
           "failed), so nothing was changed.",
           "Open the catalog page again (/resources?s=" + s.sid + ") and choose the API there.");
     }
-    auto result = Bind(s.subject, s.issuer, s.sid, s.cid, FirstValue(params, "group").value_or(""),
-                       FirstValue(params, "resource").value_or(""));
+    auto result =
+        Bind(s.subject, s.issuer, s.sid, s.cid, s.cluster_name,
+             FirstValue(params, "group").value_or(""), FirstValue(params, "resource").value_or(""));
     if (auto* e = std::get_if<BindError>(&result))
       return Error(e->status, e->title, e->what, e->todo);
     const Json& response = std::get<Json>(result);
@@ -642,32 +723,51 @@ class WebBackend::Impl {
       if (auto* page = std::get_if<http::Response>(&found)) return std::move(*page);
       session = std::get<Session>(found);
     } else {
-      // Any session of this browser will do.
-      for (auto header : CookieHeaders(request)) {
-        for (const auto& [name, value] : ParseCookies(header)) {
-          if (!name.starts_with(kSessionCookiePrefix) || name.starts_with(kLoginCookiePrefix)) {
-            continue;
-          }
-          auto data = sealer_.Unseal(kSessionPurpose, value, Now());
-          if (data.ok() && !Str(*data, "sub").empty()) {
-            session = ToSession(*data);
-            break;
-          }
-        }
-        if (session) break;
-      }
-      if (!session) {
-        return Error(401, "Not logged in", "This browser has no valid login.",
-                     "Run kubectl bind against your cluster to log in; then open this page from "
-                     "the catalog.");
-      }
+      session = AnySession(request);
+      if (!session) return NotLoggedIn("/consumer", "your clusters and claims");
     }
-    ConsumerView view{.user = UserLabel(*session), .sid = sid};
+    ConsumerView view{
+        .user = UserLabel(*session), .sid = sid, .export_url = BaseUrl(request) + "/export"};
     if (auto s = GatherClusters(*session, view); !s.ok()) {
       KLUTCH_LOG(kWarn, "bind", "/consumer: {}", s.message());
       view.error = "Your clusters could not be read from the Control Plane: " + s.message();
     }
     return Html(200, ConsumerPage(view));
+  }
+
+  // Any valid session of this browser (a kubectl bind one or a /login one).
+  std::optional<Session> AnySession(const http::Request& request) {
+    for (auto header : CookieHeaders(request)) {
+      for (const auto& [name, value] : ParseCookies(header)) {
+        if (!name.starts_with(kSessionCookiePrefix) || name.starts_with(kLoginCookiePrefix)) {
+          continue;
+        }
+        auto data = sealer_.Unseal(kSessionPurpose, value, Now());
+        if (data.ok() && !Str(*data, "sub").empty()) return ToSession(*data);
+      }
+    }
+    return std::nullopt;
+  }
+
+  // 401 for a page that needs a login, with the link that logs in and comes back to `path`.
+  http::Response NotLoggedIn(std::string_view path, std::string_view what) {
+    const PageAction login{"/login?next=" + core::PercentEncode(path), "Log in"};
+    return Html(
+        401, ErrorPage("Not logged in",
+                       "This browser has no valid login; log in to see " + std::string(what) + ".",
+                       "Log in with your platform account; you come back to this page. "
+                       "To bind a new cluster, run kubectl bind <this backend>/export "
+                       "against it.",
+                       &login));
+  }
+
+  http::Response Landing(const http::Request& request) {
+    // The router answers only "/" here; any other unknown path stays a 404.
+    std::optional<Session> s = AnySession(request);
+    return Html(200, LandingPage({.pretty_name = options_.pretty_name,
+                                  .export_url = BaseUrl(request) + "/export",
+                                  .user = s ? UserLabel(*s) : "",
+                                  .device_grant = idp_.SupportsDeviceGrant()}));
   }
 
   core::Status GatherClusters(const Session& s, ConsumerView& view) {
@@ -682,14 +782,18 @@ class WebBackend::Impl {
       const std::string issuer = machinery::Annotation(ns, kIssuerAnnotation);
       if (!issuer.empty() && issuer != s.issuer) continue;
       ClusterView c;
+      c.name = machinery::Annotation(ns, kClusterNameAnnotation);
       c.cluster_namespace = machinery::Name(ns);
       c.cluster_id = identity.substr(hash + 1);
       GatherCluster(c);
       view.clusters.push_back(std::move(c));
     }
-    std::sort(
-        view.clusters.begin(), view.clusters.end(),
-        [](const ClusterView& a, const ClusterView& b) { return a.cluster_id < b.cluster_id; });
+    std::sort(view.clusters.begin(), view.clusters.end(),
+              [](const ClusterView& a, const ClusterView& b) {
+                // By the user's names; clusters without one after, by ID.
+                return std::make_tuple(a.name.empty(), a.name, a.cluster_id) <
+                       std::make_tuple(b.name.empty(), b.name, b.cluster_id);
+              });
     return core::Status::Ok();
   }
 
@@ -704,17 +808,19 @@ class WebBackend::Impl {
       c.ready = ready.status;
       c.ready_message = ready.message;
     }
-    std::vector<std::string> provider_namespaces;
+    // APIServiceNamespaces are named after the App Cluster namespace; their status names the
+    // Control Plane namespace made for it.
     if (auto l = client::ResourceClient(admin_, kApiServiceNamespaces, ns).ListAll(); l.ok()) {
       if (const Json* items = machinery::Find(*l, {"items"}); items && items->is_array()) {
         for (const auto& asn : *items) {
           std::string provider = machinery::GetString(asn, {"status", "namespace"});
           if (provider.empty()) continue;
-          provider_namespaces.push_back(provider);
-          c.provider_namespaces.push_back(machinery::Name(asn) + " -> " + provider);
+          c.namespaces.push_back({machinery::Name(asn), provider});
         }
       }
     }
+    std::sort(c.namespaces.begin(), c.namespaces.end(),
+              [](const NamespaceView& a, const NamespaceView& b) { return a.app < b.app; });
     auto exports = client::ResourceClient(admin_, kApiServiceExports, ns).ListAll();
     if (!exports.ok()) return;
     const Json* items = machinery::Find(*exports, {"items"});
@@ -730,13 +836,13 @@ class WebBackend::Impl {
       const Condition& worse = connected.status != "True" ? connected : established;
       e.ready = worse.status;
       e.message = worse.status == "True" ? "" : worse.message;
-      GatherClaims(ex, ns, provider_namespaces, e);
+      GatherClaims(ex, ns, c.namespaces, e);
       c.exports.push_back(std::move(e));
     }
   }
 
   void GatherClaims(const Json& ex, const std::string& cluster_ns,
-                    const std::vector<std::string>& provider_namespaces, ExportView& e) {
+                    const std::vector<NamespaceView>& namespaces, ExportView& e) {
     const std::string group = machinery::GetString(ex, {"spec", "group"});
     const std::string plural = machinery::GetString(ex, {"spec", "names", "plural"});
     const std::string kind = machinery::GetString(ex, {"spec", "names", "kind"});
@@ -752,10 +858,11 @@ class WebBackend::Impl {
     }
     if (plural.empty() || version.empty()) return;
     const machinery::GroupVersionResource gvr{group, version, plural};
-    auto add = [&](const Json& obj) {
+    auto add = [&](const Json& obj, const std::string& app_ns) {
       Condition ready = ConditionOf(obj, "Ready");
       e.claims.push_back(ClaimView{.kind = kind,
-                                   .ns = machinery::Namespace(obj),
+                                   .ns = app_ns,
+                                   .provider_ns = machinery::Namespace(obj),
                                    .name = machinery::Name(obj),
                                    .ready = ready.status,
                                    .reason = ready.reason,
@@ -768,17 +875,17 @@ class WebBackend::Impl {
       if (const Json* items = machinery::Find(*l, {"items"}); items && items->is_array()) {
         for (const auto& obj : *items) {
           if (machinery::Annotation(obj, "klutch.anynines.com/cluster-namespace") == cluster_ns) {
-            add(obj);
+            add(obj, "");
           }
         }
       }
       return;
     }
-    for (const auto& pns : provider_namespaces) {
-      auto l = client::ResourceClient(admin_, gvr, pns).ListAll();
+    for (const auto& n : namespaces) {
+      auto l = client::ResourceClient(admin_, gvr, n.provider).ListAll();
       if (!l.ok()) continue;
       if (const Json* items = machinery::Find(*l, {"items"}); items && items->is_array()) {
-        for (const auto& obj : *items) add(obj);
+        for (const auto& obj : *items) add(obj, n.app);
       }
     }
   }
@@ -803,6 +910,10 @@ class WebBackend::Impl {
                         "s (the CLI session ID) and c (the cluster ID) are required: 1-64 "
                         "letters and digits each");
     }
+    auto cluster_name = ClusterNameParameter(FirstValue(form, "n"));
+    if (!cluster_name.ok()) {
+      return OAuthError(400, "invalid_request", cluster_name.status().message());
+    }
     if (!idp_.SupportsDeviceGrant()) {
       return OAuthError(400, "unsupported_grant_type",
                         "the identity provider of this backend does not offer the device "
@@ -815,7 +926,9 @@ class WebBackend::Impl {
     }
     const auto ttl = std::chrono::seconds(std::clamp<int64_t>(started->expires_in, 1, 3600));
     const std::string handle = sealer_.Seal(
-        kDevicePurpose, Json{{"d", started->device_code}, {"s", sid}, {"c", cid}}, Now() + ttl);
+        kDevicePurpose,
+        Json{{"d", started->device_code}, {"s", sid}, {"c", cid}, {"cn", *cluster_name}},
+        Now() + ttl);
     Json body = {{"device_handle", handle},
                  {"user_code", started->user_code},
                  {"verification_uri", started->verification_uri},
@@ -896,7 +1009,8 @@ class WebBackend::Impl {
                                                Json{{"sub", poll->claims->subject},
                                                     {"iss", poll->claims->issuer},
                                                     {"s", Str(*handle, "s")},
-                                                    {"c", Str(*handle, "c")}},
+                                                    {"c", Str(*handle, "c")},
+                                                    {"cn", Str(*handle, "cn")}},
                                                Now() + options_.login_ttl);
       return JsonResponse(200, Json{{"kind", "DeviceSession"},
                                     {"session", session},
@@ -904,13 +1018,14 @@ class WebBackend::Impl {
                                     {"apis", std::move(list)}});
     }
     return DeviceBindResponse(poll->claims->subject, poll->claims->issuer, Str(*handle, "s"),
-                              Str(*handle, "c"), group, resource);
+                              Str(*handle, "c"), Str(*handle, "cn"), group, resource);
   }
 
   http::Response DeviceBindResponse(const std::string& subject, const std::string& issuer,
                                     const std::string& sid, const std::string& cid,
-                                    const std::string& group, const std::string& resource) {
-    auto result = Bind(subject, issuer, sid, cid, group, resource);
+                                    const std::string& cluster_name, const std::string& group,
+                                    const std::string& resource) {
+    auto result = Bind(subject, issuer, sid, cid, cluster_name, group, resource);
     if (auto* e = std::get_if<BindError>(&result)) {
       return OAuthError(e->status >= 500 ? 502 : 400, e->oauth_error,
                         e->todo_in_description ? e->what + " What to do: " + e->todo : e->what);
@@ -939,7 +1054,8 @@ class WebBackend::Impl {
                         "session was not issued by this backend or was altered");
     }
     return DeviceBindResponse(Str(*session, "sub"), Str(*session, "iss"), Str(*session, "s"),
-                              Str(*session, "c"), FirstValue(form, "group").value_or(""), resource);
+                              Str(*session, "c"), Str(*session, "cn"),
+                              FirstValue(form, "group").value_or(""), resource);
   }
 
   client::RestClient& admin_;

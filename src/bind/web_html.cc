@@ -31,6 +31,14 @@ ul{margin:.25rem 0;padding-left:1.25rem}
 code{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:.9em}
 button{font:inherit;background:var(--accent);color:#fff;border:0;border-radius:.375rem;
 padding:.5rem 1rem;cursor:pointer;width:100%}
+a.action{display:inline-block;background:var(--accent);color:#fff;border-radius:.375rem;
+padding:.5rem 1rem;text-decoration:none}
+nav.links{display:flex;flex-wrap:wrap;gap:.75rem;margin:1rem 0}
+pre{background:var(--card);border:1px solid var(--line);border-radius:.375rem;padding:.75rem;
+overflow-x:auto}
+.sub{display:block;font-size:.8rem}
+dd.plans{grid-column:1/-1;margin-bottom:.25rem}.plans code{font-size:.8em}
+.plan{white-space:nowrap}
 .pill{display:inline-block;border-radius:1rem;padding:0 .5rem;font-size:.85rem;
 border:1px solid currentColor}
 .True{color:var(--ok)}.False{color:var(--bad)}.Unknown,.none{color:var(--warn)}
@@ -75,6 +83,32 @@ std::string List(const std::vector<std::string>& items) {
   for (size_t i = 0; i < items.size(); ++i) {
     if (i > 0) out += ", ";
     out += "<code>" + HtmlEscape(items[i]) + "</code>";
+  }
+  return out;
+}
+
+// Plan names, each kept on one line with its comma.
+std::string PlanList(const std::vector<std::string>& plans) {
+  if (plans.empty()) return "none";
+  std::string out;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    out += "<span class=\"plan\"><code>" + HtmlEscape(plans[i]) + "</code>" +
+           (i + 1 < plans.size() ? ",</span> " : "</span>");
+  }
+  return out;
+}
+
+// The plans, per Composition when the API ties them to Compositions (spec.compositionRef).
+std::string Plans(const OfferedApi& api) {
+  if (api.plans_by_composition.empty()) return PlanList(api.plans);
+  std::string out;
+  for (const auto& g : api.plans_by_composition) {
+    out += "<div>" + PlanList(g.plans);
+    if (!g.composition.empty()) {
+      out += " <span class=\"muted\">with Composition <code>" + HtmlEscape(g.composition) +
+             "</code></span>";
+    }
+    out += "</div>";
   }
   return out;
 }
@@ -124,21 +158,72 @@ std::string HtmlPage(std::string_view title, std::string_view body_html) {
   return out;
 }
 
+namespace {
+std::string ActionLink(const PageAction& a) {
+  return "<a class=\"action\" href=\"" + HtmlEscape(a.href) + "\">" + HtmlEscape(a.label) + "</a>";
+}
+}  // namespace
+
 std::string ErrorPage(std::string_view title, std::string_view what_happened,
-                      std::string_view what_to_do) {
+                      std::string_view what_to_do, const PageAction* action) {
   std::string body = "<h1>" + HtmlEscape(title) + "</h1><div class=\"card error\"><p>" +
                      HtmlEscape(what_happened) + "</p><p><strong>What to do:</strong> " +
-                     HtmlEscape(what_to_do) + "</p></div>";
+                     HtmlEscape(what_to_do) + "</p>";
+  if (action != nullptr) body += "<p>" + ActionLink(*action) + "</p>";
+  body += "</div>";
   return HtmlPage(title, body);
 }
 
+std::string LandingPage(const LandingView& view) {
+  const std::string command = "kubectl bind " + view.export_url;
+  std::string body = "<h1>" + HtmlEscape(view.pretty_name) +
+                     " data services for your Kubernetes clusters</h1>"
+                     "<p>This is the bind backend of a Klutch Control Plane. Bind your cluster "
+                     "(an App Cluster) to it, then create claims such as a "
+                     "<code>PostgresqlInstance</code> in your cluster with kubectl: the Control "
+                     "Plane provisions the service and syncs its status and credentials back "
+                     "into your cluster.</p>";
+  body += "<nav class=\"links\">";
+  if (view.user.empty()) {
+    body += ActionLink({"/login?next=%2Fconsumer", "Log in"});
+  }
+  body += ActionLink({"/resources", "Catalog of services"}) +
+          ActionLink({"/consumer", "Your clusters and claims"}) + "</nav>";
+  if (!view.user.empty()) {
+    body += "<p class=\"muted\">Logged in as " + HtmlEscape(view.user) + ".</p>";
+  }
+  body +=
+      "<section class=\"card\"><h2>Bind a cluster</h2><p>With the <code>kubectl-bind</code> "
+      "plugin on your PATH and your kubeconfig pointing at your cluster, run:</p><pre><code>" +
+      HtmlEscape(command) +
+      "</code></pre><p>A browser opens to log in; then choose the service to bind on the "
+      "catalog page. kubectl bind installs the konnector and the service's API in your "
+      "cluster.";
+  if (view.device_grant) {
+    body +=
+        " Without a browser on that machine, add <code>--headless</code> and log in on "
+        "another device with the code it prints.";
+  }
+  body += "</p></section>";
+  return HtmlPage(view.pretty_name, body);
+}
+
 std::string CatalogPage(const CatalogView& view) {
-  std::string body = "<h1>Choose a service to bind</h1><p class=\"muted\">Logged in as " +
-                     HtmlEscape(view.user) + " for cluster <code>" + HtmlEscape(view.cluster_id) +
-                     "</code>. Binding an API installs it in your cluster through kubectl bind. "
-                     "<a href=\"/consumer?s=" +
-                     HtmlEscape(core::PercentEncode(view.sid)) +
-                     "\">Your clusters and claims</a></p>";
+  const bool read_only = view.sid.empty();
+  std::string body;
+  if (read_only) {
+    body = "<h1>Services you can bind</h1><p class=\"muted\">Logged in as " +
+           HtmlEscape(view.user) + ". To bind one to your cluster, run <code>kubectl bind " +
+           HtmlEscape(view.export_url) +
+           "</code> against it and choose it on the page that opens. <a "
+           "href=\"/consumer\">Your clusters and claims</a></p>";
+  } else {
+    body = "<h1>Choose a service to bind</h1><p class=\"muted\">Logged in as " +
+           HtmlEscape(view.user) + " for cluster <code>" + HtmlEscape(view.cluster_id) +
+           "</code>. Binding an API installs it in your cluster through kubectl bind. "
+           "<a href=\"/consumer?s=" +
+           HtmlEscape(core::PercentEncode(view.sid)) + "\">Your clusters and claims</a></p>";
+  }
   if (!view.destination.empty()) {
     body += "<p class=\"muted\">The credentials go to kubectl bind at <code>" +
             HtmlEscape(view.destination) + "</code> on your machine.</p>";
@@ -157,8 +242,12 @@ std::string CatalogPage(const CatalogView& view) {
             HtmlEscape(api.resource + "." + api.group) + "</code></div>";
     if (!api.description.empty()) body += "<p>" + HtmlEscape(api.description) + "</p>";
     body += "<dl><dt>Scope</dt><dd>" + HtmlEscape(api.scope) + "</dd><dt>Versions</dt><dd>" +
-            List(api.versions) + "</dd><dt>Plans</dt><dd>" + List(api.plans) +
+            List(api.versions) + "</dd><dt>Plans</dt><dd class=\"plans\">" + Plans(api) +
             "</dd><dt>Needs access to</dt>" + ClaimsList(api.permission_claims) + "</dl>";
+    if (read_only) {
+      body += "</section>";
+      continue;
+    }
     body += "<form method=\"post\" action=\"/bind\"><input type=\"hidden\" name=\"s\" value=\"" +
             HtmlEscape(view.sid) + "\"><input type=\"hidden\" name=\"group\" value=\"" +
             HtmlEscape(api.group) + "\"><input type=\"hidden\" name=\"resource\" value=\"" +
@@ -177,6 +266,8 @@ std::string ConsumerPage(const ConsumerView& view) {
   if (!view.sid.empty()) {
     body += " <a href=\"/resources?s=" + HtmlEscape(core::PercentEncode(view.sid)) +
             "\">Back to the catalog</a>";
+  } else {
+    body += " <a href=\"/resources\">Catalog of services</a>";
   }
   body += "</p>";
   if (!view.error.empty()) {
@@ -185,16 +276,28 @@ std::string ConsumerPage(const ConsumerView& view) {
             "the platform team.</p></div>";
   }
   if (view.clusters.empty() && view.error.empty()) {
+    const std::string url = view.export_url.empty() ? "<this backend>/export" : view.export_url;
     body +=
         "<div class=\"card\"><p>You have not bound any cluster yet.</p><p><strong>What to "
-        "do:</strong> run <code>kubectl bind &lt;this backend&gt;/export</code> against your "
-        "cluster.</p></div>";
+        "do:</strong> run <code>kubectl bind " +
+        HtmlEscape(url) + "</code> against your cluster.</p></div>";
   }
   for (const auto& c : view.clusters) {
-    body += "<section class=\"card\" style=\"margin-bottom:1rem\"><h2>Cluster <code>" +
-            HtmlEscape(c.cluster_id) + "</code> " + Status(c.ready) +
-            "</h2><dl><dt>Namespace</dt><dd><code>" + HtmlEscape(c.cluster_namespace) +
-            "</code></dd><dt>Last heartbeat</dt><dd>" +
+    // Titled with the name the user gave the cluster; the cluster ID stays as detail.
+    body += "<section class=\"card cluster\" style=\"margin-bottom:1rem\"><h2>" +
+            (c.name.empty() ? "Cluster <code>" + HtmlEscape(c.cluster_id) + "</code>"
+                            : HtmlEscape(c.name)) +
+            " " + Status(c.ready) + "</h2><dl>";
+    if (!c.name.empty()) {
+      body += "<dt>Cluster ID</dt><dd><code>" + HtmlEscape(c.cluster_id) + "</code></dd>";
+    }
+    body += "<dt>Namespaces</dt><dd>";
+    if (c.namespaces.empty()) body += "none yet";
+    for (size_t i = 0; i < c.namespaces.size(); ++i) {
+      if (i > 0) body += ", ";
+      body += "<code>" + HtmlEscape(c.namespaces[i].app) + "</code>";
+    }
+    body += "</dd><dt>Last heartbeat</dt><dd>" +
             (c.last_heartbeat.empty()
                  ? std::string("never (the konnector has not connected yet)")
                  : HtmlEscape(c.last_heartbeat) +
@@ -206,7 +309,13 @@ std::string ConsumerPage(const ConsumerView& view) {
     if (!c.ready_message.empty()) {
       body += "<dt>Status</dt><dd>" + HtmlEscape(c.ready_message) + "</dd>";
     }
-    body += "<dt>Namespaces</dt><dd>" + List(c.provider_namespaces) + "</dd></dl>";
+    body += "<dt>On the Control Plane</dt><dd class=\"muted\">namespace <code>" +
+            HtmlEscape(c.cluster_namespace) + "</code>";
+    for (const auto& n : c.namespaces) {
+      body += "<span class=\"sub\"><code>" + HtmlEscape(n.app) + "</code> in <code>" +
+              HtmlEscape(n.provider) + "</code></span>";
+    }
+    body += "</dd></dl>";
     if (c.exports.empty()) body += "<p class=\"muted\">No APIs bound yet.</p>";
     for (const auto& e : c.exports) {
       body += "<h3><code>" + HtmlEscape(e.name) + "</code> " + Status(e.ready) + "</h3>";
@@ -219,10 +328,15 @@ std::string ConsumerPage(const ConsumerView& view) {
           "<table><thead><tr><th>Namespace</th><th>Name</th><th>Ready</th><th>Message</th>"
           "</tr></thead><tbody>";
       for (const auto& claim : e.claims) {
-        body += "<tr><td><code>" + HtmlEscape(claim.ns) + "</code></td><td><code>" +
-                HtmlEscape(claim.name) + "</code></td><td>" + Status(claim.ready) +
-                (claim.reason.empty() ? "" : " " + HtmlEscape(claim.reason)) + "</td><td>" +
-                HtmlEscape(claim.message) + "</td></tr>";
+        const std::string& shown = claim.ns.empty() ? claim.provider_ns : claim.ns;
+        body += "<tr><td><code>" + HtmlEscape(shown) + "</code>";
+        if (!claim.ns.empty() && !claim.provider_ns.empty() && claim.provider_ns != claim.ns) {
+          body += "<span class=\"sub muted\">Control Plane: <code>" +
+                  HtmlEscape(claim.provider_ns) + "</code></span>";
+        }
+        body += "</td><td><code>" + HtmlEscape(claim.name) + "</code></td><td>" +
+                Status(claim.ready) + (claim.reason.empty() ? "" : " " + HtmlEscape(claim.reason)) +
+                "</td><td>" + HtmlEscape(claim.message) + "</td></tr>";
       }
       body += "</tbody></table>";
     }

@@ -123,6 +123,19 @@ std::optional<std::string> DecodeAnyBase64(std::string_view text) {
   return core::Base64Decode(s);
 }
 
+core::Result<std::string> ClusterNameParameter(std::optional<std::string_view> n) {
+  if (!n) return std::string();
+  const std::string_view name = core::Trim(*n);
+  if (name.size() > 253) {
+    return core::BadRequest("parameter n (the cluster's name) must be at most 253 bytes long");
+  }
+  if (std::any_of(name.begin(), name.end(),
+                  [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; })) {
+    return core::BadRequest("parameter n (the cluster's name) must not hold control characters");
+  }
+  return std::string(name);
+}
+
 bool IsValidId(std::string_view id) {
   return !id.empty() && id.size() <= 64 && std::all_of(id.begin(), id.end(), [](char c) {
     return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');

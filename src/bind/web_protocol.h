@@ -62,6 +62,14 @@ std::string EncodeResponsePayload(const machinery::Json& response);
 // Decodes base64 in either alphabet, padded or not (what the CLI side should accept).
 std::optional<std::string> DecodeAnyBase64(std::string_view text);
 
+// On a cluster namespace: the App Cluster's name as its user knows it (the kubeconfig context
+// kubectl bind used), sent as `n` to /authorize or /device/authorize and recorded at bind time
+// (ours; the consumer page titles the cluster with it).
+inline constexpr std::string_view kClusterNameAnnotation = "klutch.anynines.com/cluster-name";
+// The cluster name parameter `n`, trimmed: "" when absent; kBadRequest naming `n` when longer
+// than 253 bytes or holding control characters (any other text is kept; pages escape it).
+core::Result<std::string> ClusterNameParameter(std::optional<std::string_view> n);
+
 // Session IDs (`s`) and cluster IDs (`c`) are what the CLI makes (6 base-62 characters); we
 // accept 1 to 64 ASCII letters and digits, which keeps them safe in cookie names and
 // identities.

@@ -14,3 +14,9 @@ klutch_fuzzer(fuzz_bind_session
 klutch_test(bind_backend_process_test SOURCES web_process_test.cc
             DEPS klutch_bind klutch_test_cluster LABEL slow TIMEOUT 180)
 add_dependencies(bind_backend_process_test klutch)
+
+# The pages in Debian's Chromium (test/support/browser.h) with glewlwyd's web login and
+# Klutch's own APIs; screenshots in the build's test-artifacts dir. Slow tier.
+klutch_test(bind_web_browser_test SOURCES web_browser_test.cc
+            DEPS klutch_bind klutch_compose klutch_test_cluster klutch_test_browser
+            LABEL slow TIMEOUT 240)

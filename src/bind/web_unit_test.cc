@@ -5,6 +5,8 @@
 
 #include <map>
 
+#include "apis/manifests.h"
+#include "bind/catalog.h"
 #include "bind/web.h"
 #include "bind/web_html.h"
 #include "bind/web_protocol.h"
@@ -302,6 +304,94 @@ TEST(Html, CatalogEscapesAndHasFormsPerApi) {
   EXPECT_EQ(html.find("<script"), std::string::npos) << "no JavaScript";
 }
 
+// The claim CRD of one of Klutch's package XRDs (deploy/package/definitions/<file>), as
+// Crossplane makes it: claim names, the XRD's versions and schemas.
+Json ClaimCrdOfPackageXrd(const std::string& file) {
+  for (const auto& m : apis::PackageManifests()) {
+    if (m.name != "definitions/" + file) continue;
+    auto xrd = machinery::ParseYaml(m.text);
+    KLUTCH_CHECK(xrd.ok());
+    const std::string group = (*xrd)["spec"]["group"];
+    const Json& names = (*xrd)["spec"]["claimNames"];
+    const std::string plural = names["plural"];
+    return {{"metadata", {{"name", plural + "." + group}}},
+            {"spec",
+             {{"group", group},
+              {"names", {{"plural", plural}, {"kind", names["kind"]}}},
+              {"scope", "Namespaced"},
+              {"versions", (*xrd)["spec"]["versions"]}}}};
+  }
+  ADD_FAILURE() << "no " << file << " in the package";
+  return Json::object();
+}
+
+Json TemplateFor(const std::string& group, const std::string& resource) {
+  return {{"metadata", {{"name", resource}, {"namespace", "ns"}}},
+          {"spec", {{"APIServiceSelector", {{"group", group}, {"resource", resource}}}}}};
+}
+
+TEST(Catalog, PostgresqlPlansComeFromTheXrdsValidationRulePerComposition) {
+  auto apis = OfferedApisFrom({TemplateFor("anynines.com", "postgresqlinstances")},
+                              {ClaimCrdOfPackageXrd("postgresql.yaml")}, "Namespaced");
+  ASSERT_EQ(apis.size(), 1u);
+  OfferedApi& pg = apis[0];
+  ASSERT_EQ(pg.plans_by_composition.size(), 2u);
+  EXPECT_EQ(pg.plans_by_composition[0].composition, "a9s-postgresql");
+  EXPECT_EQ(pg.plans_by_composition[0].plans.size(), 20u);
+  EXPECT_EQ(pg.plans_by_composition[0].plans.front(), "postgresql-single-nano");
+  EXPECT_EQ(pg.plans_by_composition[1].composition, "a8s-postgresql");
+  EXPECT_EQ(pg.plans_by_composition[1].plans.size(), 8u);
+  EXPECT_NE(std::find(pg.plans.begin(), pg.plans.end(), "postgresql-replica-medium"),
+            pg.plans.end());
+  // Only the Compositions the Control Plane has: a8s-postgresql's own plans go.
+  KeepPlansOfCompositions(pg, {"a9s-postgresql", "a9s-keyvalue"});
+  ASSERT_EQ(pg.plans_by_composition.size(), 1u);
+  EXPECT_EQ(pg.plans.size(), 20u);
+  EXPECT_EQ(std::find(pg.plans.begin(), pg.plans.end(), "postgresql-replica-medium"),
+            pg.plans.end());
+  std::string html = CatalogPage({.sid = "abc", .csrf = "t", .user = "u", .apis = {pg}});
+  EXPECT_NE(html.find("<code>postgresql-single-nano</code>"), std::string::npos) << html;
+  EXPECT_NE(html.find("with Composition <code>a9s-postgresql</code>"), std::string::npos) << html;
+}
+
+TEST(Catalog, KeyValuePlansStayTheSchemasEnum) {
+  auto apis = OfferedApisFrom({TemplateFor("anynines.com", "keyvalueinstances")},
+                              {ClaimCrdOfPackageXrd("keyvalue.yaml")}, "Namespaced");
+  ASSERT_EQ(apis.size(), 1u);
+  EXPECT_TRUE(apis[0].plans_by_composition.empty());
+  EXPECT_EQ(apis[0].plans.size(), 7u);
+  EXPECT_EQ(apis[0].plans.front(), "keyvalue-replica-small-ssl");
+}
+
+TEST(Catalog, RulePlansNeedAnEqualityWithAPlainLiteral) {
+  Json crd = {
+      {"metadata", {{"name", "things.example.com"}}},
+      {"spec",
+       {{"group", "example.com"},
+        {"names", {{"plural", "things"}, {"kind", "Thing"}}},
+        {"scope", "Namespaced"},
+        {"versions",
+         Json::array({{{"name", "v1"},
+                       {"served", true},
+                       {"storage", true},
+                       {"schema",
+                        {{"openAPIV3Schema",
+                          {{"type", "object"},
+                           {"properties",
+                            {{"spec",
+                              {{"type", "object"},
+                               {"x-kubernetes-validations",
+                                Json::array({{{"rule",
+                                               "self.plan == 'a' || self.plan==\"b\" || "
+                                               "self.plan != 'c' || self.planned == 'd' || "
+                                               "myself.plan == 'e' || self.plan.contains('f') "
+                                               "|| self.plan == 'a'"}}})}}}}}}}}}}})}}}};
+  auto apis = OfferedApisFrom({TemplateFor("example.com", "things")}, {crd}, "Namespaced");
+  ASSERT_EQ(apis.size(), 1u);
+  EXPECT_EQ(apis[0].plans, (std::vector<std::string>{"a", "b"}));
+  EXPECT_TRUE(apis[0].plans_by_composition.empty()) << "no Composition named";
+}
+
 TEST(Html, ConsumerPageEscapesClusterText) {
   ConsumerView view{.user = "alice"};
   ClusterView c{.cluster_namespace = "cluster-x",
@@ -434,8 +524,9 @@ class WebRoutes : public ::testing::Test {
 
   // /authorize up to the issuer's redirect back: the /callback URL with code and state.
   std::string StartLogin(Browser& browser, const std::string& sid = "aB3xZ9",
-                         const std::string& subject = "alice", const std::string& cid = "clus01") {
-    http::Response r = browser.Get("/authorize?p=40123&s=" + sid + "&c=" + cid);
+                         const std::string& subject = "alice", const std::string& cid = "clus01",
+                         const std::string& extra_query = "") {
+    http::Response r = browser.Get("/authorize?p=40123&s=" + sid + "&c=" + cid + extra_query);
     EXPECT_EQ(r.status, 302) << r.body;
     std::string idp_url(r.headers.Get("Location"));
     EXPECT_TRUE(idp_url.starts_with("https://idp.test/auth?")) << idp_url;
@@ -445,8 +536,9 @@ class WebRoutes : public ::testing::Test {
 
   // A logged-in browser on the catalog page; returns the catalog's HTML.
   std::string LogIn(Browser& browser, const std::string& sid = "aB3xZ9",
-                    const std::string& subject = "alice", const std::string& cid = "clus01") {
-    http::Response cb = browser.Get(StartLogin(browser, sid, subject, cid));
+                    const std::string& subject = "alice", const std::string& cid = "clus01",
+                    const std::string& extra_query = "") {
+    http::Response cb = browser.Get(StartLogin(browser, sid, subject, cid, extra_query));
     EXPECT_EQ(cb.status, 302) << cb.body;
     EXPECT_EQ(cb.headers.Get("Location"), "/resources?s=" + sid);
     http::Response page = browser.Get("/resources?s=" + sid);
@@ -459,6 +551,10 @@ class WebRoutes : public ::testing::Test {
             {"group", testing::FormValue(html, "group")},
             {"resource", testing::FormValue(html, "resource")},
             {"csrf", testing::FormValue(html, "csrf")}};
+  }
+
+  std::string SeedExportAndClaim(const std::string& ns) {
+    return testing::SeedConnectedClusterWithClaim(cluster_->admin(), ns, {{"plan", "small"}});
   }
 
   core::FakeClock clock_{core::RealClock::Get().Now()};
@@ -557,81 +653,14 @@ TEST_F(WebRoutes, ConsumerPageShowsClustersExportsClaimsAndHeartbeat) {
   auto namespaces = testing::ClusterNamespaces(cluster_->admin());
   ASSERT_EQ(namespaces.size(), 1u);
   const std::string ns = namespaces[0];
-  client::RestClient& admin = cluster_->admin();
-  auto patch_status = [&](const client::GroupVersionResource& gvr, const std::string& in,
-                          const std::string& name, const Json& status) {
-    auto r = client::ResourceClient(admin, gvr, in)
-                 .Patch(name, client::PatchType::kMerge, machinery::Dump({{"status", status}}), {},
-                        "status");
-    ASSERT_TRUE(r.ok()) << r.status().ToString();
-  };
-  const std::string now = core::FormatTime(core::RealClock::Get().Now());
-  patch_status(
-      kClusterBindings, ns, "cluster",
-      {{"lastHeartbeatTime", now},
-       {"konnectorVersion", "v9.8.7"},
-       {"conditions",
-        Json::array({{{"type", "Ready"}, {"status", "True"}, {"lastTransitionTime", now}}})}});
-  ASSERT_TRUE(client::ResourceClient(admin, kApiServiceNamespaces, ns)
-                  .Create({{"apiVersion", "klutch.anynines.com/v1alpha1"},
-                           {"kind", "APIServiceNamespace"},
-                           {"metadata", {{"name", "default"}, {"namespace", ns}}},
-                           {"spec", Json::object()}})
-                  .ok());
-  patch_status(kApiServiceNamespaces, ns, "default", {{"namespace", ns + "-default"}});
-  ASSERT_TRUE(client::ResourceClient(admin, client::resources::kNamespaces)
-                  .Create({{"apiVersion", "v1"},
-                           {"kind", "Namespace"},
-                           {"metadata", {{"name", ns + "-default"}}}})
-                  .ok());
-  auto exported =
-      client::ResourceClient(admin, kApiServiceExports, ns)
-          .Create({{"apiVersion", "klutch.anynines.com/v1alpha1"},
-                   {"kind", "APIServiceExport"},
-                   {"metadata", {{"name", "postgresqlinstances.anynines.com"}, {"namespace", ns}}},
-                   {"spec",
-                    {{"group", "anynines.com"},
-                     {"names", {{"plural", "postgresqlinstances"}, {"kind", "PostgresqlInstance"}}},
-                     {"scope", "Namespaced"},
-                     {"informerScope", "Namespaced"},
-                     {"versions",
-                      Json::array({{{"name", "v1"},
-                                    {"served", true},
-                                    {"storage", true},
-                                    {"subresources", Json::object()},
-                                    {"schema", {{"openAPIV3Schema", {{"type", "object"}}}}}}})}}}});
-  ASSERT_TRUE(exported.ok()) << exported.status().ToString();
-  // Served: connected and established, though the summary waits for a schema-conformance
-  // report no konnector sends.
-  auto condition = [&](const char* type, const char* status, const char* message) {
-    return Json{
-        {"type", type}, {"status", status}, {"message", message}, {"lastTransitionTime", now}};
-  };
-  patch_status(
-      kApiServiceExports, ns, "postgresqlinstances.anynines.com",
-      {{"conditions",
-        Json::array({condition("Connected", "True", ""), condition("Established", "True", ""),
-                     condition("Ready", "False", "no conformance report")})}});
-  const client::GroupVersionResource claims{"anynines.com", "v1", "postgresqlinstances"};
-  ASSERT_TRUE(client::ResourceClient(admin, claims, ns + "-default")
-                  .Create({{"apiVersion", "anynines.com/v1"},
-                           {"kind", "PostgresqlInstance"},
-                           {"metadata", {{"name", "db1"}, {"namespace", ns + "-default"}}},
-                           {"spec", {{"plan", "small"}}}})
-                  .ok());
-  patch_status(claims, ns + "-default", "db1",
-               {{"conditions", Json::array({{{"type", "Ready"},
-                                             {"status", "False"},
-                                             {"reason", "Creating"},
-                                             {"message", "waiting for <broker>"},
-                                             {"lastTransitionTime", now}}})}});
-
+  const std::string now = SeedExportAndClaim(ns);
   http::Response page = browser.Get("/consumer?s=aB3xZ9");
   ASSERT_EQ(page.status, 200);
-  for (const std::string& want : {ns, std::string("clus01"), now, std::string("v9.8.7"),
-                                  std::string("postgresqlinstances.anynines.com"),
-                                  std::string("db1"), std::string("waiting for &lt;broker&gt;"),
-                                  std::string("Creating"), "default -&gt; " + ns + "-default"}) {
+  for (const std::string& want :
+       {ns, std::string("clus01"), now, std::string("v9.8.7"),
+        std::string("postgresqlinstances.anynines.com"), std::string("db1"),
+        std::string("waiting for &lt;broker&gt;"), std::string("Creating"),
+        "<code>default</code> in <code>" + ns + "-default</code>"}) {
     EXPECT_NE(page.body.find(want), std::string::npos) << want << "\n" << page.body;
   }
   EXPECT_NE(page.body.find("<code>postgresqlinstances.anynines.com</code> <span class=\"pill "
@@ -646,6 +675,136 @@ TEST_F(WebRoutes, ConsumerPageShowsClustersExportsClaimsAndHeartbeat) {
   ASSERT_EQ(other.status, 200);
   EXPECT_EQ(other.body.find(ns), std::string::npos);
   EXPECT_NE(other.body.find("not bound any cluster"), std::string::npos);
+}
+
+// Issue #23: the URL `make up` prints answered a bare "not found".
+TEST_F(WebRoutes, FrontPageSaysWhatThisIsAndHowToBind) {
+  Browser browser(router_);
+  http::Response r = browser.Get("/");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.headers.Get("Content-Type"), "text/html; charset=utf-8");
+  for (const std::string want : {"bind backend of a Klutch Control Plane",
+                                 "<code>kubectl bind https://backend.test/export</code>",
+                                 "--headless", "href=\"/login?next=%2Fconsumer\">Log in</a>",
+                                 "href=\"/resources\"", "href=\"/consumer\""}) {
+    EXPECT_NE(r.body.find(want), std::string::npos) << want << "\n" << r.body;
+  }
+  // Logged in: who, and no login link.
+  LogIn(browser);
+  http::Response in = browser.Get("/");
+  ASSERT_EQ(in.status, 200);
+  EXPECT_NE(in.body.find("Logged in as alice@example.test"), std::string::npos) << in.body;
+  EXPECT_EQ(in.body.find("/login?"), std::string::npos) << in.body;
+  // Other unknown paths stay 404.
+  EXPECT_EQ(browser.Get("/nothing-here").status, 404);
+}
+
+// Issue #23: /consumer offered no way to log in.
+TEST_F(WebRoutes, ConsumerPageOffersALoginThatComesBackToIt) {
+  Browser browser(router_);
+  http::Response r = browser.Get("/consumer");
+  ASSERT_EQ(r.status, 401);
+  EXPECT_NE(r.body.find("<a class=\"action\" href=\"/login?next=%2Fconsumer\">Log in</a>"),
+            std::string::npos)
+      << r.body;
+  http::Response login = browser.Get("/login?next=%2Fconsumer");
+  ASSERT_EQ(login.status, 302) << login.body;
+  std::string idp_url(login.headers.Get("Location"));
+  ASSERT_TRUE(idp_url.starts_with("https://idp.test/auth?")) << idp_url;
+  EXPECT_EQ(QueryParam(idp_url, "code_challenge").size(), 43u);
+  http::Response cb = browser.Get("/callback?code=" + idp_.Approve(idp_url, "alice") +
+                                  "&state=" + core::PercentEncode(QueryParam(idp_url, "state")));
+  ASSERT_EQ(cb.status, 302) << cb.body;
+  EXPECT_EQ(cb.headers.Get("Location"), "/consumer");
+  http::Response page = browser.Get("/consumer");
+  ASSERT_EQ(page.status, 200) << page.body;
+  EXPECT_NE(page.body.find("Logged in as alice@example.test"), std::string::npos);
+  EXPECT_NE(page.body.find("kubectl bind https://backend.test/export"), std::string::npos)
+      << page.body;
+
+  // The same login reads the catalog, without bind buttons (no kubectl bind is waiting).
+  http::Response catalog = browser.Get("/resources");
+  ASSERT_EQ(catalog.status, 200) << catalog.body;
+  EXPECT_NE(catalog.body.find("postgresqlinstances.anynines.com"), std::string::npos);
+  EXPECT_NE(catalog.body.find("<code>medium</code>"), std::string::npos);
+  EXPECT_EQ(catalog.body.find("<form"), std::string::npos) << catalog.body;
+  EXPECT_NE(catalog.body.find("kubectl bind https://backend.test/export"), std::string::npos);
+  // ... and cannot bind anything.
+  std::string sid;
+  for (const auto& [name, value] : browser.jar) {
+    if (name.starts_with("klutch-bind-") && !name.starts_with("klutch-bind-login-")) {
+      sid = name.substr(12);
+    }
+  }
+  ASSERT_FALSE(sid.empty());
+  http::Response bound = browser.Post(
+      "/bind",
+      {{"s", sid}, {"group", "anynines.com"}, {"resource", "postgresqlinstances"}, {"csrf", ""}});
+  EXPECT_EQ(bound.status, 403) << bound.body;
+  EXPECT_TRUE(testing::ClusterNamespaces(cluster_->admin()).empty());
+
+  // Only pages of this backend are login targets.
+  for (const std::string bad : {"https%3A%2F%2Fevil.test%2F", "%2F%2Fevil.test", "%2Fbind"}) {
+    http::Response refused = Browser(router_).Get("/login?next=" + bad);
+    EXPECT_EQ(refused.status, 400) << bad;
+    EXPECT_NE(refused.body.find("Parameter next must be"), std::string::npos) << refused.body;
+  }
+  // Without a login, the catalog offers it too.
+  http::Response anonymous = Browser(router_).Get("/resources");
+  EXPECT_EQ(anonymous.status, 401);
+  EXPECT_NE(anonymous.body.find("href=\"/login?next=%2Fresources\""), std::string::npos);
+}
+
+// Issue #23: clusters and namespaces were labelled with internal IDs.
+TEST_F(WebRoutes, ConsumerPageNamesClustersAndNamespacesAsTheUserKnowsThem) {
+  Browser browser(router_);
+  std::string html = LogIn(browser, "aB3xZ9", "alice", "clus01", "&n=kind-app%3Cdev%3E");
+  ASSERT_EQ(browser.Post("/bind", BindForm(html)).status, 303);
+  auto namespaces = testing::ClusterNamespaces(cluster_->admin());
+  ASSERT_EQ(namespaces.size(), 1u);
+  const std::string ns = namespaces[0];
+  auto got = client::ResourceClient(cluster_->admin(), client::resources::kNamespaces).Get(ns);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(machinery::Annotation(*got, kClusterNameAnnotation), "kind-app<dev>");
+  SeedExportAndClaim(ns);
+
+  http::Response page = browser.Get("/consumer");
+  ASSERT_EQ(page.status, 200);
+  // The cluster is titled with its name (escaped); its ID is detail.
+  EXPECT_NE(page.body.find("<h2>kind-app&lt;dev&gt; <span"), std::string::npos) << page.body;
+  EXPECT_NE(page.body.find("<dt>Cluster ID</dt><dd><code>clus01</code>"), std::string::npos);
+  EXPECT_NE(page.body.find("<dt>Namespaces</dt><dd><code>default</code></dd>"), std::string::npos)
+      << page.body;
+  // Claims in the App Cluster's namespace, the Control Plane's as secondary detail.
+  EXPECT_NE(page.body.find("<tr><td><code>default</code><span class=\"sub muted\">Control "
+                           "Plane: <code>" +
+                           ns + "-default</code></span></td><td><code>db1</code>"),
+            std::string::npos)
+      << page.body;
+  EXPECT_EQ(page.body.find("<tr><td><code>" + ns), std::string::npos) << page.body;
+
+  // A later bind with another name renames; the device grant carries the name too.
+  http::Response started =
+      browser.Post("/device/authorize", {{"s", "Dev001"}, {"c", "clus01"}, {"n", "prod"}});
+  ASSERT_EQ(started.status, 200) << started.body;
+  auto start = machinery::ParseJson(started.body);
+  ASSERT_TRUE(start.ok());
+  const std::string user_code = (*start)["user_code"];
+  const std::string handle = (*start)["device_handle"];
+  idp_.ApproveDevice(user_code, "alice");
+  http::Response token = browser.Post(
+      "/device/token",
+      {{"device_handle", handle}, {"group", "anynines.com"}, {"resource", "postgresqlinstances"}});
+  ASSERT_EQ(token.status, 200) << token.body;
+  got = client::ResourceClient(cluster_->admin(), client::resources::kNamespaces).Get(ns);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(machinery::Annotation(*got, kClusterNameAnnotation), "prod");
+
+  // A name that cannot be one is refused, naming the parameter.
+  http::Response bad =
+      Browser(router_).Get("/authorize?p=40123&s=aB3xZ9&c=clus01&n=" + std::string(254, 'x'));
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_NE(bad.body.find("parameter n (the cluster&#39;s name)"), std::string::npos) << bad.body;
 }
 
 TEST_F(WebRoutes, AnotherReplicaWithTheSameKeysServesTheSession) {
@@ -762,10 +921,13 @@ TEST_F(WebRoutes, BindWithoutLoginIsRefused) {
                                         {"group", "anynines.com"},
                                         {"resource", "postgresqlinstances"},
                                         {"csrf", "x"}}),
-                 browser.Get("/resources?s=aB3xZ9"), browser.Get("/consumer")}) {
+                 browser.Get("/resources?s=aB3xZ9")}) {
     EXPECT_EQ(r.status, 401);
     EXPECT_NE(r.body.find("Run kubectl bind"), std::string::npos);
   }
+  http::Response consumer = browser.Get("/consumer");
+  EXPECT_EQ(consumer.status, 401);
+  EXPECT_NE(consumer.body.find("run kubectl bind"), std::string::npos);
   EXPECT_TRUE(testing::ClusterNamespaces(cluster_->admin()).empty());
 }
 
