@@ -66,50 +66,108 @@ Json CleanSchema(const Json& schema) {
 }
 
 Json Str() { return Json{{"type", "string"}}; }
+Json Str(std::string_view description) {
+  return Json{{"type", "string"}, {"description", description}};
+}
 Json Obj(Json props, Json required = nullptr) {
   Json o{{"type", "object"}, {"properties", std::move(props)}};
   if (!required.is_null()) o["required"] = std::move(required);
   return o;
 }
-Json RefWithName() { return Obj(Json{{"name", Str()}}, Json::array({"name"})); }
-Json StringMap() { return Json{{"type", "object"}, {"additionalProperties", Str()}}; }
-
-Json SelectorSchema() {
-  return Obj(Json{{"matchLabels", StringMap()}}, Json::array({"matchLabels"}));
+Json Described(Json schema, std::string_view description) {
+  schema["description"] = description;
+  return schema;
+}
+Json RefWithName(std::string_view what) {
+  return Obj(Json{{"name", Str("Name of the " + std::string(what) + ".")}}, Json::array({"name"}));
+}
+Json StringMap(std::string_view description) {
+  return Json{{"type", "object"}, {"additionalProperties", Str()}, {"description", description}};
 }
 
-Json PublishSchema() {
+Json SelectorSchema(std::string_view what) {
   return Obj(
-      Json{{"name", Str()},
-           {"configRef", Json{{"type", "object"},
-                              {"default", Json{{"name", "default"}}},
-                              {"properties", Json{{"name", Str()}}}}},
-           {"metadata",
-            Obj(Json{{"labels", StringMap()}, {"annotations", StringMap()}, {"type", Str()}})}},
-      Json::array({"name"}));
+      Json{{"matchLabels", StringMap("Labels the " + std::string(what) +
+                                     " must carry, every one of them with the given value.")}},
+      Json::array({"matchLabels"}));
+}
+
+// The descriptions kubectl explain shows for the fields Crossplane adds: what each field
+// does in Crossplane's composition machinery, in this project's words.
+Json PublishSchema() {
+  return Described(
+      Obj(Json{{"name", Str("Name of the connection secret in the store.")},
+               {"configRef", Json{{"type", "object"},
+                                  {"default", Json{{"name", "default"}}},
+                                  {"description",
+                                   "The StoreConfig that says which store receives the connection "
+                                   "details; \"default\" when unset."},
+                                  {"properties", Json{{"name", Str("Name of the StoreConfig.")}}}}},
+               {"metadata",
+                Described(
+                    Obj(Json{{"labels", StringMap("Labels of the published secret.")},
+                             {"annotations", StringMap("Annotations of the published secret.")},
+                             {"type", Str("Type of the published secret.")}}),
+                    "Labels, annotations and type given to the published secret.")}},
+          Json::array({"name"})),
+      "Publishes the connection details to a secret store chosen by a StoreConfig, in "
+      "addition to (or instead of) writeConnectionSecretToRef (an alpha Crossplane "
+      "feature).");
 }
 
 Json ConditionsSchema() {
   return Json{
       {"type", "array"},
+      {"description",
+       "The observed state, one condition per type: Synced tells whether the last "
+       "reconciliation succeeded, Ready whether the composed resources are ready; each "
+       "carries a reason and a message saying why."},
       {"x-kubernetes-list-type", "map"},
       {"x-kubernetes-list-map-keys", Json::array({"type"})},
-      {"items", Obj(Json{{"lastTransitionTime", Json{{"type", "string"}, {"format", "date-time"}}},
-                         {"message", Str()},
-                         {"reason", Str()},
-                         {"status", Str()},
-                         {"type", Str()},
-                         {"observedGeneration", Json{{"type", "integer"}, {"format", "int64"}}}},
-                    Json::array({"lastTransitionTime", "reason", "status", "type"}))}};
+      {"items",
+       Obj(Json{{"lastTransitionTime",
+                 Json{{"type", "string"},
+                      {"format", "date-time"},
+                      {"description", "When the condition last changed its status."}}},
+                {"message", Str("Details of the status, for a human.")},
+                {"reason", Str("Why the condition has its status, in one CamelCase word.")},
+                {"status", Str("True, False or Unknown.")},
+                {"type", Str("The kind of condition, e.g. Synced or Ready.")},
+                {"observedGeneration",
+                 Json{{"type", "integer"},
+                      {"format", "int64"},
+                      {"description", "The metadata.generation the condition was computed for."}}}},
+           Json::array({"lastTransitionTime", "reason", "status", "type"}))}};
 }
 
-void AddCommonSpec(Json& props) {
-  props["compositionRef"] = RefWithName();
-  props["compositionRevisionRef"] = RefWithName();
-  props["compositionSelector"] = SelectorSchema();
-  props["compositionRevisionSelector"] = SelectorSchema();
+void AddCommonSpec(Json& props, std::string_view self) {
+  const std::string me(self);
+  props["compositionRef"] =
+      Described(RefWithName("Composition"),
+                "The Composition that composes this " + me +
+                    ". When unset, Crossplane picks one: the first Composition matching "
+                    "compositionSelector, else the XRD's spec.defaultCompositionRef, else the only "
+                    "Composition of this type; it then records its choice here. An XRD's "
+                    "spec.enforcedCompositionRef overrides it.");
+  props["compositionRevisionRef"] =
+      Described(RefWithName("CompositionRevision"),
+                "The CompositionRevision (a snapshot of the Composition) in use. With "
+                "compositionUpdatePolicy Automatic Crossplane moves it to the newest revision; "
+                "with Manual it stays until you change it.");
+  props["compositionSelector"] =
+      Described(SelectorSchema("Composition"),
+                "Picks a Composition by its labels when compositionRef is unset; the choice is "
+                "then recorded in compositionRef.");
+  props["compositionRevisionSelector"] =
+      Described(SelectorSchema("CompositionRevision"),
+                "Picks the newest CompositionRevision of the chosen Composition that carries these "
+                "labels (e.g. a release channel), instead of the newest of all.");
   props["compositionUpdatePolicy"] =
-      Json{{"type", "string"}, {"enum", Json::array({"Automatic", "Manual"})}};
+      Json{{"type", "string"},
+           {"enum", Json::array({"Automatic", "Manual"})},
+           {"description",
+            "Whether a new revision of the Composition applies to this " + me +
+                " at once (Automatic) or only when you change compositionRevisionRef (Manual)."}};
   props["publishConnectionDetailsTo"] = PublishSchema();
 }
 
@@ -132,28 +190,51 @@ core::Result<Json> Version(const Json& v, size_t index, const Kind& kind) {
     xspec["properties"] = Json::object();
   }
   Json& props = xspec["properties"];
-  AddCommonSpec(props);
+  AddCommonSpec(props, kind.claim ? "claim" : "composite resource");
   if (!kind.default_update_policy.empty()) {
     props["compositionUpdatePolicy"]["default"] = kind.default_update_policy;
   }
   if (kind.claim) {
-    props["compositeDeletePolicy"] = Json{{"type", "string"},
-                                          {"enum", Json::array({"Background", "Foreground"})},
-                                          {"default", kind.default_delete_policy}};
-    props["resourceRef"] = Obj(Json{{"apiVersion", Str()}, {"kind", Str()}, {"name", Str()}},
-                               Json::array({"apiVersion", "kind", "name"}));
-    props["writeConnectionSecretToRef"] = RefWithName();
+    props["compositeDeletePolicy"] =
+        Json{{"type", "string"},
+             {"enum", Json::array({"Background", "Foreground"})},
+             {"default", kind.default_delete_policy},
+             {"description",
+              "How deleting this claim deletes its composite resource: Background lets it go "
+              "after the claim is gone, Foreground keeps the claim until the composite resource "
+              "and the resources it composed are gone."}};
+    props["resourceRef"] = Described(
+        Obj(Json{{"apiVersion", Str("API version of the composite resource.")},
+                 {"kind", Str("Kind of the composite resource.")},
+                 {"name", Str("Name of the composite resource.")}},
+            Json::array({"apiVersion", "kind", "name"})),
+        "The composite resource this claim is bound to; Crossplane sets it when it creates "
+        "the composite resource.");
+    props["writeConnectionSecretToRef"] =
+        Described(RefWithName("Secret"),
+                  "The Secret, in the claim's namespace, that receives the connection details "
+                  "(such as host, user and password) of the composed resources.");
   } else {
     props["claimRef"] =
-        Obj(Json{{"apiVersion", Str()}, {"kind", Str()}, {"name", Str()}, {"namespace", Str()}},
-            Json::array({"apiVersion", "kind", "namespace", "name"}));
+        Described(Obj(Json{{"apiVersion", Str("API version of the claim.")},
+                           {"kind", Str("Kind of the claim.")},
+                           {"name", Str("Name of the claim.")},
+                           {"namespace", Str("Namespace of the claim.")}},
+                      Json::array({"apiVersion", "kind", "namespace", "name"})),
+                  "The claim this composite resource is bound to, when a claim created it.");
     props["resourceRefs"] =
         Json{{"type", "array"},
-             {"items", Obj(Json{{"apiVersion", Str()}, {"kind", Str()}, {"name", Str()}},
+             {"description", "The resources this composite resource composed; set by Crossplane."},
+             {"items", Obj(Json{{"apiVersion", Str("API version of the composed resource.")},
+                                {"kind", Str("Kind of the composed resource.")},
+                                {"name", Str("Name of the composed resource.")}},
                            Json::array({"apiVersion", "kind"}))},
              {"x-kubernetes-list-type", "atomic"}};
     props["writeConnectionSecretToRef"] =
-        Obj(Json{{"name", Str()}, {"namespace", Str()}}, Json::array({"name", "namespace"}));
+        Described(Obj(Json{{"name", Str("Name of the Secret.")},
+                           {"namespace", Str("Namespace of the Secret.")}},
+                      Json::array({"name", "namespace"})),
+                  "The Secret that receives the connection details of the composed resources.");
   }
   const Json* status_in = Find(schema, {"properties", "status"});
   Json xstatus = status_in ? *status_in : Json::object();
@@ -162,11 +243,18 @@ core::Result<Json> Version(const Json& v, size_t index, const Kind& kind) {
     xstatus["properties"] = Json::object();
   }
   xstatus["properties"]["conditions"] = ConditionsSchema();
-  xstatus["properties"]["connectionDetails"] =
-      Obj(Json{{"lastPublishedTime", Json{{"type", "string"}, {"format", "date-time"}}}});
+  xstatus["properties"]["connectionDetails"] = Described(
+      Obj(Json{{"lastPublishedTime",
+                Json{{"type", "string"},
+                     {"format", "date-time"},
+                     {"description", "When the connection details were last published."}}}}),
+      "Where the publication of connection details stands.");
   if (!kind.claim) {
     xstatus["properties"]["claimConditionTypes"] =
-        Json{{"type", "array"}, {"items", Str()}, {"x-kubernetes-list-type", "set"}};
+        Json{{"type", "array"},
+             {"items", Str()},
+             {"x-kubernetes-list-type", "set"},
+             {"description", "The condition types the claim copies from this composite resource."}};
   }
   Json root = schema;
   root["type"] = "object";

@@ -8,10 +8,10 @@
 // compositionRevisionRef, compositionRevisionSelector, compositionUpdatePolicy,
 // writeConnectionSecretToRef, publishConnectionDetailsTo, and on the XR claimRef and
 // resourceRefs, on the claim compositeDeletePolicy and resourceRef; status conditions and
-// connectionDetails). Printer columns: the XRD's, then SYNCED, READY, and COMPOSITION (XR) or
-// CONNECTION-SECRET (claim), then AGE. Categories `composite` / `claim`. CEL rules and other
-// x-kubernetes-* keywords are kept. Each CRD is controller-owned by the XRD.
-// Pure; thread-safe.
+// connectionDetails), each described for kubectl explain. Printer columns: the XRD's, then
+// SYNCED, READY, and COMPOSITION (XR) or CONNECTION-SECRET (claim), then AGE. Categories
+// `composite` / `claim`. CEL rules and other x-kubernetes-* keywords are kept. Each CRD is
+// controller-owned by the XRD. Pure; thread-safe.
 #pragma once
 
 #include <optional>

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -378,6 +379,42 @@ TEST_F(KlutchClaims, KubectlPrintsTheRejection) {
             "The PostgresqlInstance \"pg\" is invalid: spec.plan: Invalid value: \"string\": Plan "
             "migrations not possible from Non-SSL to SSL and SSL to Non-SSL\n");
   RunShell("kubectl delete postgresqlinstance pg", vars, work.path(), std::chrono::seconds(60));
+}
+
+// kubectl explain describes every field Crossplane adds to a claim (issue #23: they showed
+// `<no description>`), on the served OpenAPI of the claim CRD generated from the upstream XRD.
+TEST_F(KlutchClaims, KubectlExplainDescribesTheFieldsCrossplaneAdds) {
+  ASSERT_TRUE(fs::exists("/usr/bin/kubectl")) << "kubectl is required to run this test";
+  TempDir work("klutch-claims-explain");
+  std::map<std::string, std::string> vars = {{"KUBECONFIG", env->server->kubeconfig().string()}};
+  for (const char* field :
+       {"spec.compositionRef", "spec.compositionRef.name", "spec.compositionSelector",
+        "spec.compositionSelector.matchLabels", "spec.compositionRevisionRef",
+        "spec.compositionRevisionSelector", "spec.compositionUpdatePolicy",
+        "spec.compositeDeletePolicy", "spec.writeConnectionSecretToRef",
+        "spec.writeConnectionSecretToRef.name", "spec.resourceRef",
+        "spec.publishConnectionDetailsTo", "spec.publishConnectionDetailsTo.configRef",
+        "status.conditions", "status.connectionDetails"}) {
+    SCOPED_TRACE(field);
+    auto r = RunShell(std::string("kubectl explain postgresqlinstances.") + field, vars,
+                      work.path(), std::chrono::seconds(60));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    // kubectl prints DESCRIPTION: then the text, or `<no description>`.
+    size_t at = r.out.find("DESCRIPTION:");
+    ASSERT_NE(at, std::string::npos) << r.out;
+    std::string description = r.out.substr(at + 12);
+    description = description.substr(0, description.find("FIELDS:"));
+    EXPECT_EQ(description.find("<no description>"), std::string::npos) << r.out;
+    EXPECT_EQ(description.find("<empty>"), std::string::npos) << r.out;
+    description.erase(std::remove_if(description.begin(), description.end(),
+                                     [](char c) { return c == ' ' || c == '\n'; }),
+                      description.end());
+    EXPECT_GE(description.size(), 10u) << r.out;
+  }
+  // The choice of a composition is explained where a user looks for it.
+  auto r = RunShell("kubectl explain postgresqlinstances.spec.compositionRef", vars, work.path(),
+                    std::chrono::seconds(60));
+  EXPECT_NE(r.out.find("defaultCompositionRef"), std::string::npos) << r.out;
 }
 
 }  // namespace
