@@ -114,6 +114,14 @@ struct FieldChain {
   std::vector<int32_t> offsets;
 };
 
+// A field chain compared with a constant by `==` or `in`: `self.plan == 'x'`,
+// `'x' == self.plan` and `self.plan in ['x', 'y']` name the values 'x' and 'y' for
+// self.plan. What a validator needs to tell a user which values a failed rule accepts.
+struct ComparedConstant {
+  FieldChain chain;
+  Value constant;
+};
+
 // "ERROR: <input>:L:C: message" plus the source line and a caret, as cel-go reports errors.
 std::string FormatError(std::string_view source, int32_t offset, std::string_view message);
 
@@ -131,6 +139,9 @@ class Program {
   bool References(std::string_view name) const;
   // Every maximal field-selection chain on a free variable.
   std::vector<FieldChain> FieldChains() const;
+  // Every comparison of a free variable's field chain (no has(), no optional selection) with
+  // a constant, in source order, duplicates included.
+  std::vector<ComparedConstant> ComparedConstants() const;
   // The chain when the whole expression is one (`self.enabled`), else nullopt.
   std::optional<FieldChain> WholeChain() const;
   // Whether the expression certainly yields no bool (a non-bool literal, a list or map

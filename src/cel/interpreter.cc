@@ -704,6 +704,74 @@ void CollectChains(const Expr& e, std::vector<std::string_view>& bound,
 }
 }  // namespace
 
+namespace {
+// `e` as a plain field chain on a free variable (`self.a.b`), else nullopt.
+std::optional<FieldChain> PlainChain(const Expr& e, const std::vector<std::string_view>& bound) {
+  std::vector<const Expr*> selects;
+  const Expr* at = &e;
+  while (at->type == Expr::Type::kSelect) {
+    if (at->test_only || at->optional) return std::nullopt;
+    selects.push_back(at);
+    at = at->args[0].get();
+  }
+  if (selects.empty() || at->type != Expr::Type::kIdent ||
+      std::find(bound.begin(), bound.end(), at->name) != bound.end()) {
+    return std::nullopt;
+  }
+  FieldChain chain;
+  chain.variable = at->name;
+  for (auto it = selects.rbegin(); it != selects.rend(); ++it) {
+    chain.fields.push_back((*it)->name);
+    chain.offsets.push_back((*it)->offset);
+  }
+  return chain;
+}
+
+void CollectComparisons(const Expr& e, std::vector<std::string_view>& bound,
+                        std::vector<ComparedConstant>& out) {
+  if (e.type == Expr::Type::kCall && e.args.size() == 2) {
+    const Expr& left = *e.args[0];
+    const Expr& right = *e.args[1];
+    if (e.name == "_==_") {
+      if (right.type == Expr::Type::kConst) {
+        if (auto chain = PlainChain(left, bound))
+          out.push_back({*std::move(chain), right.constant});
+      } else if (left.type == Expr::Type::kConst) {
+        if (auto chain = PlainChain(right, bound))
+          out.push_back({*std::move(chain), left.constant});
+      }
+    } else if (e.name == "@in" && right.type == Expr::Type::kList) {
+      if (auto chain = PlainChain(left, bound)) {
+        for (const auto& item : right.args) {
+          if (item->type == Expr::Type::kConst) out.push_back({*chain, item->constant});
+        }
+      }
+    }
+  }
+  if (e.type == Expr::Type::kComprehension) {
+    CollectComparisons(*e.iter_range, bound, out);
+    CollectComparisons(*e.accu_init, bound, out);
+    bound.push_back(e.accu_var);
+    bound.push_back(e.iter_var);
+    bound.push_back(e.iter_var2);
+    CollectComparisons(*e.loop_condition, bound, out);
+    CollectComparisons(*e.loop_step, bound, out);
+    bound.resize(bound.size() - 2);
+    CollectComparisons(*e.result, bound, out);
+    bound.pop_back();
+    return;
+  }
+  for (const auto& a : e.args) CollectComparisons(*a, bound, out);
+}
+}  // namespace
+
+std::vector<ComparedConstant> Program::ComparedConstants() const {
+  std::vector<std::string_view> bound;
+  std::vector<ComparedConstant> out;
+  CollectComparisons(*root_, bound, out);
+  return out;
+}
+
 std::vector<FieldChain> Program::FieldChains() const {
   std::vector<std::string_view> bound;
   std::vector<FieldChain> out;
