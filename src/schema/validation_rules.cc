@@ -27,6 +27,10 @@ struct Rule {
   bool optional_old_self = false;
   std::unique_ptr<cel::Program> program;
   std::unique_ptr<cel::Program> message_expression;
+  // What the rule reads of self (field chains) and the constants it compares them with:
+  // how a failure names the missing field or the values the rule accepts.
+  std::vector<cel::FieldChain> self_chains;
+  std::vector<cel::ComparedConstant> compared;
 };
 
 std::string RenderRule(const Json& rule) {
@@ -312,6 +316,17 @@ class Compiler {
       }
     }
     r.transition = r.program->References("oldSelf");
+    for (auto& chain : r.program->FieldChains()) {
+      if (chain.variable == "self") r.self_chains.push_back(std::move(chain));
+    }
+    for (auto& c : r.program->ComparedConstants()) {
+      cel::Kind k = c.constant.kind();
+      if (c.chain.variable == "self" &&
+          (k == cel::Kind::kString || k == cel::Kind::kInt || k == cel::Kind::kUint ||
+           k == cel::Kind::kDouble || k == cel::Kind::kBool)) {
+        r.compared.push_back(std::move(c));
+      }
+    }
     if (r.transition && !uncorrelatable.empty()) {
       errors_.push_back(machinery::FieldInvalid(
           path + ".rule", r.text,
@@ -350,6 +365,81 @@ std::string RuleErrorString(const Rule& r) {
   if (!r.message.empty()) return trim(r.message);
   return trim(r.text);
 }
+
+// The JSON form of a constant a rule compares a field with (string, number or bool).
+Json ConstantJson(const cel::Value& v) {
+  switch (v.kind()) {
+    case cel::Kind::kString:
+      return v.string_value();
+    case cel::Kind::kInt:
+      return v.int_value();
+    case cel::Kind::kUint:
+      return v.uint_value();
+    case cel::Kind::kDouble:
+      return v.double_value();
+    case cel::Kind::kBool:
+      return v.bool_value();
+    default:
+      return nullptr;
+  }
+}
+
+std::string RenderValues(const std::vector<Json>& values) {
+  std::string out;
+  for (const Json& v : values) {
+    if (!out.empty()) out += ", ";
+    out += v.is_string() ? GoQuote(v.get<std::string>()) : machinery::Dump(v);
+  }
+  return out;
+}
+
+// The property path a chain of CEL field names stands for, under `path`.
+std::string FieldPathOf(const std::string& path, const std::vector<std::string>& fields) {
+  std::string out = path;
+  for (const auto& f : fields) out = JoinPath(out, UnescapePropertyName(f));
+  return out;
+}
+
+// The value at `fields` (CEL names) under `value`, nullptr when absent.
+const Json* FieldAt(const Json& value, const std::vector<std::string>& fields) {
+  const Json* at = &value;
+  for (const auto& f : fields) {
+    if (!at->is_object()) return nullptr;
+    auto it = at->find(UnescapePropertyName(f));
+    if (it == at->end()) return nullptr;
+    at = &*it;
+  }
+  return at;
+}
+
+// `value` with the field at `fields` set to `leaf` (absent objects on the way created);
+// false when a value that is not an object is in the way.
+bool SetField(Json& value, const std::vector<std::string>& fields, const Json& leaf) {
+  Json* at = &value;
+  for (const auto& f : fields) {
+    if (!at->is_object()) return false;
+    at = &(*at)[UnescapePropertyName(f)];
+    if (at->is_null()) *at = Json::object();
+  }
+  *at = leaf;
+  return true;
+}
+
+bool SameFields(const std::vector<std::string>& a, const std::vector<std::string>& b) {
+  return a == b;
+}
+
+bool StartsWith(const std::vector<std::string>& fields, const std::vector<std::string>& prefix) {
+  return fields.size() >= prefix.size() && std::equal(prefix.begin(), prefix.end(), fields.begin());
+}
+
+// Rules on one object that failed because they read a field the object does not have
+// (`no such key`): reported as one Required cause for that field.
+struct MissingField {
+  std::vector<std::string> fields;  // CEL names from self, up to the absent one
+  size_t cause_index = 0;
+  std::vector<const Rule*> rules;
+};
 
 class Walker {
  public:
@@ -465,6 +555,8 @@ class Walker {
     cel::MapActivation vars;
     vars.Bind("self", ToCelValue(value, n.schema, root));
     std::optional<cel::Value> old_value;
+    std::vector<MissingField> missing;
+    held_.clear();
     for (const Rule& r : n.rules) {
       if (r.transition) {
         if (old == nullptr && !r.optional_old_self) continue;
@@ -487,7 +579,7 @@ class Walker {
               "validation failed due to running out of cost budget, no further validation "
               "rules will be run"));
           exhausted_ = true;
-          return;
+          break;
         }
         causes_.push_back(machinery::FieldInvalid(
             path.empty() ? "<nil>" : path, Json(n.type),
@@ -495,11 +587,23 @@ class Walker {
             "will be run due to call cost exceeds limit for rule: " +
                 RuleErrorString(r)));
         exhausted_ = true;
-        return;
+        break;
       }
       remaining_ -= std::min(remaining_, result.cost);
       const cel::Value& v = result.value;
       if (v.is_error()) {
+        if (auto absent = AbsentField(r, value, v.error_message()); absent && !r.transition) {
+          auto it = std::find_if(missing.begin(), missing.end(), [&](const MissingField& m) {
+            return SameFields(m.fields, *absent);
+          });
+          if (it == missing.end()) {
+            missing.push_back({*absent, causes_.size(), {}});
+            causes_.emplace_back();  // filled once every rule has run
+            it = missing.end() - 1;
+          }
+          it->rules.push_back(&r);
+          continue;
+        }
         std::string field = path.empty() ? "<nil>" : path;
         std::string detail =
             v.error_message().starts_with("no such overload")
@@ -532,7 +636,7 @@ class Walker {
                     "for messageExpression: " +
                         GoQuote(r.message_expression_text)));
           exhausted_ = true;
-          return;
+          break;
         }
         remaining_ -= std::min(remaining_, m.cost);
         if (m.value.kind() == cel::Kind::kString) {
@@ -549,14 +653,194 @@ class Walker {
         message = r.message.empty() ? "failed rule: " + RuleErrorString(r)
                                     : std::string(core::Trim(r.message));
       }
+      if (!r.transition) message += AcceptedValues(n, r, value, path, root, message);
       Fail(n, r, path, message, unchanged);
     }
+    for (const MissingField& m : missing) {
+      causes_[m.cause_index] = RequiredByRules(n, m, value, path, root);
+    }
+  }
+
+  // The field (CEL names from self, ending with the absent one) whose absence made rule `r`
+  // fail with `error` ("no such key: K"), when one of the rule's chains reaches it.
+  static std::optional<std::vector<std::string>> AbsentField(const Rule& r, const Json& value,
+                                                             const std::string& error) {
+    static constexpr std::string_view kNoSuchKey = "no such key: ";
+    if (!error.starts_with(kNoSuchKey)) return std::nullopt;
+    const std::string key = error.substr(kNoSuchKey.size());
+    for (const auto& chain : r.self_chains) {
+      const Json* at = &value;
+      for (size_t i = 0; i < chain.fields.size() && at->is_object(); ++i) {
+        auto it = at->find(UnescapePropertyName(chain.fields[i]));
+        if (it == at->end()) {
+          if (chain.fields[i] != key && UnescapePropertyName(chain.fields[i]) != key) break;
+          return std::vector<std::string>(chain.fields.begin(), chain.fields.begin() + i + 1);
+        }
+        at = &*it;
+      }
+    }
+    return std::nullopt;
+  }
+
+  // Whether rule `r` holds on `value` changed to have `candidate` at `fields`, and so do the
+  // node's other rules that read that field and held on `value` (so a suggested value does
+  // not trade one refusal for another). Bounded: a request evaluates at most kMaxTries
+  // rules for this, each under the per-call cost limit.
+  bool HoldsWith(const Node& n, const Rule& r, const Json& value, bool root,
+                 const std::vector<std::string>& fields, const Json& candidate) {
+    Json changed = value;
+    if (!SetField(changed, fields, candidate)) return false;
+    cel::MapActivation vars;
+    vars.Bind("self", ToCelValue(changed, n.schema, root));
+    if (!Holds(r, vars)) return false;
+    for (const Rule& other : n.rules) {
+      if (&other == &r || other.transition) continue;
+      bool reads = std::any_of(
+          other.self_chains.begin(), other.self_chains.end(), [&](const cel::FieldChain& c) {
+            return StartsWith(c.fields, fields) || StartsWith(fields, c.fields);
+          });
+      if (!reads) continue;
+      auto held = held_.find(&other);
+      if (held == held_.end()) {
+        cel::MapActivation original;
+        original.Bind("self", ToCelValue(value, n.schema, root));
+        held = held_.emplace(&other, Holds(other, original)).first;
+      }
+      if (held->second && !Holds(other, vars)) return false;
+    }
+    return true;
+  }
+
+  bool Holds(const Rule& r, const cel::Activation& vars) {
+    static constexpr int kMaxTries = 1024;
+    if (tries_ >= kMaxTries) return false;
+    ++tries_;
+    cel::EvalOptions options;
+    options.cost_limit = kPerCallCostLimit;
+    cel::EvalResult result = r.program->Evaluate(vars, options);
+    return !result.cost_exceeded && result.value.kind() == cel::Kind::kBool &&
+           result.value.bool_value();
+  }
+
+  // The constants rule `r` compares the field at `fields` with, distinct, in source order.
+  static std::vector<Json> ConstantsFor(const Rule& r, const std::vector<std::string>& fields) {
+    std::vector<Json> out;
+    for (const auto& c : r.compared) {
+      if (!SameFields(c.chain.fields, fields)) continue;
+      Json j = ConstantJson(c.constant);
+      if (std::find(out.begin(), out.end(), j) == out.end()) out.push_back(std::move(j));
+    }
+    return out;
+  }
+
+  // For a failed rule that compares fields of self with constants (`self.plan == 'a' ||
+  // self.plan in ['b', 'c']`): "; supported values for spec.plan: "a", "b"" (a sentence of
+  // its own after a `message` ending with a period) listing the
+  // constants with which the rule holds, the rest of the object as it is, and " (or
+  // spec.x: ...)" for other fields that would make it hold. The field whose value is none
+  // of the rule's constants (a typo) comes first, then the one the rule compares most
+  // often (its subject). Empty when no single change helps.
+  std::string AcceptedValues(const Node& n, const Rule& r, const Json& value,
+                             const std::string& path, bool root, const std::string& message) {
+    struct Alternative {
+      std::vector<std::string> fields;
+      std::vector<Json> accepted;
+      bool current_named = false;
+      size_t comparisons = 0;  // how often the rule compares this field: its subject's weight
+    };
+    std::vector<Alternative> alternatives;
+    for (const auto& c : r.compared) {
+      const auto& fields = c.chain.fields;
+      if (std::any_of(alternatives.begin(), alternatives.end(),
+                      [&](const Alternative& a) { return SameFields(a.fields, fields); })) {
+        continue;
+      }
+      const Json* current = FieldAt(value, fields);
+      if (current == nullptr) continue;  // only present values are corrected
+      Alternative a{fields, {}, false, 0};
+      a.comparisons = std::count_if(r.compared.begin(), r.compared.end(), [&](const auto& o) {
+        return SameFields(o.chain.fields, fields);
+      });
+      for (const Json& candidate : ConstantsFor(r, fields)) {
+        if (candidate == *current) {
+          a.current_named = true;
+        } else if (HoldsWith(n, r, value, root, fields, candidate)) {
+          a.accepted.push_back(candidate);
+        }
+      }
+      if (!a.accepted.empty()) alternatives.push_back(std::move(a));
+    }
+    if (alternatives.empty()) return "";
+    std::stable_sort(alternatives.begin(), alternatives.end(),
+                     [](const Alternative& a, const Alternative& b) {
+                       if (a.current_named != b.current_named) return !a.current_named;
+                       if (a.comparisons != b.comparisons) return a.comparisons > b.comparisons;
+                       return a.accepted.size() > b.accepted.size();
+                     });
+    std::string out =
+        (message.ends_with('.') ? " Supported values for " : "; supported values for ") +
+        FieldPathOf(path, alternatives[0].fields) + ": " + RenderValues(alternatives[0].accepted);
+    for (size_t i = 1; i < alternatives.size(); ++i) {
+      out += (i == 1 ? " (or " : "; or ") + FieldPathOf(path, alternatives[i].fields) + ": " +
+             RenderValues(alternatives[i].accepted);
+    }
+    if (alternatives.size() > 1) out += ")";
+    return out;
+  }
+
+  // One cause for rules that could not run because they read an absent field: `spec.x:
+  // Required value: rules "A" and "B" read spec.x.name: set it (supported values: "a")`,
+  // the values being the constants the rules compare that field with under which every
+  // one of them holds.
+  core::Cause RequiredByRules(const Node& n, const MissingField& m, const Json& value,
+                              const std::string& path, bool root) {
+    // The field the rules read through the absent one: the first compared with a constant,
+    // else the first read.
+    std::optional<std::vector<std::string>> leaf;
+    for (const Rule* r : m.rules) {
+      for (const auto& c : r->compared) {
+        if (!leaf && StartsWith(c.chain.fields, m.fields)) leaf = c.chain.fields;
+      }
+    }
+    for (const Rule* r : m.rules) {
+      for (const auto& chain : r->self_chains) {
+        if (!leaf && StartsWith(chain.fields, m.fields)) leaf = chain.fields;
+      }
+    }
+    if (!leaf) leaf = m.fields;
+    std::vector<Json> candidates;
+    for (const Rule* r : m.rules) {
+      for (Json& c : ConstantsFor(*r, *leaf)) {
+        if (std::find(candidates.begin(), candidates.end(), c) == candidates.end()) {
+          candidates.push_back(std::move(c));
+        }
+      }
+    }
+    std::vector<Json> accepted;
+    for (const Json& c : candidates) {
+      bool all = std::all_of(m.rules.begin(), m.rules.end(), [&](const Rule* r) {
+        return HoldsWith(n, *r, value, root, *leaf, c);
+      });
+      if (all) accepted.push_back(c);
+    }
+    std::string names;
+    for (size_t i = 0; i < m.rules.size(); ++i) {
+      if (i > 0) names += i + 1 == m.rules.size() ? " and " : ", ";
+      names += GoQuote(RuleErrorString(*m.rules[i]));
+    }
+    std::string message =
+        (m.rules.size() == 1 ? "rule " + names + " reads " : "rules " + names + " read ") +
+        FieldPathOf(path, *leaf) + ": set it";
+    if (!accepted.empty()) message += " (supported values: " + RenderValues(accepted) + ")";
+    return machinery::FieldRequired(FieldPathOf(path, m.fields), message);
   }
 
   std::vector<core::Cause>& causes_;
   std::vector<std::string>* warnings_;
   uint64_t remaining_ = kRuntimeCostBudget;
   bool exhausted_ = false;
+  int tries_ = 0;  // rules evaluated on changed objects to name accepted values (Holds)
+  std::map<const Rule*, bool> held_;  // whether a rule held on the node's value (HoldsWith)
 };
 
 }  // namespace

@@ -12,6 +12,16 @@
 // causes with kube-apiserver's field paths and wording, e.g. `spec: Invalid value: "object":
 // Unsupported plan used for postgresql`.
 //
+// Two additions to kube-apiserver's wording say what to do (issue #23). A failed rule that
+// compares fields of self with constants (`self.plan == 'a'`, `self.plan in ['a', 'b']`)
+// gets, after its message, the constants with which it would hold when that one field
+// changes, the rules of the same object that read the field and held still holding:
+// `...postgresql; supported values for spec.plan: "a", "b" (or spec.compositionRef.name:
+// "x")`. Rules that fail with `no such key` because they read a field the object lacks
+// become one cause for that field: `spec.compositionRef: Required value: rules "A" and "B"
+// read spec.compositionRef.name: set it (supported values: "x")`. Finding the values
+// evaluates changed copies, only for failed rules, at most 1024 rule evaluations a request.
+//
 // A ValidationRules is immutable after Compile() and safe to use from many threads.
 #pragma once
 

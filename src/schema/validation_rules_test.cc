@@ -71,17 +71,109 @@ TEST(ValidationRules, ReportsFailedRulesAsKubeApiserverFormatsThem) {
   auto rules = Rules(kPlanSchema);
   EXPECT_EQ(rules->size(), 4u);
   EXPECT_EQ(Check(*rules, "spec: {compositionRef: {name: b}, plan: x, service: s}"),
-            (Lines{"spec: Invalid value: \"object\": Unsupported plan used for postgresql"}));
+            (Lines{"spec: Invalid value: \"object\": Unsupported plan used for postgresql; "
+                   "supported values for spec.compositionRef.name: \"a\""}));
   EXPECT_EQ(Check(*rules, "spec: {compositionRef: {name: a}, plan: x, size: -1}"),
             (Lines{"spec.size: Invalid value: \"integer\": failed rule: self >= 0"}));
   EXPECT_TRUE(Check(*rules, "spec: {compositionRef: {name: a}, plan: x}").empty());
 }
 
 TEST(ValidationRules, ReportsEvaluationErrorsWithTheRule) {
-  auto rules = Rules(kPlanSchema);
-  EXPECT_EQ(Check(*rules, "spec: {plan: x}"),
-            (Lines{"spec: Invalid value: \"object\": no such key: compositionRef evaluating rule: "
-                   "Unsupported plan used for postgresql"}));
+  auto rules = Rules(R"y(
+type: object
+properties:
+  spec:
+    type: object
+    x-kubernetes-validations:
+      - rule: "self.labels['tier'] == 'gold'"
+        message: Only gold
+    properties:
+      labels:
+        type: object
+        additionalProperties: {type: string}
+)y");
+  EXPECT_EQ(Check(*rules, "spec: {labels: {a: b}}"),
+            (Lines{"spec: Invalid value: \"object\": no such key: tier evaluating rule: Only "
+                   "gold"}));
+}
+
+// Issue #23: the upstream PostgreSQL XRD's shape, a rule per backend listing its plans.
+const char* kBackendSchema = R"y(
+type: object
+properties:
+  spec:
+    type: object
+    x-kubernetes-validations:
+      - rule: "(self.compositionRef.name == 'a9s' && (self.service == 's13' ||
+          self.service == 's15')) || (self.compositionRef.name == 'a8s' && self.service == 's13')"
+        message: Unsupported service
+      - rule: "(self.compositionRef.name == 'a9s' && (self.plan == 'p1' || self.plan == 'p2'))
+          || (self.compositionRef.name == 'a8s' && self.plan in ['p3', 'p4'])"
+        message: Unsupported plan
+      - rule: "!has(self.size) || self.size >= 0"
+        message: Negative size
+      - rule: "!has(self.extra) || self.compositionRef.name == 'a8s'"
+        message: extra is a8s only
+    properties:
+      compositionRef:
+        type: object
+        properties:
+          name: {type: string}
+      service: {type: string}
+      plan: {type: string}
+      size: {type: integer}
+      extra: {type: string}
+)y";
+
+TEST(ValidationRules, FailedRuleNamesTheValuesItAccepts) {
+  auto rules = Rules(kBackendSchema);
+  const std::string kObj = "spec: Invalid value: \"object\": ";
+  // A typo: the rule's message first, then the plans that pass with this composition.
+  EXPECT_EQ(Check(*rules, "spec: {compositionRef: {name: a8s}, service: s13, plan: p33}"),
+            (Lines{kObj + "Unsupported plan; supported values for spec.plan: \"p3\", \"p4\""}));
+  // A plan of the other backend: its own plans first, then the other way out.
+  EXPECT_EQ(Check(*rules, "spec: {compositionRef: {name: a9s}, service: s13, plan: p3}"),
+            (Lines{kObj + "Unsupported plan; supported values for spec.plan: \"p1\", \"p2\" (or "
+                          "spec.compositionRef.name: \"a8s\")"}));
+  // a8s would mend this rule but break the service and plan rules that hold now: no value
+  // is offered that trades one refusal for another.
+  EXPECT_EQ(Check(*rules, "spec: {compositionRef: {name: a9s}, service: s15, plan: p1, extra: x}"),
+            (Lines{kObj + "extra is a8s only"}));
+  EXPECT_EQ(Check(*rules, "spec: {compositionRef: {name: a9s}, service: s13, plan: p1, extra: x}"),
+            (Lines{kObj + "extra is a8s only"}));
+  // A rule that compares with no constant, or that no change of one field mends, keeps its
+  // message as it is.
+  EXPECT_EQ(Check(*rules, "spec: {compositionRef: {name: a8s}, service: s13, plan: p3, size: -1}"),
+            (Lines{kObj + "Negative size"}));
+  EXPECT_EQ(Check(*rules, "spec: {compositionRef: {name: a8s}, service: s15, plan: p1}"),
+            (Lines{kObj + "Unsupported service; supported values for spec.service: \"s13\" (or "
+                          "spec.compositionRef.name: \"a9s\")",
+                   kObj + "Unsupported plan; supported values for spec.plan: \"p3\", \"p4\" (or "
+                          "spec.compositionRef.name: \"a9s\")"}));
+}
+
+TEST(ValidationRules, AbsentFieldReadByRulesIsOneRequiredCause) {
+  auto rules = Rules(kBackendSchema);
+  // Both backend rules read compositionRef, which is not set: one cause naming the field,
+  // the rules and the values with which all of them hold.
+  EXPECT_EQ(Check(*rules, "spec: {service: s15, plan: p1}"),
+            (Lines{"spec.compositionRef: Required value: rules \"Unsupported service\" and "
+                   "\"Unsupported plan\" read spec.compositionRef.name: set it (supported values: "
+                   "\"a9s\")"}));
+  // A rule that fails whatever the absent field holds is reported on its own (CEL's &&
+  // absorbs the error: `self.compositionRef.name == 'a9s' && false` is false).
+  EXPECT_EQ(Check(*rules, "spec: {service: s13, plan: p9}"),
+            (Lines{"spec.compositionRef: Required value: rule \"Unsupported service\" reads "
+                   "spec.compositionRef.name: set it (supported values: \"a9s\", \"a8s\")",
+                   "spec: Invalid value: \"object\": Unsupported plan"}));
+  // No value satisfies every rule that reads the absent field: no values are offered.
+  EXPECT_EQ(Check(*rules, "spec: {service: s15, plan: p3}"),
+            (Lines{"spec.compositionRef: Required value: rules \"Unsupported service\" and "
+                   "\"Unsupported plan\" read spec.compositionRef.name: set it"}));
+  EXPECT_EQ(Check(*rules, "spec: {compositionRef: {}, service: s13, plan: p3}"),
+            (Lines{"spec.compositionRef.name: Required value: rules \"Unsupported service\" and "
+                   "\"Unsupported plan\" read spec.compositionRef.name: set it (supported "
+                   "values: \"a8s\")"}));
 }
 
 TEST(ValidationRules, TransitionRulesRunOnlyOnUpdate) {

@@ -155,6 +155,26 @@ Json Pg(const std::string& composition, const std::string& service, const std::s
   return c;
 }
 
+// "a", "b" as Kubernetes lists supported values.
+std::string Quoted(const std::vector<std::string>& values) {
+  std::string out;
+  for (const auto& v : values) out += (out.empty() ? "\"" : ", \"") + v + "\"";
+  return out;
+}
+
+// The plans each PostgreSQL backend accepts, in the order the upstream plan rule names them:
+// what a refused plan lists (issue #23: the refusal named none).
+const std::string kA8sPlans =
+    Quoted({"postgresql-single-nano", "postgresql-single-small", "postgresql-single-big",
+            "postgresql-replica-small", "postgresql-replica-big", "postgresql-replica-nano",
+            "postgresql-replica-medium", "postgresql-single-medium"});
+// Without the bionic plans, which the XRD's bionic rule refuses on a9s-postgresql15.
+const std::string kA9sPlansOn15 =
+    Quoted({"postgresql-single-nano", "postgresql-single-nano-ssl", "postgresql-single-small",
+            "postgresql-single-small-ssl", "postgresql-single-big", "postgresql-single-big-ssl",
+            "postgresql-replica-small", "postgresql-replica-small-ssl", "postgresql-replica-big",
+            "postgresql-replica-big-ssl"});
+
 struct InvalidCase {
   const char* name;
   Json claim;
@@ -168,28 +188,47 @@ TEST_F(KlutchClaims, InvalidClaimsAreRejectedWithTheUpstreamMessages) {
        Pg("a8s-postgresql", "a9s-postgresql14", "postgresql-single-nano",
           {{"dataChecksums", "enabled"}}),
        {kObj + "parameters.dataChecksums is not supported for a8s-postgresql"}},
+      // The rule's message stays first; then the values with which the rule (and the rules
+      // that held before) would hold, changing one field.
       {"a8s-with-wrong-plan-bionic",
        Pg("a8s-postgresql", "a9s-postgresql14", "postgresql-single-nano-bionic"),
-       {kObj + "Unsupported plan used for postgresql"}},
+       {kObj +
+        "Unsupported plan used for postgresql; supported values for spec.plan: " + kA8sPlans}},
       {"a8s-with-wrong-plan-ssl",
        Pg("a8s-postgresql", "a9s-postgresql14", "postgresql-single-nano-ssl"),
-       {kObj + "Unsupported plan used for postgresql"}},
+       {kObj +
+        "Unsupported plan used for postgresql; supported values for spec.plan: " + kA8sPlans}},
+      {"a8s-plan-typo",
+       Pg("a8s-postgresql", "a9s-postgresql13", "postgresql-single-nanoo"),
+       {kObj +
+        "Unsupported plan used for postgresql; supported values for spec.plan: " + kA8sPlans}},
+      {"a9s-plan-typo",
+       Pg("a9s-postgresql", "a9s-postgresql15", "postgresql-single-nanoo"),
+       {kObj +
+        "Unsupported plan used for postgresql; supported values for spec.plan: " + kA9sPlansOn15}},
       {"a8s-with-wrong-service",
        Pg("a8s-postgresql", "a9s-postgresql15", "postgresql-single-nano"),
-       {kObj + "Unsupported service used for postgresql"}},
+       {kObj + "Unsupported service used for postgresql; supported values for spec.service: "
+               "\"a9s-postgresql13\", \"a9s-postgresql14\" (or spec.compositionRef.name: "
+               "\"a9s-postgresql\")"}},
       {"a9s-with-wrong-plan",
        Pg("a9s-postgresql", "a9s-postgresql15", "postgresql-single-medium"),
-       {kObj + "Unsupported plan used for postgresql"}},
+       {kObj +
+        "Unsupported plan used for postgresql; supported values for spec.plan: " + kA9sPlansOn15}},
       {"a9s-with-wrong-service",
        Pg("a9s-postgresql", "a9s-postgresql14", "postgresql-single-nano"),
-       {kObj + "Unsupported service used for postgresql"}},
+       {kObj + "Unsupported service used for postgresql; supported values for spec.service: "
+               "\"a9s-postgresql13\", \"a9s-postgresql15\", \"a9s-postgresql17\" (or "
+               "spec.compositionRef.name: \"a8s-postgresql\")"}},
       {"bionic-plan-on-15",
        Pg("a9s-postgresql", "a9s-postgresql15", "postgresql-single-nano-bionic"),
-       {kObj + "Bionic plans are only supported by a9s PostgreSQL 13"}},
+       {kObj + "Bionic plans are only supported by a9s PostgreSQL 13; supported values for "
+               "spec.service: \"a9s-postgresql13\""}},
       {"a8s-only-parameter-on-a9s",
        Pg("a9s-postgresql", "a9s-postgresql13", "postgresql-single-nano",
           {{"maxLocksPerTransaction", 64}}),
-       {kObj + "parameters.maxLocksPerTransaction is not supported for a9s-postgresql"}},
+       {kObj + "parameters.maxLocksPerTransaction is not supported for a9s-postgresql; "
+               "supported values for spec.compositionRef.name: \"a8s-postgresql\""}},
       {"out-of-range-parameter",
        Pg("a8s-postgresql", "a9s-postgresql13", "postgresql-single-nano",
           {{"tempFileLimit", -5}, {"maxConnections", 100}}),
@@ -201,12 +240,24 @@ TEST_F(KlutchClaims, InvalidClaimsAreRejectedWithTheUpstreamMessages) {
          c["spec"].erase("compositionRef");
          return c;
        }(),
-       {kObj + "no such key: compositionRef evaluating rule: Unsupported service used for "
-               "postgresql",
-        // The bionic rule holds despite the error: `|| self.service == 'a9s-postgresql13'`
-        // is true, and CEL's || absorbs errors.
-        kObj +
-            "no such key: compositionRef evaluating rule: Unsupported plan used for postgresql"}},
+       // One cause for the rules that read the absent field (kube-apiserver reports each
+       // rule's `no such key: compositionRef`), with the compositions they accept. The
+       // bionic rule holds despite the absence: `|| self.service == 'a9s-postgresql13'` is
+       // true, and CEL's || absorbs errors.
+       {"spec.compositionRef: Required value: rules \"Unsupported service used for "
+        "postgresql\" and \"Unsupported plan used for postgresql\" read "
+        "spec.compositionRef.name: set it (supported values: \"a9s-postgresql\", "
+        "\"a8s-postgresql\")"}},
+      {"missing-composition-ref-on-15",
+       [] {
+         Json c = Pg("a9s-postgresql", "a9s-postgresql15", "postgresql-single-nano");
+         c["spec"].erase("compositionRef");
+         return c;
+       }(),
+       {"spec.compositionRef: Required value: rules \"Unsupported service used for "
+        "postgresql\", \"Unsupported plan used for postgresql\" and \"Bionic plans are only "
+        "supported by a9s PostgreSQL 13\" read spec.compositionRef.name: set it (supported "
+        "values: \"a9s-postgresql\")"}},
       {"enum-violation-skips-rules",
        [] {
          Json c = Pg("a8s-postgresql", "a9s-postgresql13", "postgresql-single-nano");
@@ -225,7 +276,8 @@ TEST_F(KlutchClaims, InvalidClaimsAreRejectedWithTheUpstreamMessages) {
              {{"instanceRef", "kv"},
               {"serviceInstanceType", "keyvalue"},
               {"compositionRef", {{"name", "a8s-backup"}}}}}},
-       {kObj + "Selected service instance type is not supported."}},
+       {kObj + "Selected service instance type is not supported. Supported values for "
+               "spec.serviceInstanceType: \"postgresql\""}},
       {"backup-missing-instance-ref",
        Json{
            {"apiVersion", "anynines.com/v1"},
@@ -368,7 +420,8 @@ TEST_F(KlutchClaims, KubectlPrintsTheRejection) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.err,
             "The PostgresqlInstance \"pg\" is invalid: spec: Invalid value: \"object\": "
-            "Unsupported plan used for postgresql\n");
+            "Unsupported plan used for postgresql; supported values for spec.plan: " +
+                kA9sPlansOn15 + "\n");
   // An update through kubectl patch, as the upstream update suite runs it.
   r = RunShell("kubectl apply -f " + valid.string() +
                    " && kubectl patch postgresqlinstance pg --type=merge --dry-run=server "
