@@ -782,9 +782,9 @@ core::Result<ClaimAnswers> DecideClaims(const std::vector<ClaimQuestion>& questi
           list += fmt::format("\n  {}. {}: {}", j + 1, questions[j].binding, questions[j].Text());
         }
         return core::BadRequest(fmt::format(
-            "binding needs your answer to {} permission claim{}, and there is no terminal to "
-            "ask; nothing was bound:{}\n  re-run with --accept-permission-claims to accept "
-            "them all, or in a terminal to answer each",
+            "kubectl bind needs your answer to {} permission claim{}, and there is no "
+            "terminal to ask; nothing was bound:{}\n  re-run with --accept-permission-claims "
+            "to accept them all, or in a terminal to answer each",
             questions.size(), questions.size() == 1 ? "" : "s", list));
       }
       yes = ParseYesNo(*answer);
