@@ -124,6 +124,8 @@ TEST(BackendManifests, RbacCoversConsumerQuotasAndCollection) {
   for (const char* resource : {"clusterroles", "clusterrolebindings"}) {
     EXPECT_TRUE(granted("rbac.authorization.k8s.io", resource).contains("delete")) << resource;
   }
+  // The catalog narrows plans to the Compositions that exist (issue #23).
+  EXPECT_TRUE(granted("apiextensions.crossplane.io", "compositions").contains("list"));
 }
 
 TEST(BackendManifests, DeploymentServiceAndProbesAgree) {
