@@ -531,11 +531,11 @@ core::Status InstallKonnector(client::RestClient& app, const KonnectorInstall& o
   return core::Status::Ok();
 }
 
-core::Status GrantBoundResource(client::RestClient& app, const std::string& group,
-                                const std::string& resource, const Json& claims, bool dry_run,
-                                const BindOutput& out) {
-  // The konnector acts on the provider's word: never let a provider hand it rights over the
-  // cluster's own machinery (RBAC, tokens, workloads, admission) or wildcards.
+namespace {
+
+// The konnector acts on the provider's word: never let a provider hand it rights over the
+// cluster's own machinery (RBAC, tokens, workloads, admission) or wildcards.
+core::Status RefuseGrant(const std::string& g, const std::string& r) {
   static const std::set<std::string> kBuiltinGroups = {"rbac.authorization.k8s.io",
                                                        "admissionregistration.k8s.io",
                                                        "apiextensions.k8s.io",
@@ -554,25 +554,36 @@ core::Status GrantBoundResource(client::RestClient& app, const std::string& grou
                                                        "flowcontrol.apiserver.k8s.io",
                                                        "events.k8s.io",
                                                        "discovery.k8s.io"};
-  auto refuse = [&](const std::string& g, const std::string& r) -> core::Status {
-    bool wildcard = r.find('*') != std::string::npos || g.find('*') != std::string::npos ||
-                    r.find('/') != std::string::npos;
-    bool builtin = kBuiltinGroups.count(g) > 0 || g.ends_with(".k8s.io") ||
-                   (g.empty() && r != "secrets" && r != "configmaps");
-    if (!wildcard && !builtin && !r.empty()) return core::Status::Ok();
-    return core::Forbidden(fmt::format(
-        "the provider asks the konnector to manage {}{}{}; kubectl bind grants it custom "
-        "resources and claimed Secrets/ConfigMaps only. Ask the provider to fix its export "
-        "template",
-        r.empty() ? "<nothing>" : r, g.empty() ? "" : ".", g));
-  };
-  KLUTCH_RETURN_IF_ERROR(refuse(group, resource));
+  bool wildcard = r.find('*') != std::string::npos || g.find('*') != std::string::npos ||
+                  r.find('/') != std::string::npos;
+  bool builtin = kBuiltinGroups.count(g) > 0 || g.ends_with(".k8s.io") ||
+                 (g.empty() && r != "secrets" && r != "configmaps");
+  if (!wildcard && !builtin && !r.empty()) return core::Status::Ok();
+  return core::Forbidden(fmt::format(
+      "the provider asks the konnector to manage {}{}{}; kubectl bind grants it custom "
+      "resources and claimed Secrets/ConfigMaps only. Ask the provider to fix its export "
+      "template",
+      r.empty() ? "<nothing>" : r, g.empty() ? "" : ".", g));
+}
+
+}  // namespace
+
+core::Status CheckGrantable(const std::string& group, const std::string& resource,
+                            const Json& claims) {
+  KLUTCH_RETURN_IF_ERROR(RefuseGrant(group, resource));
   if (claims.is_array()) {
     for (const Json& claim : claims) {
-      KLUTCH_RETURN_IF_ERROR(refuse(machinery::GetString(claim, {"group"}),
-                                    machinery::GetString(claim, {"resource"})));
+      KLUTCH_RETURN_IF_ERROR(RefuseGrant(machinery::GetString(claim, {"group"}),
+                                         machinery::GetString(claim, {"resource"})));
     }
   }
+  return core::Status::Ok();
+}
+
+core::Status GrantBoundResource(client::RestClient& app, const std::string& group,
+                                const std::string& resource, const Json& claims, bool dry_run,
+                                const BindOutput& out) {
+  KLUTCH_RETURN_IF_ERROR(CheckGrantable(group, resource, claims));
   struct Want {
     std::string group, resource;
     const std::vector<std::string>* verbs;
@@ -792,6 +803,46 @@ core::Result<ClaimAnswers> DecideClaims(const std::vector<ClaimQuestion>& questi
     answers.given[ClaimAnswers::Key(q.binding, q.group, q.resource)] = *yes;
   }
   return answers;
+}
+
+core::Status CheckBindable(client::RestClient& app, const std::vector<Json>& apis,
+                          const std::string& secret_name) {
+  ResourceClient bindings(app, kBindings, kBindNamespace);
+  std::vector<std::string> problems;
+  for (const Json& api : apis) {
+    std::string name = BindingName(api);
+    const Json* claims = machinery::Find(api, {"permissionClaims"});
+    core::Status grantable = CheckGrantable(machinery::GetString(api, {"group"}),
+                                            machinery::GetString(api, {"resource"}),
+                                            claims != nullptr ? *claims : Json::array());
+    if (!grantable.ok()) problems.push_back(name + ": " + grantable.message());
+    auto existing = bindings.Get(name);
+    if (!existing.ok()) {
+      if (!core::IsNotFound(existing.status())) {
+        return WithHint(existing.status(), "reading APIServiceBinding " + name, "");
+      }
+      continue;
+    }
+    std::string ref_name = machinery::GetString(*existing, {"spec", "kubeconfigSecretRef", "name"});
+    std::string ref_ns =
+        machinery::GetString(*existing, {"spec", "kubeconfigSecretRef", "namespace"});
+    if (secret_name.empty() || ref_name != secret_name || ref_ns != kBindNamespace) {
+      problems.push_back(fmt::format(
+          "{}: already bound from another service provider (secret {}/{}); delete "
+          "APIServiceBinding {} first if you mean to switch providers",
+          name, ref_ns, ref_name, name));
+    }
+  }
+  if (problems.empty()) return core::Status::Ok();
+  std::string list;
+  for (size_t i = 0; i < problems.size(); ++i) {
+    list += fmt::format("\n  {}. {}", i + 1, problems[i]);
+  }
+  bool forbidden = std::any_of(problems.begin(), problems.end(), [](const std::string& p) {
+    return p.find("grants it custom resources") != std::string::npos;
+  });
+  return core::Status(forbidden ? core::Reason::kForbidden : core::Reason::kAlreadyExists,
+                      "kubectl bind cannot bind every API asked for, so it binds none:" + list);
 }
 
 core::Result<std::vector<std::string>> CreateBindings(

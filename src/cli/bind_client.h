@@ -134,6 +134,11 @@ struct KonnectorInstall {
 core::Status InstallKonnector(client::RestClient& app, const KonnectorInstall& options,
                               const BindOutput& out);
 
+// OK when kubectl bind may grant the konnector `resource`.`group` and the resources of
+// `claims`; otherwise the kForbidden GrantBoundResource answers (nothing is read or written).
+core::Status CheckGrantable(const std::string& group, const std::string& resource,
+                            const Json& claims);
+
 // Adds rules for `resource`.`group` and its status subresource (and for each claimed resource
 // of `claims` outside core Secrets/ConfigMaps) to ClusterRole kBoundResourcesRole, unless a
 // rule already covers them; creates the role and its binding when missing. Never removes
@@ -188,6 +193,14 @@ std::vector<Json> RequestedApis(const std::vector<Json>& requests);
 // before binding any API rather than half way.
 core::Result<ClaimAnswers> DecideClaims(const std::vector<ClaimQuestion>& questions,
                                         bool accept_all, const BindOutput& out);
+
+// What would stop binding `apis` ({group, resource, permissionClaims} each) part way, checked
+// before anything is written, all in one error that says nothing was bound: an API the
+// konnector may not be granted (kForbidden, see CheckGrantable), or one already bound through
+// another Secret than `secret_name` (the provider kubeconfig's Secret StoreProviderKubeconfig
+// would reuse, "" for a new one): another provider (kAlreadyExists). Reads only.
+core::Status CheckBindable(client::RestClient& app, const std::vector<Json>& apis,
+                           const std::string& secret_name);
 
 // For each resource of the (server-returned) export request: the APIServiceBinding
 // `<resource>.<group>` in klutch-bind referring to Secret `secret_name`. An existing binding

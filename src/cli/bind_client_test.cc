@@ -460,5 +460,38 @@ TEST_F(BindClientTest, BindingsNotReadySayWhatTheyWaitFor) {
   EXPECT_TRUE(done->empty());
 }
 
+
+// The other ways binding could stop half way are found before anything is written too: an API
+// bound from another provider, a claim on the cluster's own machinery; all in one error.
+TEST_F(BindClientTest, BindabilityIsCheckedForEveryApiBeforeAnyIsBound) {
+  ASSERT_TRUE(tb::InstallBindCrd(app(), "klutch.anynines.com_apiservicebindings.yaml").ok());
+  ASSERT_TRUE(EnsureBindNamespace(app()).ok());
+  Json taken = {{"spec", {{"resources", {{{"group", "anynines.com"}, {"resource", "backups"}}}}}}};
+  ASSERT_TRUE(CreateBindings(app(), taken, "kubeconfig-other", {}, false, nullptr, Out()).ok());
+  Json roles = tb::PermissionClaim("roles", "Provider");
+  roles["group"] = "rbac.authorization.k8s.io";
+  std::vector<Json> apis = {
+      {{"group", "anynines.com"}, {"resource", "postgresqlinstances"}},
+      {{"group", "anynines.com"}, {"resource", "restores"}, {"permissionClaims", {roles}}},
+      {{"group", "anynines.com"}, {"resource", "backups"}}};
+  EXPECT_TRUE(CheckBindable(app(), {apis[0]}, "").ok());
+  EXPECT_TRUE(CheckBindable(app(), {apis[2]}, "kubeconfig-other").ok());
+  core::Status refused = CheckBindable(app(), apis, "kubeconfig-abc");
+  ASSERT_FALSE(refused.ok());
+  const std::string& message = refused.message();
+  EXPECT_NE(message.find("binds none"), std::string::npos) << message;
+  EXPECT_NE(message.find("1. restores.anynines.com: the provider asks the konnector to manage "
+                         "roles.rbac.authorization.k8s.io"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("2. backups.anynines.com: already bound from another service provider "
+                         "(secret klutch-bind/kubeconfig-other)"),
+            std::string::npos)
+      << message;
+  EXPECT_EQ(refused.reason(), core::Reason::kForbidden);
+  EXPECT_FALSE(CheckGrantable("", "pods", Json::array()).ok());
+  EXPECT_TRUE(CheckGrantable("anynines.com", "backups", {tb::PermissionClaim("secrets", "Provider")}).ok());
+}
+
 }  // namespace
 }  // namespace klutch::cli::bind

@@ -370,6 +370,19 @@ int ShowBindings(client::RestClient& app, const std::vector<std::string>& names,
   return 0;
 }
 
+// Checks, before anything is written, that every API of `requests` can be bound with
+// `provider_kubeconfig` (its Secret `secret_hint`, or the one StoreProviderKubeconfig would
+// reuse): see bind::CheckBindable.
+core::Status CheckBindable(client::RestClient& app, const std::string& provider_kubeconfig,
+                           const std::string& secret_hint, const std::vector<Json>& requests) {
+  std::string secret = secret_hint;
+  if (secret.empty()) {
+    KLUTCH_ASSIGN_OR_RETURN(secret, bind::StoreProviderKubeconfig(app, provider_kubeconfig,
+                                                                  /*dry_run=*/true, {}));
+  }
+  return bind::CheckBindable(app, bind::RequestedApis(requests), secret);
+}
+
 // Decides the permission claims of `requests` that `answers` leaves open, adding the answers;
 // called for all the APIs of a run before the first is bound.
 core::Status DecideRemainingClaims(client::RestClient& app, const std::vector<Json>& requests,
@@ -737,6 +750,10 @@ int RunBind(BindFlags& f) {
     if (core::Status st = DecideRemainingClaims(**app, all, f.common, answers); !st.ok()) {
       return Fail(st);
     }
+    for (const bind::BindingResponse& response : *responses) {
+      core::Status st = CheckBindable(**app, response.kubeconfig, "", response.requests);
+      if (!st.ok()) return Fail(st);
+    }
     std::vector<std::string> bound;
     for (const bind::BindingResponse& response : *responses) {
       int code = BindRequests(**app, response.kubeconfig, "", "", response.requests, answers,
@@ -781,6 +798,10 @@ int RunBind(BindFlags& f) {
             << (user.empty() ? "" : " as " + user) << ".\n";
   bind::ClaimAnswers answers;
   if (core::Status st = DecideRemainingClaims(**app, response.requests, f.common, answers);
+      !st.ok()) {
+    return Fail(st);
+  }
+  if (core::Status st = CheckBindable(**app, response.kubeconfig, "", response.requests);
       !st.ok()) {
     return Fail(st);
   }
@@ -860,6 +881,9 @@ int RunApiService(ApiServiceFlags& f) {
   }
   bind::ClaimAnswers answers;
   if (core::Status st = DecideRemainingClaims(**app, {*request}, f.common, answers); !st.ok()) {
+    return Fail(st);
+  }
+  if (core::Status st = CheckBindable(**app, kubeconfig, secret_name, {*request}); !st.ok()) {
     return Fail(st);
   }
   std::vector<std::string> bound;
