@@ -685,7 +685,7 @@ class Walker {
   // Whether rule `r` holds on `value` changed to have `candidate` at `fields`, and so do the
   // node's other rules that read that field and held on `value` (so a suggested value does
   // not trade one refusal for another). Bounded: a request evaluates at most kMaxTries
-  // rules for this, each under the per-call cost limit.
+  // rules for this, each under the per-call cost limit; past that no values are named.
   bool HoldsWith(const Node& n, const Rule& r, const Json& value, bool root,
                  const std::vector<std::string>& fields, const Json& candidate) {
     Json changed = value;
@@ -712,8 +712,11 @@ class Walker {
   }
 
   bool Holds(const Rule& r, const cel::Activation& vars) {
-    static constexpr int kMaxTries = 1024;
-    if (tries_ >= kMaxTries) return false;
+    static constexpr int kMaxTries = 256;
+    if (tries_ >= kMaxTries) {
+      out_of_tries_ = true;
+      return false;
+    }
     ++tries_;
     cel::EvalOptions options;
     options.cost_limit = kPerCallCostLimit;
@@ -770,7 +773,7 @@ class Walker {
       }
       if (!a.accepted.empty()) alternatives.push_back(std::move(a));
     }
-    if (alternatives.empty()) return "";
+    if (alternatives.empty() || out_of_tries_) return "";
     std::stable_sort(alternatives.begin(), alternatives.end(),
                      [](const Alternative& a, const Alternative& b) {
                        if (a.current_named != b.current_named) return !a.current_named;
@@ -831,7 +834,9 @@ class Walker {
     std::string message =
         (m.rules.size() == 1 ? "rule " + names + " reads " : "rules " + names + " read ") +
         FieldPathOf(path, *leaf) + ": set it";
-    if (!accepted.empty()) message += " (supported values: " + RenderValues(accepted) + ")";
+    if (!accepted.empty() && !out_of_tries_) {
+      message += " (supported values: " + RenderValues(accepted) + ")";
+    }
     return machinery::FieldRequired(FieldPathOf(path, m.fields), message);
   }
 
@@ -839,7 +844,8 @@ class Walker {
   std::vector<std::string>* warnings_;
   uint64_t remaining_ = kRuntimeCostBudget;
   bool exhausted_ = false;
-  int tries_ = 0;  // rules evaluated on changed objects to name accepted values (Holds)
+  int tries_ = 0;              // rules evaluated on changed objects to name accepted values (Holds)
+  bool out_of_tries_ = false;  // then values are not named: a partial list would mislead
   std::map<const Rule*, bool> held_;  // whether a rule held on the node's value (HoldsWith)
 };
 

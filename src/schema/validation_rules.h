@@ -20,7 +20,8 @@
 // "x")`. Rules that fail with `no such key` because they read a field the object lacks
 // become one cause for that field: `spec.compositionRef: Required value: rules "A" and "B"
 // read spec.compositionRef.name: set it (supported values: "x")`. Finding the values
-// evaluates changed copies, only for failed rules, at most 1024 rule evaluations a request.
+// evaluates changed copies, only for failed rules, at most 256 rule evaluations a request
+// (past that no values are named rather than some).
 //
 // A ValidationRules is immutable after Compile() and safe to use from many threads.
 #pragma once

@@ -152,6 +152,37 @@ TEST(ValidationRules, FailedRuleNamesTheValuesItAccepts) {
                           "spec.compositionRef.name: \"a9s\")"}));
 }
 
+TEST(ValidationRules, NamesNoValuesPastItsBudget) {
+  // 300 constants: trying each would pass the 256 evaluations a request may spend naming
+  // values, and a partial list would mislead; the rule's message stands alone.
+  std::string list;
+  for (int i = 0; i < 300; ++i) list += (i ? ", '" : "'") + std::to_string(i) + "'";
+  std::string schema =
+      "type: object\nproperties:\n  spec:\n    type: object\n"
+      "    x-kubernetes-validations:\n      - rule: \"self.x in [" +
+      list +
+      "]\"\n        message: Unknown x\n"
+      "    properties:\n      x: {type: string}\n";
+  auto rules = Rules(schema.c_str());
+  EXPECT_EQ(Check(*rules, "spec: {x: nope}"),
+            (Lines{"spec: Invalid value: \"object\": Unknown x"}));
+  // Within the budget the values are named.
+  auto few = Rules(R"y(
+type: object
+properties:
+  spec:
+    type: object
+    x-kubernetes-validations:
+      - rule: "self.x in ['a', 'b']"
+        message: Unknown x
+    properties:
+      x: {type: string}
+)y");
+  EXPECT_EQ(Check(*few, "spec: {x: nope}"),
+            (Lines{"spec: Invalid value: \"object\": Unknown x; supported values for spec.x: "
+                   "\"a\", \"b\""}));
+}
+
 TEST(ValidationRules, AbsentFieldReadByRulesIsOneRequiredCause) {
   auto rules = Rules(kBackendSchema);
   // Both backend rules read compositionRef, which is not set: one cause naming the field,

@@ -3,6 +3,8 @@
 //   - create path: the whole rule set on a claim, vs. structural schema validation of the
 //     same claim and vs. parsing its JSON;
 //   - update path (plan change: transition rules and every spec rule run), same baselines;
+//   - refusals (a plan typo, a missing compositionRef), which also search the values the
+//     failed rules accept, vs. the create path;
 //   - compiling the rules of the largest upstream XRD's claim CRD (what CRD creation adds),
 //     vs. parsing that CRD's JSON; and creating that CRD on a real `klutch apiserver`, vs.
 //     creating a ConfigMap of the same size there.
@@ -94,6 +96,22 @@ int Run(bool quick) {
     schema::Validate(claim, cursor, causes);
   });
   double parse_ns = NsPerCall(rounds, n, [&] { (void)machinery::ParseJson(text); });
+  // Refusals name what to write (issue #23): a plan typo lists the plans the rule accepts, a
+  // missing compositionRef the compositions; both evaluate changed copies of the claim.
+  auto refuse = [&](const Json& bad) {
+    causes.clear();
+    rules->Validate(bad, nullptr, causes);
+    if (causes.size() != 1) {
+      std::fprintf(stderr, "expected one cause, got %zu\n", causes.size());
+      std::exit(1);
+    }
+  };
+  Json typo = claim;
+  typo["spec"]["plan"] = "postgresql-single-nanoo";
+  Json unreferenced = claim;
+  unreferenced["spec"].erase("compositionRef");
+  double typo_ns = NsPerCall(rounds, n, [&] { refuse(typo); });
+  double unreferenced_ns = NsPerCall(rounds, n, [&] { refuse(unreferenced); });
 
   std::printf("PostgreSQL claim rule set: %zu rules, claim of %zu bytes\n", rules->size(),
               text.size());
@@ -101,6 +119,10 @@ int Run(bool quick) {
               create_ns / 1000, create_ns / structural_ns, create_ns / parse_ns);
   std::printf("  update path   %8.2f us/object  (%.2fx structural validation, %.2fx JSON parse)\n",
               update_ns / 1000, update_ns / structural_ns, update_ns / parse_ns);
+  std::printf("  refused, plan typo           %8.2f us/object  (%.2fx create path)\n",
+              typo_ns / 1000, typo_ns / create_ns);
+  std::printf("  refused, no compositionRef   %8.2f us/object  (%.2fx create path)\n",
+              unreferenced_ns / 1000, unreferenced_ns / create_ns);
   std::printf("  baselines: structural validation %.2f us, JSON parse %.2f us\n",
               structural_ns / 1000, parse_ns / 1000);
 
