@@ -806,7 +806,7 @@ core::Result<ClaimAnswers> DecideClaims(const std::vector<ClaimQuestion>& questi
 }
 
 core::Status CheckBindable(client::RestClient& app, const std::vector<Json>& apis,
-                          const std::string& secret_name) {
+                           const std::string& secret_name) {
   ResourceClient bindings(app, kBindings, kBindNamespace);
   std::vector<std::string> problems;
   for (const Json& api : apis) {
@@ -827,10 +827,10 @@ core::Status CheckBindable(client::RestClient& app, const std::vector<Json>& api
     std::string ref_ns =
         machinery::GetString(*existing, {"spec", "kubeconfigSecretRef", "namespace"});
     if (secret_name.empty() || ref_name != secret_name || ref_ns != kBindNamespace) {
-      problems.push_back(fmt::format(
-          "{}: already bound from another service provider (secret {}/{}); delete "
-          "APIServiceBinding {} first if you mean to switch providers",
-          name, ref_ns, ref_name, name));
+      problems.push_back(
+          fmt::format("{}: already bound from another service provider (secret {}/{}); delete "
+                      "APIServiceBinding {} first if you mean to switch providers",
+                      name, ref_ns, ref_name, name));
     }
   }
   if (problems.empty()) return core::Status::Ok();
@@ -958,7 +958,8 @@ core::Result<std::vector<std::string>> WaitForBindingsReady(client::RestClient& 
     for (const std::string& name : names) {
       auto binding = bindings.Get(name);
       if (!binding.ok()) {
-        waiting.push_back(fmt::format("APIServiceBinding {}: {}", name, binding.status().message()));
+        waiting.push_back(
+            fmt::format("APIServiceBinding {}: {}", name, binding.status().message()));
         continue;
       }
       auto ready = reconcile::FindCondition(*binding, "Ready");

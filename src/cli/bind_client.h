@@ -59,7 +59,7 @@ core::Result<BindingProvider> ParseBindingProvider(std::string_view body, const 
 // The BindingResponse of §1.9, checked: kind, apiVersion, oauth2CodeGrant.sid == `session_id`,
 // a kubeconfig, at least one request, each an APIServiceExportRequest of kBindApiVersion.
 struct BindingResponse {
-  std::string id;          // "<issuer>/<subject>", informational
+  std::string id;  // "<issuer>/<subject>", informational
   // authentication.oauth2CodeGrant.displayName, optional: the name a person knows the user
   // by (the ID token's preferred_username, else email, else name).
   std::string display_name;

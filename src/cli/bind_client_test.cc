@@ -304,11 +304,11 @@ TEST_F(BindClientTest, BindingsAreCreatedOnceAndRefuseAnotherProvider) {
   EXPECT_EQ(machinery::GetString(*binding, {"spec", "kubeconfigSecretRef", "name"}),
             "kubeconfig-abc");
 
-  auto again = CreateBindings(app(), request, "kubeconfig-abc", {.accept_all = true}, false, nullptr,
-                              Out());
+  auto again =
+      CreateBindings(app(), request, "kubeconfig-abc", {.accept_all = true}, false, nullptr, Out());
   ASSERT_TRUE(again.ok()) << again.status().ToString();
-  auto other = CreateBindings(app(), request, "kubeconfig-other", {.accept_all = true}, false, nullptr,
-                              Out());
+  auto other = CreateBindings(app(), request, "kubeconfig-other", {.accept_all = true}, false,
+                              nullptr, Out());
   ASSERT_FALSE(other.ok());
   EXPECT_NE(other.status().message().find("another service provider"), std::string::npos);
 
@@ -317,7 +317,6 @@ TEST_F(BindClientTest, BindingsAreCreatedOnceAndRefuseAnotherProvider) {
   EXPECT_NE(table->find("postgresqlinstances.anynines.com"), std::string::npos) << *table;
   EXPECT_NE(table->find("NAME"), std::string::npos);
 }
-
 
 TEST(BindingResponse, DisplayNameIsTheNameAPersonKnowsElseTheSubject) {
   Json doc = *machinery::ParseJson(ResponseJson("s1"));
@@ -394,7 +393,8 @@ TEST_F(BindClientTest, ClaimsOfEveryApiAreDecidedBeforeAnyIsBound) {
     auto made = CreateBindings(app(), request, "kubeconfig-abc", *answers, false, nullptr, Out());
     ASSERT_TRUE(made.ok()) << made.status().ToString();
   }
-  auto binding = Resource(tb::kApiServiceBindings, kBindNamespace).Get("servicebindings.anynines.com");
+  auto binding =
+      Resource(tb::kApiServiceBindings, kBindNamespace).Get("servicebindings.anynines.com");
   ASSERT_TRUE(binding.ok());
   EXPECT_EQ((*binding)["spec"]["permissionClaims"][0]["state"], "Accepted");
   EXPECT_EQ((*binding)["spec"]["permissionClaims"][1]["state"], "Rejected");
@@ -460,7 +460,6 @@ TEST_F(BindClientTest, BindingsNotReadySayWhatTheyWaitFor) {
   EXPECT_TRUE(done->empty());
 }
 
-
 // The other ways binding could stop half way are found before anything is written too: an API
 // bound from another provider, a claim on the cluster's own machinery; all in one error.
 TEST_F(BindClientTest, BindabilityIsCheckedForEveryApiBeforeAnyIsBound) {
@@ -490,7 +489,8 @@ TEST_F(BindClientTest, BindabilityIsCheckedForEveryApiBeforeAnyIsBound) {
       << message;
   EXPECT_EQ(refused.reason(), core::Reason::kForbidden);
   EXPECT_FALSE(CheckGrantable("", "pods", Json::array()).ok());
-  EXPECT_TRUE(CheckGrantable("anynines.com", "backups", {tb::PermissionClaim("secrets", "Provider")}).ok());
+  EXPECT_TRUE(
+      CheckGrantable("anynines.com", "backups", {tb::PermissionClaim("secrets", "Provider")}).ok());
 }
 
 }  // namespace

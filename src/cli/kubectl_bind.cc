@@ -317,8 +317,7 @@ int BindRequests(client::RestClient& app, const std::string& provider_kubeconfig
   }
   std::vector<std::string> names;
   for (const Json& request : accepted) {
-    auto made =
-        bind::CreateBindings(app, request, secret, answers, f.dry_run, &printed, out);
+    auto made = bind::CreateBindings(app, request, secret, answers, f.dry_run, &printed, out);
     if (!made.ok()) return Fail(made.status());
     names.insert(names.end(), made->begin(), made->end());
   }
@@ -361,7 +360,8 @@ int BindRequests(client::RestClient& app, const std::string& provider_kubeconfig
 int ShowBindings(client::RestClient& app, const std::vector<std::string>& names,
                  const CommonFlags& f) {
   if (f.dry_run || names.empty()) return 0;
-  auto waited = bind::WaitForBindingsReady(app, names, ParseDuration(f.ready_timeout, {}), Output());
+  auto waited =
+      bind::WaitForBindingsReady(app, names, ParseDuration(f.ready_timeout, {}), Output());
   auto table = bind::BindingsTable(app, names);
   if (table.ok()) std::cout << *table;
   if (waited.ok()) {
@@ -387,8 +387,7 @@ core::Status CheckBindable(client::RestClient& app, const std::string& provider_
 // called for all the APIs of a run before the first is bound.
 core::Status DecideRemainingClaims(client::RestClient& app, const std::vector<Json>& requests,
                                    const CommonFlags& f, bind::ClaimAnswers& answers) {
-  KLUTCH_ASSIGN_OR_RETURN(auto questions,
-                          bind::ClaimQuestions(app, bind::RequestedApis(requests)));
+  KLUTCH_ASSIGN_OR_RETURN(auto questions, bind::ClaimQuestions(app, bind::RequestedApis(requests)));
   std::erase_if(questions, [&](const bind::ClaimQuestion& q) {
     return answers.Find(q.binding, q.group, q.resource).has_value();
   });
@@ -670,8 +669,8 @@ core::Result<std::vector<bind::BindingResponse>> DeviceLogin(
   if (const Json* list = machinery::Find(*device_session, {"apis"});
       list != nullptr && list->is_array()) {
     for (const Json& a : *list) {
-      auto key = std::make_pair(machinery::GetString(a, {"resource"}),
-                                machinery::GetString(a, {"group"}));
+      auto key =
+          std::make_pair(machinery::GetString(a, {"resource"}), machinery::GetString(a, {"group"}));
       if (std::find(chosen.begin(), chosen.end(), key) != chosen.end()) offered.push_back(a);
     }
   }
@@ -806,8 +805,8 @@ int RunBind(BindFlags& f) {
     return Fail(st);
   }
   std::vector<std::string> bound;
-  int code = BindRequests(**app, response.kubeconfig, "", "", response.requests, answers,
-                          f.common, bound);
+  int code =
+      BindRequests(**app, response.kubeconfig, "", "", response.requests, answers, f.common, bound);
   return code != 0 ? code : ShowBindings(**app, bound, f.common);
 }
 

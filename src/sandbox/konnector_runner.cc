@@ -308,9 +308,9 @@ class KonnectorRunner::Impl {
     for (const auto& [field, value] : status.items()) current = current && same(field);
     // Kubernetes omits a zero unavailableReplicas.
     Json unavailable = want > ready ? Json(want - ready) : Json();
-    current = current && (have == nullptr ? unavailable.is_null()
-                                          : have->value("unavailableReplicas", Json()) ==
-                                                unavailable);
+    current =
+        current && (have == nullptr ? unavailable.is_null()
+                                    : have->value("unavailableReplicas", Json()) == unavailable);
     const Json* have_conditions =
         have != nullptr ? machinery::Find(*have, {"conditions"}) : nullptr;
     for (const Json& c : conditions) {
@@ -375,13 +375,14 @@ class KonnectorRunner::Impl {
     kubeconfig.ns = ns;
     KLUTCH_RETURN_IF_ERROR(serving::WriteKubeconfig(dir / "kubeconfig", kubeconfig));
     core::MutexLock lock(mu_);
-    running_[key] = Run{.processes = {},
-                        .template_hash = hash,
-                        .ns = ns,
-                        .service_account = sa,
-                        .dir = dir,
-                        .token_file = token_file,
-                        .token_renew_at = std::chrono::steady_clock::now() + options_.token_ttl / 2};
+    running_[key] =
+        Run{.processes = {},
+            .template_hash = hash,
+            .ns = ns,
+            .service_account = sa,
+            .dir = dir,
+            .token_file = token_file,
+            .token_renew_at = std::chrono::steady_clock::now() + options_.token_ttl / 2};
     return core::Status::Ok();
   }
 

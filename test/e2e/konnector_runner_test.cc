@@ -4,6 +4,8 @@
 // Deployment reads 2/2 ready through real kubectl (issue #23: it read 1/2); a hung leader
 // reads 1/2 and loses the Lease to the standby, then comes back as a standby (2/2); scaled to
 // one, replica 1 stops and replica 0 leads.
+#include "sandbox/konnector_runner.h"
+
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -16,7 +18,6 @@
 #include "client/dynamic.h"
 #include "client/kubeconfig.h"
 #include "machinery/object.h"
-#include "sandbox/konnector_runner.h"
 #include "sandbox/processes.h"
 #include "test/support/process.h"
 #include "test/support/wait.h"
@@ -45,9 +46,10 @@ TEST(KonnectorRunner, RunsAProcessPerReplicaAndReportsThemReady) {
       << progress.str();
 
   sandbox::ProcessSet processes;
-  sandbox::KonnectorRunner runner(
-      **admin, processes,
-      {.cluster_name = "app", .klutch_binary = (kBin / "klutch").string(), .dir = dir.path() / "k"});
+  sandbox::KonnectorRunner runner(**admin, processes,
+                                  {.cluster_name = "app",
+                                   .klutch_binary = (kBin / "klutch").string(),
+                                   .dir = dir.path() / "k"});
   runner.Start();
   auto kubectl = [&](const std::string& args) {
     return RunShell("kubectl --kubeconfig " + server->kubeconfig().string() + " " + args,

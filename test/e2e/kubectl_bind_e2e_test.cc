@@ -43,9 +43,9 @@ class KubectlBindE2eTest : public ::testing::Test {
   static void SetUpTestSuite() {
     dir_ = new TempDir("klutch-kubectl-bind-e2e");
     state_ = dir_->path() / "state";
-    up_ = new ChildProcess({(kBin / "klutch").string(), "up", "--state-dir", state_.string(),
-                            "--app-clusters", "2"},
-                           dir_->path() / "up.log");
+    up_ = new ChildProcess(
+        {(kBin / "klutch").string(), "up", "--state-dir", state_.string(), "--app-clusters", "2"},
+        dir_->path() / "up.log");
     bool ready = Eventually(
         [] {
           return Read(dir_->path() / "up.log").find("(ready in") != std::string::npos ||
@@ -82,8 +82,8 @@ class KubectlBindE2eTest : public ::testing::Test {
   static CommandResult Kubectl(const std::string& cluster, const std::string& args) {
     return RunShell(
         "kubectl --kubeconfig " + (state_ / (cluster + ".kubeconfig")).string() + " " + args,
-        {{"HOME", dir_->path().string()}, {"PATH", kBin.string() + ":/usr/bin:/bin"}},
-        dir_->path(), 60s);
+        {{"HOME", dir_->path().string()}, {"PATH", kBin.string() + ":/usr/bin:/bin"}}, dir_->path(),
+        60s);
   }
 
   // `kubectl bind --headless` for App Cluster 2 with `flags`, stdin /dev/null (no terminal),
@@ -100,10 +100,12 @@ class KubectlBindE2eTest : public ::testing::Test {
                                      (state_ / "pki" / "ca.crt").string(),
                                      "--headless"};
     argv.insert(argv.end(), flags.begin(), flags.end());
-    ChildProcess bind(argv, log,
-                      {{"PATH", kBin.string() + ":/usr/bin:/bin"}, {"HOME", dir_->path().string()}});
+    ChildProcess bind(
+        argv, log, {{"PATH", kBin.string() + ":/usr/bin:/bin"}, {"HOME", dir_->path().string()}});
     Eventually(
-        [&] { return Read(log).find("Waiting for the login") != std::string::npos || !bind.running(); },
+        [&] {
+          return Read(log).find("Waiting for the login") != std::string::npos || !bind.running();
+        },
         60s);
     *out = Read(log);
     std::smatch m;
@@ -141,9 +143,8 @@ TEST_F(KubectlBindE2eTest, A_WithoutATerminalEveryClaimIsAskedForBeforeAnythingI
   std::string namespaces_before = Kubectl("control-plane", "get namespaces -o name").out;
   std::string out;
   // postgresqlinstances has no claim, servicebindings claims Secrets and ConfigMaps.
-  int code = BindHeadless({"--api", "postgresqlinstances.anynines.com", "--api",
-                           "servicebindings.anynines.com"},
-                          &out);
+  int code = BindHeadless(
+      {"--api", "postgresqlinstances.anynines.com", "--api", "servicebindings.anynines.com"}, &out);
   EXPECT_EQ(code, 1) << out;
   EXPECT_NE(out.find("1. servicebindings.anynines.com: The provider wants to create and update "
                      "secrets"),
@@ -181,8 +182,8 @@ TEST_F(KubectlBindE2eTest, B_BindingNamesNoIssuerAndPrintsTheBindingsOnceReady) 
   std::string table = out.substr(header);
   EXPECT_NE(table.find("PROVIDER"), std::string::npos) << table;
   for (const char* api : {"postgresqlinstances.anynines.com", "servicebindings.anynines.com"}) {
-    ASSERT_TRUE(std::regex_search(table, m,
-                                  std::regex(std::string(api) + "\\s+(.+?)\\s+(True|False)\\b")))
+    ASSERT_TRUE(
+        std::regex_search(table, m, std::regex(std::string(api) + "\\s+(.+?)\\s+(True|False)\\b")))
         << table;
     EXPECT_NE(std::string(m[1]), "<none>") << table;
     EXPECT_EQ(std::string(m[2]), "True") << table;
@@ -207,9 +208,9 @@ TEST_F(KubectlBindE2eTest, C_KonnectorDeploymentsAreFullyReady) {
             .out;
     EXPECT_TRUE(holder == "konnector-sandbox-0" || holder == "konnector-sandbox-1") << holder;
     for (const char* replica : {"0", "1"}) {
-      fs::path log = state_ / "konnectors" /
-                     ("konnector-" + std::string(cluster) + "-klutch-bind-konnector-" + replica +
-                      ".log");
+      fs::path log =
+          state_ / "konnectors" /
+          ("konnector-" + std::string(cluster) + "-klutch-bind-konnector-" + replica + ".log");
       EXPECT_NE(Read(log).find("identity konnector-sandbox-" + std::string(replica)),
                 std::string::npos)
           << log;
