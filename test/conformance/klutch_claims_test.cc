@@ -432,6 +432,18 @@ TEST_F(KlutchClaims, KubectlPrintsTheRejection) {
             "The PostgresqlInstance \"pg\" is invalid: spec.plan: Invalid value: \"string\": Plan "
             "migrations not possible from Non-SSL to SSL and SSL to Non-SSL\n");
   RunShell("kubectl delete postgresqlinstance pg", vars, work.path(), std::chrono::seconds(60));
+  // A claim without compositionRef: one line saying what to set (issue #23: three `no such
+  // key` errors, one about Bionic plans).
+  Json unreferenced = Pg("a9s-postgresql", "a9s-postgresql15", "postgresql-single-nano");
+  unreferenced["spec"].erase("compositionRef");
+  auto file = work.Write("unreferenced.yaml", machinery::Dump(unreferenced));
+  r = RunShell("kubectl apply -f " + file.string(), vars, work.path(), std::chrono::seconds(60));
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_EQ(r.err,
+            "The PostgresqlInstance \"pg\" is invalid: spec.compositionRef: Required value: rules "
+            "\"Unsupported service used for postgresql\", \"Unsupported plan used for "
+            "postgresql\" and \"Bionic plans are only supported by a9s PostgreSQL 13\" read "
+            "spec.compositionRef.name: set it (supported values: \"a9s-postgresql\")\n");
 }
 
 // kubectl explain describes every field Crossplane adds to a claim (issue #23: they showed
