@@ -213,6 +213,21 @@ TEST(Ids, AcceptLettersAndDigitsOnly) {
   }
 }
 
+TEST(ClusterNameParameter, TrimsAndRefusesWhatCannotBeAName) {
+  EXPECT_EQ(ClusterNameParameter(std::nullopt).value(), "");
+  EXPECT_EQ(ClusterNameParameter(" kind-app-1 ").value(), "kind-app-1");
+  EXPECT_EQ(ClusterNameParameter("arn:aws:eks:eu-1:42:cluster/app").value(),
+            "arn:aws:eks:eu-1:42:cluster/app");
+  EXPECT_EQ(ClusterNameParameter(std::string(253, 'x')).value().size(), 253u);
+  for (const std::string& bad :
+       {std::string(254, 'x'), std::string("a\nb"), std::string("a\x7f")}) {
+    auto r = ClusterNameParameter(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().reason(), core::Reason::kBadRequest);
+    EXPECT_NE(r.status().message().find("parameter n (the cluster's name)"), std::string::npos);
+  }
+}
+
 TEST(CliRedirectUrl, PortOrLoopbackUrlOnly) {
   EXPECT_EQ(*CliRedirectUrl(std::nullopt, "8080"), "http://localhost:8080/callback");
   EXPECT_EQ(*CliRedirectUrl("http://127.0.0.1:9/cb?x=1", std::nullopt),
