@@ -11,6 +11,7 @@
 #include "apis/crossplane_crds.h"
 #include "client/discovery.h"
 #include "client/dynamic.h"
+#include "compose/composed_status.h"
 #include "compose/function.h"
 #include "compose/names.h"
 #include "compose/selection.h"
@@ -910,6 +911,8 @@ core::Result<Result> XrdRuntime::CompositeFailed(const Json& xr, std::string_vie
                  .CommitStatus(xr, modified);
     xr_writes_.Wrote(machinery::Name(xr), xr, w);
     if (!w.ok()) return w.status();
+    KLUTCH_LOG(kWarn, "compose", "{} {}: {}: {}", types_.xr_kind, machinery::Name(xr), reason,
+               message);
     impl_.events_.Event(xr, reconcile::kEventTypeWarning, reason, message);
   }
   if (retry) return Result::Requeue();
@@ -1095,7 +1098,8 @@ core::Result<Result> XrdRuntime::ReconcileComposite(const Request& r) {
   // Apply what differs.
   Json refs = Json::array();
   std::set<std::string> wanted;  // "gvr|ns/name"
-  std::vector<std::string> unready;
+  std::vector<std::string> unready;  // name, and ": why" when the resource says why
+  bool failing = false;              // one of them reports an error, not progress
   for (DesiredResource& d : desired) {
     auto tit = targets.find(d.name);
     if (tit == targets.end()) continue;
@@ -1122,7 +1126,11 @@ core::Result<Result> XrdRuntime::ReconcileComposite(const Request& r) {
                         {"name", t.name}});
     wanted.insert(GvrKey(t.gvr) + "|" + t.ns + "/" + t.name);
     auto obs = observed.find(d.name);
-    if (!d.ready) unready.push_back(d.name);
+    if (!d.ready) {
+      std::string why = obs == observed.end() ? "" : UnreadyReason(obs->second.object);
+      unready.push_back(why.empty() ? d.name : d.name + ": " + why);
+      failing = failing || (obs != observed.end() && ComposedFailing(obs->second.object));
+    }
     if (obs != observed.end() &&
         machinery::Covers(obs->second.object, object, machinery::ListCover::kInOrder)) {
       continue;
@@ -1226,8 +1234,8 @@ core::Result<Result> XrdRuntime::ReconcileComposite(const Request& r) {
     reconcile::SetCondition(modified,
                             {.type = "Ready",
                              .status = "False",
-                             .reason = "Creating",
-                             .message = "Unready resources: " + core::Join(unready, ", ")},
+                             .reason = failing ? "Unavailable" : "Creating",
+                             .message = "Unready resources: " + core::Join(unready, "; ")},
                             impl_.clock_);
   }
   auto w = committer.CommitStatus(current, modified);
@@ -1292,6 +1300,8 @@ core::Result<Result> XrdRuntime::ClaimFailed(const Json& claim, std::string_view
                  .CommitStatus(claim, modified);
     claim_writes_.Wrote(machinery::Namespace(claim) + "/" + machinery::Name(claim), claim, w);
     if (!w.ok()) return w.status();
+    KLUTCH_LOG(kWarn, "compose", "{} {}/{}: {}: {}", GetString(claim, {"kind"}),
+               machinery::Namespace(claim), machinery::Name(claim), reason, message);
     impl_.events_.Event(claim, reconcile::kEventTypeWarning, reason, message);
   }
   return Result::Done();
@@ -1548,8 +1558,18 @@ core::Result<Result> XrdRuntime::ReconcileClaim(const Request& r) {
     }
   }
   modified["status"] = status;
-  reconcile::SetCondition(
-      modified, {.type = "Synced", .status = "True", .reason = "ReconcileSuccess"}, impl_.clock_);
+  // Synced: the claim's own reconcile went well; an error composing its XR is the claim's
+  // error too, since the claim is all its author sees (issue #23).
+  auto xr_synced = reconcile::FindCondition(xr_now, "Synced");
+  const bool xr_failed = xr_synced && xr_synced->status == reconcile::kConditionFalse;
+  if (xr_failed) {
+    xr_synced->last_transition_time.clear();
+    xr_synced->observed_generation = 0;
+    reconcile::SetCondition(modified, *xr_synced, impl_.clock_);
+  } else {
+    reconcile::SetCondition(
+        modified, {.type = "Synced", .status = "True", .reason = "ReconcileSuccess"}, impl_.clock_);
+  }
   if (auto ready = reconcile::FindCondition(xr_now, "Ready")) {
     ready->last_transition_time.clear();
     ready->observed_generation = 0;
@@ -1557,8 +1577,8 @@ core::Result<Result> XrdRuntime::ReconcileClaim(const Request& r) {
   } else {
     // The XR was just created: its first status (written moments from now) queues the claim
     // again, so a status write now would only be overwritten. Unless the claim shows an error
-    // that is gone.
-    if (!reconcile::IsConditionFalse(current, "Synced")) return Result::Done();
+    // that is gone, or the XR one to show.
+    if (!xr_failed && !reconcile::IsConditionFalse(current, "Synced")) return Result::Done();
     reconcile::SetCondition(modified,
                             {.type = "Ready",
                              .status = "False",

@@ -1229,6 +1229,47 @@ TEST_F(ComposeEngineTest, ForegroundDeletionKeepsTheClaimUntilComposedResourcesA
       << Dump(Get(kObjects, "", object));
 }
 
+// Issue #23: why a composed resource is not ready reaches the XR and the claim, and an error
+// (not progress) makes the reason Unavailable.
+TEST_F(ComposeEngineTest, AComposedResourcesReasonReachesTheClaim) {
+  const Definition& d = Def("PostgresqlInstance");
+  Claim("PostgresqlInstance", "why", "pg",
+        Yaml("{service: a9s-postgresql15, plan: postgresql-single-nano, compositionRef: {name: "
+             "a9s-postgresql}}"));
+  std::string mr = WaitComposed(d, "why", "pg", kServiceInstances);
+  ASSERT_FALSE(mr.empty());
+  auto set_conditions = [&](Json conditions) {
+    MergePatch(kServiceInstances, "", mr, {{"status", {{"conditions", conditions}}}}, "status");
+  };
+  auto claim_ready = [&] { return reconcile::FindCondition(Get(d.claim, "why", "pg"), "Ready"); };
+  set_conditions(Json::array({{{"type", "Ready"},
+                               {"status", "False"},
+                               {"reason", "Creating"},
+                               {"message", "the broker is provisioning the instance"},
+                               {"lastTransitionTime", "2026-01-01T00:00:00Z"}}}));
+  EXPECT_TRUE(Eventually([&] {
+    auto c = claim_ready();
+    return c && c->reason == "Creating" &&
+           c->message.ends_with(": the broker is provisioning the instance");
+  })) << Dump(Get(d.claim, "why", "pg"));
+  set_conditions(Json::array({{{"type", "Ready"},
+                               {"status", "False"},
+                               {"reason", "Creating"},
+                               {"message", "the broker is provisioning the instance"},
+                               {"lastTransitionTime", "2026-01-01T00:00:00Z"}},
+                              {{"type", "Synced"},
+                               {"status", "False"},
+                               {"reason", "ReconcileError"},
+                               {"message", "Instance limit reached."},
+                               {"lastTransitionTime", "2026-01-01T00:00:00Z"}}}));
+  EXPECT_TRUE(Eventually([&] {
+    auto c = claim_ready();
+    return c && c->status == "False" && c->reason == "Unavailable" &&
+           c->message.starts_with("Unready resources: ") &&
+           c->message.ends_with(": Instance limit reached.");
+  })) << Dump(Get(d.claim, "why", "pg"));
+}
+
 // As Crossplane does: the claim's annotations reach its XR (provider-anynines reads
 // klutch.anynines.com/delete-in-use there), Kubernetes' own do not.
 TEST_F(ComposeEngineTest, TheClaimsAnnotationsReachItsCompositeResource) {
@@ -1372,6 +1413,10 @@ TEST_F(ComposeEngineTest, FailingPatchesAreReportedOnTheCompositeAndComposeNothi
       EXPECT_NE(message.find("huge"), std::string::npos) << message;
     }
     EXPECT_TRUE(List(kMrBackups, "", "crossplane.io/composite=" + machinery::Name(xr)).empty());
+    // The claim is all its author sees: the XR's error is its error (issue #23).
+    EXPECT_TRUE(Eventually([&] {
+      return ConditionMessage(Get(kWidgets, "bad", name), "Synced") == message;
+    })) << Dump(Get(kWidgets, "bad", name));
   }
   std::this_thread::sleep_for(500ms);
   EXPECT_TRUE(List(kMrBackups).empty());

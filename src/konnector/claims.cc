@@ -61,10 +61,7 @@ std::string ClaimSyncer::EffectiveOwner(const Json& object, bool provider_side) 
 }
 
 bool ClaimSyncer::Matches(const Json& object) const {
-  // Service-account tokens are credentials of one cluster: never copied.
-  if (machinery::GetString(object, {"type"}) == "kubernetes.io/service-account-token") {
-    return false;
-  }
+  if (ClusterManaged(gvr_.group, gvr_.resource, object)) return false;
   if (names_.empty()) return true;
   for (const auto& n : names_) {
     if (n == "*" || n == machinery::Name(object)) return true;

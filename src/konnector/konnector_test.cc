@@ -302,6 +302,47 @@ TEST_F(KonnectorTest, BindingConnectsAndClaimsSyncBothWays) {
   }));
 }
 
+// Issue #23: a reason the Control Plane gives reaches the developer in their own names, as the
+// condition message and as an Event `kubectl describe` shows.
+TEST_F(KonnectorTest, AFailureOnTheControlPlaneIsExplainedInTheDevelopersNames) {
+  EXPECT_TRUE(Until(
+      [&] { return App(client::resources::kCustomResourceDefinitions).Get(kBindingName).ok(); }));
+  CreateApp(kInstances, Instance("dev", "db", "14"));
+  EXPECT_TRUE(Until([&] { return Cp(kInstances, Mapped("dev")).Get("db").ok(); }));
+  const std::string pns = Mapped("dev");
+  ASSERT_NE(pns, "dev");
+  Json status = {{"status",
+                  {{"conditions",
+                    Json::array({{{"type", "Ready"},
+                                  {"status", "False"},
+                                  {"reason", "Unavailable"},
+                                  {"lastTransitionTime", "2026-01-01T00:00:00Z"},
+                                  {"message", "Unready resources: binding: instance \"pg\" was not "
+                                              "found in namespace \"" + pns + "\""}}})}}}};
+  ASSERT_TRUE(Cp(kInstances, pns)
+                  .Patch("db", client::PatchType::kMerge, machinery::Dump(status), {}, "status")
+                  .ok());
+  const std::string want =
+      "Unready resources: binding: instance \"pg\" was not found in namespace \"dev\"";
+  EXPECT_TRUE(Until([&] {
+    auto d = App(kInstances, "dev").Get("db");
+    auto ready = d.ok() ? reconcile::FindCondition(*d, "Ready") : std::nullopt;
+    return ready && ready->message == want;
+  }));
+  auto event_with = [&](const std::string& message) {
+    auto events = App(client::resources::kEvents, "dev").List();
+    if (!events.ok()) return false;
+    for (const auto& e : (*events)["items"]) {
+      if (e["reason"] == "Unavailable" && e["type"] == "Warning" && e["message"] == message &&
+          machinery::GetString(e, {"involvedObject", "name"}) == "db") {
+        return true;
+      }
+    }
+    return false;
+  };
+  EXPECT_TRUE(Until([&] { return event_with(want); }));
+}
+
 TEST_F(KonnectorTest, ProviderObjectsAreAdoptedAndClaimedSecretsFollowTheirOwner) {
   CreateApp(kInstances, Instance("dev", "seed", "14"));  // maps namespace dev
   ASSERT_TRUE(Until([&] { return Cp(kInstances, Mapped("dev")).Get("seed").ok(); }));

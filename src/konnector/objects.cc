@@ -17,7 +17,97 @@ bool BoolField(const Json& obj, std::string_view key) {
   return v && v->is_boolean() && *v == true;
 }
 
+bool NameChar(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'; }
+
+std::string ReplaceName(const std::string& text, std::string_view from, std::string_view to) {
+  std::string out;
+  size_t at = 0;
+  for (size_t hit = text.find(from); hit != std::string::npos; hit = text.find(from, hit + 1)) {
+    size_t end = hit + from.size();
+    if ((hit > 0 && NameChar(text[hit - 1])) || (end < text.size() && NameChar(text[end]))) {
+      continue;
+    }
+    out.append(text, at, hit - at).append(to);
+    at = end;
+    hit = end - 1;
+  }
+  if (at == 0) return text;
+  return out.append(text, at);
+}
+
+void TranslateConditions(Json& node, std::string_view from, std::string_view to, int depth) {
+  if (depth > 32) return;
+  if (node.is_object()) {
+    for (auto it = node.begin(); it != node.end(); ++it) {
+      if (it.key() == "conditions" && it->is_array()) {
+        for (Json& c : *it) {
+          if (!c.is_object()) continue;
+          auto m = c.find("message");
+          if (m != c.end() && m->is_string()) {
+            *m = ReplaceName(*m->get_ptr<const std::string*>(), from, to);
+          }
+        }
+      } else {
+        TranslateConditions(*it, from, to, depth + 1);
+      }
+    }
+  } else if (node.is_array()) {
+    for (Json& e : node) TranslateConditions(e, from, to, depth + 1);
+  }
+}
+
 }  // namespace
+
+bool ClusterManaged(std::string_view group, std::string_view resource, const Json& object) {
+  if (!group.empty()) return false;
+  if (resource == "secrets") {
+    return machinery::GetString(object, {"type"}) == "kubernetes.io/service-account-token";
+  }
+  const std::string name = machinery::Name(object);
+  return (resource == "configmaps" && name == "kube-root-ca.crt") ||
+         (resource == "serviceaccounts" && name == "default");
+}
+
+Json StatusInConsumerTerms(const Json& status, std::string_view provider_ns,
+                           std::string_view consumer_ns) {
+  Json out = status;
+  if (provider_ns.empty() || consumer_ns.empty() || provider_ns == consumer_ns) return out;
+  TranslateConditions(out, provider_ns, consumer_ns, 0);
+  return out;
+}
+
+std::vector<ConditionNews> FalseConditionNews(const Json* before_status, const Json* after_status,
+                                              std::string_view skip_type) {
+  std::vector<ConditionNews> news;
+  const Json* after = after_status ? Field(*after_status, "conditions") : nullptr;
+  if (!after || !after->is_array()) return news;
+  const Json* before = before_status ? Field(*before_status, "conditions") : nullptr;
+  auto text = [](const Json& c, const char* key) {
+    const Json* v = Field(c, key);
+    return v && v->is_string() ? *v->get_ptr<const std::string*>() : std::string();
+  };
+  for (const Json& c : *after) {
+    std::string type = text(c, "type");
+    if (type.empty() || type == skip_type || text(c, "status") != "False") continue;
+    std::string reason = text(c, "reason"), message = text(c, "message");
+    bool seen = false;
+    if (before && before->is_array()) {
+      for (const Json& b : *before) {
+        if (text(b, "type") == type && text(b, "status") == "False" &&
+            text(b, "reason") == reason && text(b, "message") == message) {
+          seen = true;
+        }
+      }
+    }
+    if (seen) continue;
+    news.push_back({.type = type,
+                    .event_type = reason == "Creating" || reason == "Deleting" ? "Normal"
+                                                                                : "Warning",
+                    .reason = reason.empty() ? type + "False" : reason,
+                    .message = message.empty() ? type + " is False" : message});
+  }
+  return news;
+}
 
 Json ExportToCrd(const Json& export_object, const Json& binding) {
   const Json* spec = machinery::Find(export_object, {"spec"});

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "client/kubeconfig.h"
 #include "machinery/object.h"
@@ -52,6 +53,30 @@ void InjectClusterNamespace(Json& object, const std::string& provider_ns,
                             const std::string& namespace_uid);
 // Undoes InjectClusterNamespace (annotation and the Namespace ownerReference).
 void ClearClusterNamespace(Json& object);
+
+// True for what each cluster makes for itself and that claims never copy or contest (§4.12):
+// service-account token Secrets (credentials of one cluster), the ConfigMap kube-root-ca.crt
+// (the root CA bundle kube-controller-manager publishes in every namespace) and the `default`
+// ServiceAccount. `group`/`resource` are the claimed resource's.
+bool ClusterManaged(std::string_view group, std::string_view resource, const Json& object);
+
+// A provider object's status as the consumer reads it (§4.11): every condition message, at any
+// depth (status.conditions, and nested ones such as a claim's status.managed.conditions), with
+// the provider namespace `provider_ns` named as the consumer's namespace `consumer_ns`, so a
+// reason reads in the developer's names, not the Control Plane's. Whole names only: the
+// characters around a match are not [a-z0-9-]. No-op when either namespace is empty.
+Json StatusInConsumerTerms(const Json& status, std::string_view provider_ns,
+                           std::string_view consumer_ns);
+
+// A top-level condition that a status change turned False, or whose reason or message changed
+// while False: what the konnector tells the consumer with an Event. `event_type` is Warning,
+// or Normal for progress (reasons Creating and Deleting). Conditions of type `skip_type` (the
+// konnector's own) are ignored.
+struct ConditionNews {
+  std::string type, event_type, reason, message;
+};
+std::vector<ConditionNews> FalseConditionNews(const Json* before_status, const Json* after_status,
+                                              std::string_view skip_type);
 
 // A binding's kubeconfig Secret, checked (§4.2).
 struct KubeconfigCheck {

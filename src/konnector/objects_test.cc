@@ -126,5 +126,65 @@ TEST(CheckKubeconfigSecret, ReportsWhatIsWrong) {
   EXPECT_EQ(ok.config.bearer_token, "abc");
 }
 
+TEST(StatusInConsumerTerms, NamesTheDevelopersNamespaceInEveryConditionMessage) {
+  Json status = Json::parse(R"({
+    "conditions": [{"type": "Ready", "status": "False", "reason": "Unavailable",
+      "message": "instance \"pg\" was not found in namespace \"cluster-ab12-default\""}],
+    "managed": {"conditions": [{"type": "Synced", "status": "False",
+      "message": "cluster-ab12-default/pg: see cluster-ab12-default"}]},
+    "other": "cluster-ab12-default"})");
+  Json out = StatusInConsumerTerms(status, "cluster-ab12-default", "default");
+  EXPECT_EQ(out["conditions"][0]["message"], "instance \"pg\" was not found in namespace \"default\"");
+  EXPECT_EQ(out["managed"]["conditions"][0]["message"], "default/pg: see default");
+  EXPECT_EQ(out["other"], "cluster-ab12-default") << "only condition messages are prose";
+}
+
+TEST(StatusInConsumerTerms, ReplacesWholeNamesOnly) {
+  Json status = Json::parse(R"J({"conditions": [{"type": "Ready", "status": "False",
+    "message": "ns-1 ns-10 xns-1 ns-1-a ns-1/b (ns-1)"}]})J");
+  Json out = StatusInConsumerTerms(status, "ns-1", "team");
+  EXPECT_EQ(out["conditions"][0]["message"], "team ns-10 xns-1 ns-1-a team/b (team)");
+  EXPECT_EQ(StatusInConsumerTerms(status, "", "team"), status);
+  EXPECT_EQ(StatusInConsumerTerms(Json("text"), "ns-1", "team"), Json("text"));
+}
+
+TEST(FalseConditionNews, TellsOfNewFalseConditionsOnce) {
+  Json before = Json::parse(R"({"conditions": [
+    {"type": "Ready", "status": "False", "reason": "Creating", "message": "waiting"},
+    {"type": "ControlPlaneSynced", "status": "True", "reason": "Synced"}]})");
+  Json after = Json::parse(R"({"conditions": [
+    {"type": "Ready", "status": "False", "reason": "Unavailable", "message": "broker failed"},
+    {"type": "Synced", "status": "False", "reason": "ReconcileError", "message": "no such key"},
+    {"type": "ControlPlaneSynced", "status": "False", "reason": "Invalid", "message": "x"}]})");
+  auto news = FalseConditionNews(&before, &after, kControlPlaneSyncedCondition);
+  ASSERT_EQ(news.size(), 2u);
+  EXPECT_EQ(news[0].type, "Ready");
+  EXPECT_EQ(news[0].event_type, "Warning");
+  EXPECT_EQ(news[0].reason, "Unavailable");
+  EXPECT_EQ(news[0].message, "broker failed");
+  EXPECT_EQ(news[1].reason, "ReconcileError");
+  EXPECT_TRUE(FalseConditionNews(&after, &after, kControlPlaneSyncedCondition).empty());
+  // Progress is Normal; a condition that is True or absent says nothing.
+  auto progress = FalseConditionNews(nullptr, &before, kControlPlaneSyncedCondition);
+  ASSERT_EQ(progress.size(), 1u);
+  EXPECT_EQ(progress[0].event_type, "Normal");
+  EXPECT_TRUE(FalseConditionNews(&after, nullptr, kControlPlaneSyncedCondition).empty());
+}
+
+TEST(ClusterManaged, WhatEachClusterMakesForItselfIsNeverClaimed) {
+  auto object = [](const char* name, const char* type = "") {
+    Json o = {{"metadata", {{"name", name}, {"namespace", "dev"}}}};
+    if (*type) o["type"] = type;
+    return o;
+  };
+  EXPECT_TRUE(ClusterManaged("", "configmaps", object("kube-root-ca.crt")));
+  EXPECT_FALSE(ClusterManaged("", "configmaps", object("app-config")));
+  EXPECT_FALSE(ClusterManaged("example.com", "configmaps", object("kube-root-ca.crt")));
+  EXPECT_TRUE(ClusterManaged("", "secrets", object("t", "kubernetes.io/service-account-token")));
+  EXPECT_FALSE(ClusterManaged("", "secrets", object("kube-root-ca.crt", "Opaque")));
+  EXPECT_TRUE(ClusterManaged("", "serviceaccounts", object("default")));
+  EXPECT_FALSE(ClusterManaged("", "serviceaccounts", object("builder")));
+}
+
 }  // namespace
 }  // namespace klutch::konnector

@@ -440,7 +440,8 @@ core::Result<Result> ExportSyncer::ReconcileStatus(const Request& request) {
   const Json* ustatus = machinery::Find(*u, {"status"});
   auto synced = reconcile::FindCondition(*d, kSyncedCondition);
   if (ustatus) {
-    modified["status"] = *ustatus;
+    // In the developer's names: their namespace, not the Control Plane's.
+    modified["status"] = namespaced_ ? StatusInConsumerTerms(*ustatus, request.ns, c.ns) : *ustatus;
   } else {
     modified.erase("status");
   }
@@ -474,6 +475,10 @@ core::Result<Result> ExportSyncer::ReconcileStatus(const Request& request) {
       return Result::Done();
     }
     return r.status();
+  }
+  // A condition that turned False says so where the developer looks: `kubectl describe`.
+  for (const ConditionNews& n : FalseConditionNews(before, after, kSyncedCondition)) {
+    ctx_.app_events.Event(*r, n.event_type, n.reason, n.message);
   }
   Observe("down", request.Key());
   return Result::Done();

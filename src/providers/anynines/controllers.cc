@@ -63,14 +63,18 @@ std::optional<int64_t> IntAnnotation(const Json& mr, std::string_view key) {
   return core::ParseInt64(v);
 }
 
-// The one object of `informer` indexed under `value`; UserErrors for none or several.
+// The one object of `informer` indexed under `value`; UserErrors for none or several, in the
+// claim author's terms: the claim `name` their `field` names in namespace `ns`.
 core::Result<client::ObjectPtr> FindOne(client::Informer& informer, const char* index,
                                         const std::string& value, std::string_view what,
-                                        std::string_view name, std::string_view ns) {
+                                        std::string_view name, std::string_view ns,
+                                        std::string_view field) {
   auto found = informer.indexer().ByIndex(index, value);
   if (found.empty()) {
-    return UserError(fmt::format("{} was not found: no {} of claim \"{}\" in namespace \"{}\"",
-                                 what, what == "backup" ? "Backup" : "ServiceInstance", name, ns));
+    return UserError(fmt::format(
+        "{} \"{}\" was not found: {} names \"{}\", but namespace \"{}\" has no {} of that "
+        "name; create it, or set {} to the name of an existing one",
+        what, name, field, name, ns, what, field));
   }
   if (found.size() > 1) {
     return UserError(
@@ -79,6 +83,33 @@ core::Result<client::ObjectPtr> FindOne(client::Informer& informer, const char* 
                     what, found.size(), name, ns));
   }
   return found.front();
+}
+
+// The kind of data service a ProviderConfig serves, as claims name it in
+// spec.serviceInstanceType: Klutch's compositions name the configs "<type>-service-broker"
+// (instances, bindings) and "<type>-backup-manager" (backups, restores).
+std::string ServiceType(const Json& mr) {
+  std::string pc = GetString(mr, {"spec", "providerConfigRef", "name"});
+  for (std::string_view suffix : {"-service-broker", "-backup-manager"}) {
+    if (pc.size() > suffix.size() && pc.ends_with(suffix)) {
+      pc.resize(pc.size() - suffix.size());
+      break;
+    }
+  }
+  return pc;
+}
+
+// A UserError when `mr` reaches `target` (the `what` its claim names) through another
+// ProviderConfig than the target's: its spec.serviceInstanceType names another data service,
+// and the broker it would ask does not know the target.
+core::Status SameServiceType(const Json& mr, const Json& target, std::string_view what,
+                             std::string_view name) {
+  std::string want = ServiceType(target), have = ServiceType(mr);
+  if (want.empty() || want == have) return core::Status::Ok();
+  return UserError(fmt::format(
+      "{} \"{}\" has serviceInstanceType \"{}\", but this claim's spec.serviceInstanceType "
+      "is \"{}\": set it to \"{}\"",
+      what, name, want, have, want));
 }
 
 bool IsEmptyValue(const Json& v) { return v.is_null() || (v.is_array() && v.empty()); }
@@ -101,6 +132,9 @@ bool SameValue(const Json& a, const Json& b) {
   }
   return a == b;
 }
+
+// How the message of a failed broker operation starts: `operation "<key>" failed: <words>`.
+constexpr std::string_view kFailedOperation = "operation ";
 
 std::string Describe(std::string_view what, const std::string& description) {
   return description.empty() ? std::string(what) : fmt::format("{}: {}", what, description);
@@ -232,6 +266,12 @@ core::Result<Result> ManagedReconciler::Fail(Pass& p, const core::Status& error,
   std::string message = UserMessage(error, internal);
   if (internal) {
     KLUTCH_LOG(kWarn, kLog, "{} {}: {}", kind_, machinery::Name(p.mr), error.ToString());
+  } else if (auto was = reconcile::FindCondition(p.original, "Synced");
+             !was || was->message != message) {
+    // Once per new message, not per retry: the log tells what the claim's author is told.
+    KLUTCH_LOG(kInfo, kLog, "{} {} (claim {}/{}): {}: {}", kind_, machinery::Name(p.mr),
+               GetString(p.mr, {"metadata", "labels", kLabelClaimNamespace}),
+               GetString(p.mr, {"metadata", "labels", kLabelClaimName}), reason, message);
   }
   if (IsUnreachable(error) && ctx_.request_health_check) ctx_.request_health_check(p.pc_name);
   const int code = ServiceErrorStatus(error);
@@ -570,7 +610,8 @@ core::Result<Result> ServiceInstanceReconciler::Run(Pass& p) {
                      lo.ok() ? lo->description : ""));
     } else if (lo->state == "failed") {
       p.mr["status"].erase("pendingOperation");
-      failure = Describe(fmt::format("operation \"{}\" failed", pending_key), lo->description);
+      failure = Describe(fmt::format("{}\"{}\" failed", kFailedOperation, pending_key),
+                         lo->description);
       Event(p, reconcile::kEventTypeWarning, "OperationFailed", failure);
     } else {
       in_progress = true;
@@ -603,6 +644,7 @@ core::Result<Result> ServiceInstanceReconciler::Run(Pass& p) {
       return Fast(p);
     }
     if (!failure.empty()) {
+      SetReady(p.mr, "Unavailable", failure, ctx_.clock);
       KLUTCH_RETURN_IF_ERROR(ForceStatus(p));
       return Fail(p, UserError(failure), "CannotCreateExternalResource");
     }
@@ -656,6 +698,7 @@ core::Result<Result> ServiceInstanceReconciler::Run(Pass& p) {
     at.erase("parameters");
   }
   if (!failure.empty()) {
+    SetReady(p.mr, "Unavailable", failure, ctx_.clock);
     KLUTCH_RETURN_IF_ERROR(ForceStatus(p));
     return Fail(p, UserError(failure), "CannotUpdateExternalResource");
   }
@@ -699,7 +742,12 @@ core::Result<Result> ServiceInstanceReconciler::Run(Pass& p) {
   } else if (o.state == kStateDeleting) {
     SetReady(p.mr, "Deleting", "the broker reports state \"deleting\"", ctx_.clock);
   } else if (o.state == kStateFailed) {
-    SetReady(p.mr, "Unavailable", "the broker reports state \"failed\"", ctx_.clock);
+    // The failed operation's words, set when it ended, stay for as long as the state does:
+    // the status schema (upstream's) has no other place for them.
+    auto was = reconcile::FindCondition(p.original, "Ready");
+    if (!was || was->reason != "Unavailable" || !was->message.starts_with(kFailedOperation)) {
+      SetReady(p.mr, "Unavailable", "the broker reports state \"failed\"", ctx_.clock);
+    }
   } else {
     return Fail(
         p,
@@ -953,9 +1001,12 @@ core::Result<Result> ServiceBindingReconciler::Run(Pass& p) {
   if (p.deleting) return Delete(p, superseded);
 
   // §6.3 step 1: the instance's IDs (kept current while the instance MR exists).
-  auto instance = FindOne(*ctx_.instances, kByClaim, claim_ns + "/" + instance_name,
-                          "data service instance", instance_name, claim_ns);
+  auto instance = FindOne(*ctx_.instances, kByClaim, claim_ns + "/" + instance_name, "instance",
+                          instance_name, claim_ns, "spec.instanceRef");
   if (instance.ok()) {
+    if (auto same = SameServiceType(p.mr, **instance, "instance", instance_name); !same.ok()) {
+      return Fail(p, same, "CannotObserveExternalResource");
+    }
     const Json& inst = **instance;
     std::string iid = GetString(inst, {"status", "atProvider", "instanceId"});
     std::string sid = GetString(inst, {"status", "atProvider", "serviceId"});
@@ -1130,8 +1181,11 @@ core::Result<Result> BackupReconciler::Run(Pass& p) {
   if (instance_id.empty()) {
     if (p.deleting) return Finalize(p);
     auto instance = FindOne(*ctx_.instances, kByClaim, claim_ns + "/" + instance_name,
-                            "data service instance", instance_name, claim_ns);
+                            "instance", instance_name, claim_ns, "spec.instanceRef");
     if (!instance.ok()) return Fail(p, instance.status(), "CannotObserveExternalResource");
+    if (auto same = SameServiceType(p.mr, **instance, "instance", instance_name); !same.ok()) {
+      return Fail(p, same, "CannotObserveExternalResource");
+    }
     instance_id = GetString(**instance, {"status", "atProvider", "instanceId"});
     if (instance_id.empty() || !reconcile::IsConditionTrue(**instance, "Ready")) {
       return Fail(p, UserError("instance is not ready"), "CannotObserveExternalResource");
@@ -1259,8 +1313,11 @@ core::Result<Result> RestoreReconciler::Run(Pass& p) {
   if (instance_id.empty() || !backup_id) {
     if (p.deleting) return Finalize(p);
     auto backup = FindOne(*ctx_.backups, kByClaim, claim_ns + "/" + backup_name, "backup",
-                          backup_name, claim_ns);
+                          backup_name, claim_ns, "spec.backupRef");
     if (!backup.ok()) return Fail(p, backup.status(), "CannotObserveExternalResource");
+    if (auto same = SameServiceType(p.mr, **backup, "backup", backup_name); !same.ok()) {
+      return Fail(p, same, "CannotObserveExternalResource");
+    }
     instance_id = GetString(**backup, {"status", "atProvider", "instanceId"});
     backup_id = IntAt(**backup, {"status", "atProvider", "id"});
     if (instance_id.empty() || !backup_id) {

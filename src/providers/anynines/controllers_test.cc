@@ -177,7 +177,8 @@ class AnyninesProviderTest : public ::testing::Test {
     return Create(kServiceInstances, mr);
   }
 
-  Json Binding(const std::string& claim, const std::string& instance_claim) {
+  Json Binding(const std::string& claim, const std::string& instance_claim,
+               const std::string& provider_config = kBrokerConfig) {
     return Create(
         kServiceBindings,
         {{"apiVersion", kApiVersion},
@@ -185,7 +186,7 @@ class AnyninesProviderTest : public ::testing::Test {
          {"metadata", {{"name", claim + "-b4n9q"}, {"labels", Labels(claim)}}},
          {"spec",
           {{"forProvider", {{"acceptsIncomplete", true}, {"instanceName", instance_claim}}},
-           {"providerConfigRef", {{"name", kBrokerConfig}}},
+           {"providerConfigRef", {{"name", provider_config}}},
            {"writeConnectionSecretToRef", {{"namespace", kNs}, {"name", claim + "-creds"}}}}}});
   }
 
@@ -402,6 +403,56 @@ TEST_F(AnyninesProviderTest, BindingWaitsForItsInstance) {
   broker_.Hold(false);
   ASSERT_TRUE(WaitCondition(kServiceBindings, "db-creds-b4n9q", "Ready", "True"));
   EXPECT_EQ(SecretData("db-creds-creds").size(), 7u);
+}
+
+// Issue #23: a binding, backup or restore whose claim names something that is not there, or
+// of another serviceInstanceType, says so in the claim's terms, not "does not exist".
+TEST_F(AnyninesProviderTest, AMissingOrMismatchedTargetIsNamedInTheClaimsTerms) {
+  CreateConfig("keyvalue-service-broker", "servicebroker", broker_.url());
+  StartProvider();
+  Binding("orphan", "nope");
+  ASSERT_TRUE(WaitCondition(kServiceBindings, "orphan-b4n9q", "Synced", "False"));
+  EXPECT_EQ(Message(kServiceBindings, "orphan-b4n9q", "Synced"),
+            std::string("instance \"nope\" was not found: spec.instanceRef names \"nope\", but "
+                        "namespace \"") +
+                kNs +
+                "\" has no instance of that name; create it, or set spec.instanceRef to the "
+                "name of an existing one");
+  Restore("again", "no-backup");
+  ASSERT_TRUE(WaitCondition(kRestores, "again-m3z5t", "Synced", "False"));
+  EXPECT_NE(Message(kRestores, "again-m3z5t", "Synced")
+                .find("backup \"no-backup\" was not found: spec.backupRef names"),
+            std::string::npos);
+
+  ReadyInstance("db");
+  ASSERT_FALSE(Binding("wrong", "db", "keyvalue-service-broker").is_null());
+  ASSERT_TRUE(Eventually([&] {
+    return Message(kServiceBindings, "wrong-b4n9q", "Synced") ==
+           "instance \"db\" has serviceInstanceType \"postgresql\", but this claim's "
+           "spec.serviceInstanceType is \"keyvalue\": set it to \"postgresql\"";
+  })) << Message(kServiceBindings, "wrong-b4n9q", "Synced");
+  EXPECT_TRUE(SecretData("wrong-creds").empty()) << "no credentials from the wrong broker";
+}
+
+// Issue #23: the broker's words on a failed operation stay on the instance for as long as it is
+// failed, not only on the pass that saw the operation end.
+TEST_F(AnyninesProviderTest, AFailedInstanceKeepsSayingWhyTheBrokerFailedIt) {
+  const std::string why = "provision failed: valkey-server refused tls-ciphers \"NO-SUCH\"";
+  broker_.FailNextOperation(why);
+  StartProvider();
+  Instance("db", "postgresql-single-nano");
+  ASSERT_TRUE(WaitCondition(kServiceInstances, "db-x7k2p", "Ready", "False", "Unavailable"));
+  EXPECT_TRUE(Eventually([&] {
+    return GetString(Get(kServiceInstances, "db-x7k2p"), {"status", "atProvider", "state"}) ==
+           "failed";
+  }));
+  EXPECT_TRUE(Eventually([&] { return HasEvent("OperationFailed", why); }));
+  // Many passes later (the poll interval is 1 s), the reason is still there.
+  std::this_thread::sleep_for(2500ms);
+  auto ready = reconcile::FindCondition(Get(kServiceInstances, "db-x7k2p"), "Ready");
+  ASSERT_TRUE(ready);
+  EXPECT_EQ(ready->reason, "Unavailable");
+  EXPECT_NE(ready->message.find(why), std::string::npos) << ready->message;
 }
 
 TEST_F(AnyninesProviderTest, DeletingAnInstanceDeprovisionsIt) {

@@ -18,6 +18,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/random.h"
@@ -98,6 +99,12 @@ class FakeBroker {
     core::MutexLock lock(mu_);
     injections_.push_back(
         {std::move(method), std::move(path_part), status, std::move(body), times, served});
+  }
+  // The next asynchronous operation to finish fails with `description`, leaving its instance
+  // in state "failed", as a broker whose engine refused to start does.
+  void FailNextOperation(std::string description) {
+    core::MutexLock lock(mu_);
+    fail_next_ = std::move(description);
   }
   void ClearInjections() {
     core::MutexLock lock(mu_);
@@ -241,6 +248,11 @@ class FakeBroker {
     }
     std::string kind = inst.op_kind;
     inst.operation.clear();
+    if (fail_next_) {
+      std::string why = *std::exchange(fail_next_, std::nullopt);
+      inst.state = "failed";
+      return {{"state", "failed"}, {"description", why}};
+    }
     if (kind == "provision") {
       inst.state = "provisioned";
     } else if (kind == "update") {
@@ -511,6 +523,7 @@ class FakeBroker {
   mutable core::Mutex mu_;
   std::vector<Recorded> requests_ GUARDED_BY(mu_);
   std::deque<Injection> injections_ GUARDED_BY(mu_);
+  std::optional<std::string> fail_next_ GUARDED_BY(mu_);
   std::map<std::string, Instance> instances_ GUARDED_BY(mu_);
   std::map<std::string, Binding> bindings_ GUARDED_BY(mu_);
   std::map<int64_t, Job> backups_ GUARDED_BY(mu_);
