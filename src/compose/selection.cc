@@ -37,6 +37,24 @@ int64_t RevisionNumber(const Json& revision) {
              : *n->get_ptr<const Json::number_integer_t*>();
 }
 
+// What a user can set instead: `; compositions for T: "a", "b"` (sorted), or that none
+// exists yet.
+std::string CompositionsFor(const std::vector<client::ObjectPtr>& compositions,
+                            std::string_view api_version, std::string_view kind,
+                            const std::string& type) {
+  std::vector<std::string> names;
+  for (const auto& c : compositions) {
+    if (ForType(*c, api_version, kind)) names.push_back(machinery::Name(*c));
+  }
+  if (names.empty()) return "; no composition for " + type + " exists yet";
+  std::sort(names.begin(), names.end());
+  std::string out = "; compositions for " + type + ": ";
+  for (size_t i = 0; i < names.size(); ++i) {
+    out += (i ? ", \"" : "\"") + names[i] + "\"";
+  }
+  return out;
+}
+
 const char kAlphabet[] = "bcdfghjklmnpqrstvwxz2456789";
 
 }  // namespace
@@ -70,6 +88,7 @@ core::Result<Selection> SelectComposition(const Json& spec, std::string_view api
                                           const std::vector<client::ObjectPtr>& compositions,
                                           const std::vector<client::ObjectPtr>& revisions) {
   std::string type = std::string(kind) + "." + std::string(api_version);
+  auto available = [&] { return CompositionsFor(compositions, api_version, kind, type); };
   auto find = [&](const std::string& name) -> const Json* {
     for (const auto& c : compositions) {
       if (machinery::Name(*c) == name) return c.get();
@@ -84,14 +103,15 @@ core::Result<Selection> SelectComposition(const Json& spec, std::string_view api
     source = "the XRD's spec.enforcedCompositionRef";
     if (!chosen) {
       return core::NotFound("composition \"" + enforced + "\" (" + source +
-                            ") not found: create it or change the XRD");
+                            ") not found: create it or change the XRD" + available());
     }
   } else if (std::string ref = GetString(spec, {"compositionRef", "name"}); !ref.empty()) {
     chosen = find(ref);
     source = "spec.compositionRef";
     if (!chosen) {
       return core::NotFound("composition \"" + ref +
-                            "\" not found: create it or change spec.compositionRef.name");
+                            "\" not found: create it or change spec.compositionRef.name" +
+                            available());
     }
   } else if (const Json* selector = Find(spec, {"compositionSelector", "matchLabels"})) {
     std::vector<const Json*> matches;
@@ -102,9 +122,10 @@ core::Result<Selection> SelectComposition(const Json& spec, std::string_view api
       return machinery::Name(*a) < machinery::Name(*b);
     });
     if (matches.empty()) {
-      return core::NotFound(
-          "no composition for " + type + " matches spec.compositionSelector.matchLabels " +
-          machinery::Dump(*selector) + ": label a Composition or change the selector");
+      return core::NotFound("no composition for " + type +
+                            " matches spec.compositionSelector.matchLabels " +
+                            machinery::Dump(*selector) +
+                            ": label a Composition or change the selector" + available());
     }
     chosen = matches.front();
     source = "spec.compositionSelector";
@@ -114,7 +135,7 @@ core::Result<Selection> SelectComposition(const Json& spec, std::string_view api
     source = "the XRD's spec.defaultCompositionRef";
     if (!chosen) {
       return core::NotFound("composition \"" + def + "\" (" + source +
-                            ") not found: create it or set spec.compositionRef.name");
+                            ") not found: create it or set spec.compositionRef.name" + available());
     }
   } else {
     std::vector<const Json*> matches;
@@ -122,10 +143,11 @@ core::Result<Selection> SelectComposition(const Json& spec, std::string_view api
       if (ForType(*c, api_version, kind)) matches.push_back(c.get());
     }
     if (matches.size() != 1) {
-      return core::NotFound(matches.empty()
-                                ? "no composition exists for " + type + ": create one"
-                                : std::to_string(matches.size()) + " compositions exist for " +
-                                      type + ": choose one with spec.compositionRef.name");
+      return core::NotFound(matches.empty() ? "no composition exists for " + type + ": create one"
+                                            : "spec.compositionRef.name is not set and " + type +
+                                                  " has no default composition (the XRD's "
+                                                  "spec.defaultCompositionRef): choose one" +
+                                                  available());
     }
     chosen = matches.front();
     source = "the only composition for the type";
@@ -135,7 +157,7 @@ core::Result<Selection> SelectComposition(const Json& spec, std::string_view api
                             ") composes " +
                             GetString(*chosen, {"spec", "compositeTypeRef", "kind"}) + "." +
                             GetString(*chosen, {"spec", "compositeTypeRef", "apiVersion"}) +
-                            ", not " + type + ": choose a composition for " + type);
+                            ", not " + type + ": choose a composition for " + type + available());
   }
   Selection out;
   out.composition = machinery::Name(*chosen);

@@ -27,7 +27,8 @@ struct Selection {
 // defaultCompositionRef, else the only Composition for the type. Then the revision:
 // Automatic (spec.compositionUpdatePolicy, else the XRD's default) takes the newest revision,
 // Manual keeps spec.compositionRevisionRef while it exists. Errors (NotFound / BadRequest)
-// say what to fix: `composition "x" not found: create it or change spec.compositionRef`.
+// say what to fix and list the compositions for the type (sorted): `composition "x" not
+// found: create it or change spec.compositionRef.name; compositions for T: "a", "b"`.
 core::Result<Selection> SelectComposition(const Json& spec, std::string_view api_version,
                                           std::string_view kind, const Json& xrd,
                                           const std::vector<client::ObjectPtr>& compositions,

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "apiserver/crd.h"
+#include "compose/selection.h"
 #include "machinery/json.h"
 
 namespace klutch::compose {
@@ -369,6 +370,65 @@ TEST(CrdsForXrd, MissingPartsAreErrorsNamingTheField) {
   }
   EXPECT_FALSE(CrdsForXrd(Json()).ok());
   EXPECT_FALSE(CrdsForXrd(J("[]")).ok());
+}
+
+// SelectComposition (selection.h) with the upstream PostgreSQL XRD and its two
+// compositions: Crossplane's order of choice, and errors that list the compositions a user
+// can name (issue #23).
+std::vector<client::ObjectPtr> PostgresqlCompositions() {
+  return {std::make_shared<const Json>(LoadYaml(kApi / "a8s/postgresql/composition.yaml")),
+          std::make_shared<const Json>(LoadYaml(kApi / "a9s/postgresql/composition.yaml"))};
+}
+
+TEST(SelectComposition, FallsBackToTheXrdDefaultAsCrossplaneDoes) {
+  const Json xrd = LoadYaml(kApi / "common/postgresql_definition.yaml");
+  auto chosen = SelectComposition(J(R"({"service": "a9s-postgresql13"})"), "anynines.com/v1",
+                                  "XPostgresqlInstance", xrd, PostgresqlCompositions(), {});
+  ASSERT_TRUE(chosen.ok()) << chosen.status().ToString();
+  EXPECT_EQ(chosen->composition, "a8s-postgresql");
+  chosen =
+      SelectComposition(J(R"({"compositionRef": {"name": "a9s-postgresql"}})"), "anynines.com/v1",
+                        "XPostgresqlInstance", xrd, PostgresqlCompositions(), {});
+  ASSERT_TRUE(chosen.ok()) << chosen.status().ToString();
+  EXPECT_EQ(chosen->composition, "a9s-postgresql");
+}
+
+TEST(SelectComposition, ErrorsListTheCompositionsForTheType) {
+  Json xrd = LoadYaml(kApi / "common/postgresql_definition.yaml");
+  const std::string kList =
+      "; compositions for XPostgresqlInstance.anynines.com/v1: \"a8s-postgresql\", "
+      "\"a9s-postgresql\"";
+  auto typo =
+      SelectComposition(J(R"({"compositionRef": {"name": "a8s-postgres"}})"), "anynines.com/v1",
+                        "XPostgresqlInstance", xrd, PostgresqlCompositions(), {});
+  ASSERT_FALSE(typo.ok());
+  EXPECT_EQ(typo.status().message(),
+            "composition \"a8s-postgres\" not found: create it or change "
+            "spec.compositionRef.name" +
+                kList);
+  auto selector = SelectComposition(J(R"({"compositionSelector": {"matchLabels": {"x": "y"}}})"),
+                                    "anynines.com/v1", "XPostgresqlInstance", xrd,
+                                    PostgresqlCompositions(), {});
+  ASSERT_FALSE(selector.ok());
+  EXPECT_NE(selector.status().message().find(kList), std::string::npos)
+      << selector.status().message();
+  // Without the XRD's default and with two compositions nothing says which: the user does.
+  xrd["spec"].erase("defaultCompositionRef");
+  auto unset = SelectComposition(J(R"({"service": "a9s-postgresql13"})"), "anynines.com/v1",
+                                 "XPostgresqlInstance", xrd, PostgresqlCompositions(), {});
+  ASSERT_FALSE(unset.ok());
+  EXPECT_EQ(unset.status().message(),
+            "spec.compositionRef.name is not set and XPostgresqlInstance.anynines.com/v1 has no "
+            "default composition (the XRD's spec.defaultCompositionRef): choose one" +
+                kList);
+  // A default that does not exist, and no composition at all.
+  xrd["spec"]["defaultCompositionRef"] = {{"name", "gone"}};
+  auto gone = SelectComposition(J("{}"), "anynines.com/v1", "XPostgresqlInstance", xrd, {}, {});
+  ASSERT_FALSE(gone.ok());
+  EXPECT_EQ(gone.status().message(),
+            "composition \"gone\" (the XRD's spec.defaultCompositionRef) not found: create it or "
+            "set spec.compositionRef.name; no composition for XPostgresqlInstance.anynines.com/v1 "
+            "exists yet");
 }
 
 }  // namespace
