@@ -193,11 +193,36 @@ class KonnectorRunner::Impl {
     return ProcessName(key) + "-" + std::to_string(replica);
   }
 
-  // Whether replica `process` answers its /readyz, at the health address its log's last
-  // "konnector: health on HOST:PORT" line gives (the kubelet's readiness probe, on the port
-  // the process chose).
-  bool ProbeReady(const std::string& process) const {
-    if (!processes_.Running(process)) return false;
+  bool Registered(const std::string& process) const {
+    for (const ProcessInfo& p : processes_.List()) {
+      if (p.name == process) return true;
+    }
+    return false;
+  }
+
+  // Whether replica `process` answers its /readyz (the kubelet's readiness probe), at the
+  // health address its log's last "konnector: health on HOST:PORT" line gives (the port the
+  // process chose). The address is kept per pid once a probe succeeded, so that a long log is
+  // read again only when the process was restarted or stopped answering. Worker thread only.
+  bool ProbeReady(const std::string& process) {
+    pid_t pid = -1;
+    for (const ProcessInfo& p : processes_.List()) {
+      if (p.name == process) pid = p.pid;
+    }
+    if (pid <= 0) return false;
+    auto probe = [](const std::string& address) {
+      auto url = http::ParseUrl("http://" + address + "/readyz");
+      if (!url.ok()) return false;
+      auto r = http::Fetch(*url, {.timeout = std::chrono::seconds(2)});
+      return r.ok() && r->status == 200;
+    };
+    std::string tried;  // a hung replica costs one probe timeout, not two
+    auto known = health_.find(process);
+    if (known != health_.end() && known->second.first == pid) {
+      if (probe(known->second.second)) return true;
+      tried = known->second.second;
+    }
+    health_.erase(process);
     auto log = core::ReadFile(options_.dir / (process + ".log"));
     if (!log.ok()) return false;
     constexpr std::string_view kLine = "konnector: health on ";
@@ -206,10 +231,9 @@ class KonnectorRunner::Impl {
     size_t start = at + kLine.size();
     size_t end = log->find_first_of(", \n", start);
     std::string address = log->substr(start, end == std::string::npos ? end : end - start);
-    auto url = http::ParseUrl("http://" + address + "/readyz");
-    if (!url.ok()) return false;
-    auto r = http::Fetch(*url, {.timeout = std::chrono::seconds(2)});
-    return r.ok() && r->status == 200;
+    if (address == tried || !probe(address)) return false;
+    health_[process] = {pid, address};
+    return true;
   }
 
   core::Status Reconcile(const std::string& key) {
@@ -257,7 +281,9 @@ class KonnectorRunner::Impl {
         const std::vector<std::string>& list = running_.at(key).processes;
         have = std::find(list.begin(), list.end(), process) != list.end();
       }
-      if (have && processes_.Running(process)) continue;
+      // A replica the ProcessSet still holds (running, or waiting out its restart backoff) is
+      // left to it, so that a crash-looping konnector keeps its backoff.
+      if (have && Registered(process)) continue;
       if (have) processes_.Stop(process);
       KLUTCH_RETURN_IF_ERROR(StartReplica(key, *object, *container, i));
     }
@@ -484,6 +510,8 @@ class KonnectorRunner::Impl {
   std::set<std::string> dirty_ GUARDED_BY(mu_);
   std::set<std::string> retry_ GUARDED_BY(mu_);
   std::set<std::string> unready_ GUARDED_BY(mu_);
+  // process -> (pid, health address) of its last successful probe; the worker thread's own.
+  std::map<std::string, std::pair<pid_t, std::string>> health_;
   std::map<std::string, Run> running_ GUARDED_BY(mu_);
   bool stopping_ GUARDED_BY(mu_) = true;
   std::thread worker_;
