@@ -158,6 +158,15 @@ void ExpectCrossplaneSpecFields(const Json& spec_props, bool claim) {
                             "writeConnectionSecretToRef", "publishConnectionDetailsTo"}) {
     EXPECT_TRUE(spec_props.contains(field)) << field;
   }
+  // Each field Crossplane adds is described for kubectl explain (issue #23), on the XR too.
+  for (const char* field :
+       {"compositionRef", "compositionSelector", "compositionRevisionRef",
+        "compositionRevisionSelector", "compositionUpdatePolicy", "writeConnectionSecretToRef",
+        "publishConnectionDetailsTo", claim ? "compositeDeletePolicy" : "claimRef",
+        claim ? "resourceRef" : "resourceRefs"}) {
+    EXPECT_FALSE(spec_props[field].value("description", "").empty()) << field;
+  }
+  EXPECT_FALSE(spec_props["compositionRef"]["properties"]["name"].value("description", "").empty());
   EXPECT_EQ(spec_props["compositionRef"]["properties"]["name"]["type"], "string");
   EXPECT_EQ(spec_props["compositionUpdatePolicy"]["default"], "Automatic");
   for (const char* field : {"claimRef", "resourceRefs"}) {
