@@ -270,7 +270,12 @@ class KonnectorRunner::Impl {
       KLUTCH_LOG(kInfo, "sandbox", "stopping {}", process);
       processes_.Stop(process);
     }
-    if (!wanted) return core::Status::Ok();
+    if (!wanted) {
+      // Scaled to zero: no replica, as the deployment controller would say.
+      bool scaled_to_zero =
+          container != nullptr && want == 0 && !machinery::IsBeingDeleted(*object);
+      return scaled_to_zero ? ReportStatus(key, *object, 0) : core::Status::Ok();
+    }
     if (prepare) KLUTCH_RETURN_IF_ERROR(Prepare(key, *object, hash));
     // Replicas missing (new, scaled up, or ended) are started.
     for (int64_t i = 0; i < want; ++i) {
@@ -299,7 +304,7 @@ class KonnectorRunner::Impl {
     std::vector<std::string> replicas;
     {
       core::MutexLock lock(mu_);
-      replicas = running_.at(key).processes;
+      if (auto it = running_.find(key); it != running_.end()) replicas = it->second.processes;
     }
     int64_t ready = 0;
     for (const std::string& process : replicas) ready += ProbeReady(process) ? 1 : 0;
@@ -307,7 +312,7 @@ class KonnectorRunner::Impl {
       core::MutexLock lock(mu_);
       unready_.insert(key);
     }
-    bool available = ready > 0;
+    bool available = ready > 0 || want == 0;  // zero of zero is all that is asked for
     Json conditions = Json::array({
         {{"type", "Available"},
          {"status", available ? "True" : "False"},

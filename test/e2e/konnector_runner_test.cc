@@ -3,7 +3,7 @@
 // `klutch konnector` process per replica, each its own leader-election identity; the
 // Deployment reads 2/2 ready through real kubectl (issue #23: it read 1/2); a hung leader
 // reads 1/2 and loses the Lease to the standby, then comes back as a standby (2/2); scaled to
-// one, replica 1 stops and replica 0 leads.
+// one, replica 1 stops and replica 0 leads; scaled to zero, it reads 0/0.
 #include "sandbox/konnector_runner.h"
 
 #include <gtest/gtest.h>
@@ -139,6 +139,18 @@ TEST(KonnectorRunner, RunsAProcessPerReplicaAndReportsThemReady) {
   EXPECT_TRUE(Eventually([&] { return (next = holder()) == "konnector-sandbox-0"; }, 90s))
       << "the Lease is held by " << next << "\n"
       << logs();
+  // Scaled to zero: no process, 0/0 (not the last count).
+  ASSERT_EQ(kubectl("patch deployment konnector -n klutch-bind -p '{\"spec\":{\"replicas\":0}}'")
+                .exit_code,
+            0);
+  EXPECT_TRUE(Eventually(
+      [&] {
+        seen = deployment();
+        return std::regex_search(seen, std::regex("^konnector\\s+0/0\\s+0\\s+0\\s")) &&
+               runner.Running() == 0;
+      },
+      60s))
+      << seen;
   runner.Stop();
   EXPECT_EQ(runner.Running(), 0);
 }
