@@ -16,9 +16,14 @@
 //  - App Cluster 4 is bound from the Control Plane (an AppClusterBinding, control-plane mode):
 //    claims there sync with no konnector in it, and deleting the AppClusterBinding removes its
 //    namespaces and, as the claims' Delete policy says, their instance.
+//  - The README's KeyValue commands, run as written, reach Valkey over TLS with the binding's
+//    Secret (redis-cli --tls).
+//  - Every process's log is under logs/ (the konnectors' and glewlwyd's as links), and
+//    glewlwyd's log holds no failed TLS handshake after the browser, headless and device
+//    logins (the browser trusts the sandbox's certificates instead of aborting handshakes).
 //  - A second `klutch up` on the same directory is refused; SIGTERM stops every process; the
-//    next start resumes with the data and delivers a konnector token that expired meanwhile;
-//    Ctrl-C during a start stops what had started.
+//    next start resumes with the data, delivers a konnector token that expired meanwhile and
+//    says which App Clusters are bound; Ctrl-C during a start stops what had started.
 // The tests of a suite share one sandbox and run in order.
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -275,6 +280,31 @@ class SandboxE2eTest : public ::testing::Test {
     EXPECT_NE(Psql(uri, "select 1"), "1");  // the server is gone
   }
 
+  // The certificates of the sandbox's HTTPS servers (backend, glewlwyd) as Chromium's
+  // --ignore-certificate-errors-spki-list wants them: base64 SHA-256 of each public key.
+  // Trusted so, Chromium completes each handshake; with ignore_https_errors it aborts each
+  // one first (glewlwyd logs "received handshake message out of context") and reconnects.
+  static std::string SandboxSpkiList() {
+    std::vector<std::string> hashes;
+    for (const fs::path& cert :
+         {state_ / "pki" / "backend.crt", state_ / "identity-provider" / "tls.crt"}) {
+      CommandResult r = RunShell(
+          "openssl x509 -in \"$CERT\" -noout -pubkey | openssl pkey -pubin -outform der | "
+          "openssl dgst -sha256 -binary | base64",
+          {{"CERT", cert.string()}}, dir_->path(), 10s);
+      if (r.exit_code == 0) hashes.emplace_back(core::Trim(r.out));
+    }
+    return core::Join(hashes, ",");
+  }
+
+  static int Count(const std::string& text, const std::string& what) {
+    int n = 0;
+    for (size_t pos = text.find(what); pos != std::string::npos; pos = text.find(what, pos + 1)) {
+      ++n;
+    }
+    return n;
+  }
+
   static std::string Diagnostics(const std::string& cluster) {
     return "\n--- " + cluster + " bindings:\n" +
            Kubectl(cluster, "get apiservicebindings -A -o wide").out +
@@ -392,6 +422,10 @@ std::string SandboxE2eTest::password_;
 std::string SandboxE2eTest::backend_;
 
 TEST_F(SandboxE2eTest, A1_AppCluster1IsBoundAndAClaimEndsInADatabase) {
+  // At the first start only App Cluster 1 is bound: the banner says how to bind the next.
+  std::string banner = Read(dir_->path() / "up.log");
+  EXPECT_NE(banner.find("Bind App Cluster 2 yourself"), std::string::npos) << banner;
+  EXPECT_EQ(banner.find("App Cluster 2 is bound"), std::string::npos) << banner;
   CommandResult bindings = Kubectl("app-1", "get apiservicebindings -n klutch-bind");
   for (const char* api :
        {"postgresqlinstances", "keyvalueinstances", "servicebindings", "backups", "restores"}) {
@@ -457,10 +491,53 @@ TEST_F(SandboxE2eTest, A1b_AnInstanceInUseWaitsForItsBindingsUnlessForced) {
             0);
 }
 
+// The README's KeyValue section (between its marker and the end of its first sh block), run
+// as written in App Cluster 1: the claim, the binding, and redis-cli over TLS with the
+// binding's Secret. A changed key, flag or name in the README fails here.
+TEST_F(SandboxE2eTest, A1c_TheReadmesKeyValueCommandsReachValkeyOverTls) {
+  std::string readme = Read(fs::path(KLUTCH_SOURCE_DIR) / "README.md");
+  size_t marker = readme.find("<!-- sandbox_e2e_test: keyvalue");
+  ASSERT_NE(marker, std::string::npos) << "README.md lost its KeyValue section's marker";
+  size_t begin = readme.find("```sh\n", marker);
+  ASSERT_NE(begin, std::string::npos);
+  begin += 6;
+  size_t end = readme.find("\n```", begin);
+  ASSERT_NE(end, std::string::npos);
+  std::string commands = readme.substr(begin, end - begin);
+  ASSERT_NE(commands.find("redis-cli --tls --cacert"), std::string::npos) << commands;
+  fs::path cwd = dir_->path() / "readme-keyvalue";
+  fs::create_directories(cwd);
+  CommandResult r = RunShell("set -e\n" + commands,
+                             {{"KUBECONFIG", Kubeconfig("app-1").string()},
+                              {"HOME", dir_->path().string()},
+                              {"PATH", kBin.string() + ":/usr/bin:/bin"}},
+                             cwd, 300s);
+  ASSERT_EQ(r.exit_code, 0) << commands << "\n--- out:\n"
+                            << r.out << "\n--- err:\n"
+                            << r.err << Diagnostics("app-1");
+  EXPECT_TRUE(std::string(core::Trim(r.out)).ends_with("OK\nhello")) << r.out;
+  // The binding Secret's keys are the ones the README names.
+  CommandResult keys = Kubectl("app-1",
+                               "get secret example-kv-binding-creds -o "
+                               "go-template='{{range $k, $v := .data}}{{$k}} {{end}}'");
+  EXPECT_EQ(core::Trim(keys.out),
+            "cacrt host hosts load_balanced_host valkey.password valkey.port valkey.username");
+  EXPECT_EQ(Kubectl("app-1",
+                    "delete servicebinding/example-kv-binding keyvalueinstance/example-kv "
+                    "--wait=true --timeout=120s",
+                    150s)
+                .exit_code,
+            0);
+}
+
 TEST_F(SandboxE2eTest, A2_AppCluster2IsBoundThroughTheBrowser) {
   fs::path artifacts = TestArtifactsDir();
   BrowserOptions browser;
   browser.timeout = 120s;
+  // The sandbox's certificates trusted during the handshake, not handshakes aborted and
+  // errors ignored afterwards (A7 checks glewlwyd saw no failed handshake).
+  browser.ignore_https_errors = false;
+  browser.chromium_args = {"--ignore-certificate-errors-spki-list=" + SandboxSpkiList()};
   browser.storage_state = artifacts / "cookies.json";
   for (const char* api : {"postgresqlinstances", "servicebindings", "backups", "restores"}) {
     std::string out;
@@ -655,6 +732,39 @@ TEST_F(SandboxE2eTest, A5_AppCluster4IsBoundFromTheControlPlaneWithNoAgentInIt) 
   EXPECT_TRUE(Eventually([&] { return Psql(uri, "select 1") != "1"; }, 180s));
 }
 
+// The README says the logs are in .data/logs: each konnector process's log is there (a link
+// to the file beside its credentials), named after its cluster, as is glewlwyd's.
+TEST_F(SandboxE2eTest, A6_EveryProcessLogIsUnderLogs) {
+  fs::path logs = state_ / "logs";
+  for (const std::string cluster : {"app-1", "app-2", "app-3"}) {
+    std::vector<std::string> found;
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(logs, ec)) {
+      std::string name = entry.path().filename().string();
+      if (name.starts_with("konnector-" + cluster + "-klutch-bind-konnector") &&
+          name.ends_with(".log") && !Read(entry.path()).empty()) {
+        found.push_back(name);
+      }
+    }
+    EXPECT_FALSE(found.empty()) << "no konnector log of " << cluster << " in " << logs << ": "
+                                << RunShell("ls -l " + logs.string(), {}, dir_->path(), 10s).out;
+  }
+  EXPECT_NE(Read(logs / "identity-provider.log"), "");
+  for (const char* name :
+       {"apiserver-control-plane.log", "manager.log", "broker.log", "backend.log"}) {
+    EXPECT_NE(Read(logs / name), "") << name;
+  }
+}
+
+// glewlwyd (libmicrohttpd) logs "received handshake message out of context" for every TLS
+// handshake a client abandons. After the browser, headless and device logins above (A2-A4)
+// there must be none: no part of the sandbox or its tests gives up on a handshake.
+TEST_F(SandboxE2eTest, A7_GlewlwydSawNoFailedHandshake) {
+  std::string log = Read(state_ / "identity-provider" / "glewlwyd.log");
+  ASSERT_NE(log.find("Glewlwyd"), std::string::npos) << "glewlwyd's log is missing or empty";
+  EXPECT_EQ(Count(log, "handshake message out of context"), 0) << log.substr(0, 4000);
+}
+
 TEST_F(SandboxE2eTest, A9_ASecondSandboxIsRefusedAndSigtermStopsEverything) {
   CommandResult second = RunShell((kBin / "klutch").string() + " up --state-dir " + state_.string(),
                                   {}, dir_->path(), 30s);
@@ -711,6 +821,30 @@ TEST_F(SandboxE2eTest, A10_TheNextStartResumesWithItsStateAndRenewsAnExpiredKonn
             std::string::npos)
       << Read(log);
   EXPECT_NE(Read(log).find("App Cluster 1 is bound already"), std::string::npos) << Read(log);
+  // The banner tells the truth about the other clusters: 2 (browser, A2) and 3 (headless,
+  // A3/A4) are bound, each to the APIs its APIServiceBindings name; 4 is not since its
+  // AppClusterBinding was deleted (A5).
+  std::string banner = Read(log);
+  EXPECT_EQ(banner.find("Bind App Cluster 2 yourself"), std::string::npos) << banner;
+  for (const std::string n : {"2", "3"}) {
+    CommandResult names = Kubectl("app-" + n,
+                                  "get apiservicebindings -A -o jsonpath='{range "
+                                  ".items[*]}{.metadata.name}{\"\\n\"}{end}'");
+    std::vector<std::string> apis;
+    for (std::string_view name : core::Split(names.out, '\n')) {
+      if (!core::Trim(name).empty()) apis.emplace_back(core::Trim(name));
+    }
+    std::sort(apis.begin(), apis.end());
+    ASSERT_FALSE(apis.empty()) << "App Cluster " << n << " has no bindings: " << names.err;
+    EXPECT_NE(banner.find("App Cluster " + n + " is bound (" + core::Join(apis, ", ") + ")"),
+              std::string::npos)
+        << banner;
+    EXPECT_NE(banner.find("kubectl --kubeconfig " + Kubeconfig("app-" + n).string() +
+                          " get apiservicebindings -A"),
+              std::string::npos)
+        << banner;
+  }
+  EXPECT_NE(banner.find("Bind App Cluster 4 yourself"), std::string::npos) << banner;
 
   // App Cluster 3's database, with its data, is back; App Cluster 1's konnector, running
   // again, syncs claims with the delivered token.
