@@ -160,7 +160,8 @@ class Sandbox::Impl {
         "\nKlutch is up: a Control Plane, {} App Cluster(s), the bind backend, the manager and "
         "the broker.\n"
         "  login (OIDC, glewlwyd): user {} password {}\n"
-        "  backend: {}\n\n"
+        "  backend: {}\n"
+        "  their CA (import it into your browser as trusted to log in without a warning): {}\n\n"
         "App Cluster 1 is bound to the Klutch APIs. Create a database there:\n"
         "  export KUBECONFIG={}\n"
         "  kubectl apply -f - <<'EOF'\n"
@@ -178,9 +179,9 @@ class Sandbox::Impl {
         "{}"
         "Control Plane: KUBECONFIG={}\n"
         "Logs: {}\nState: {}\nPress Ctrl-C to stop everything.\n",
-        info_.app_kubeconfigs.size(), info_.demo_user, info_.demo_password, info_.backend_url, app,
-        OtherAppClusters(), info_.control_plane_kubeconfig.string(), (dir_ / "logs").string(),
-        dir_.string());
+        info_.app_kubeconfigs.size(), info_.demo_user, info_.demo_password, info_.backend_url,
+        info_.ca_file.string(), app, OtherAppClusters(), info_.control_plane_kubeconfig.string(),
+        (dir_ / "logs").string(), dir_.string());
   }
 
   // App Clusters 2..N as they are now: each bound one with its APIs and where to look, and
