@@ -345,6 +345,16 @@ class BackendControllers::Impl {
     auto& cb = make("klutch-backend-clusterbinding", internal::ReconcileClusterBinding);
     cb.For(cluster_bindings);
     cb.Watches(exports, to_cluster_binding);
+    // The cluster namespace holds the last-bound time the collection of unconnected spaces
+    // counts from: a bind renews it, and the ClusterBinding may have been reconciled before
+    // the cache saw it (the test that caught this lost the collection now and then).
+    cb.Watches(namespaces, [](const Json& ns) {
+      std::vector<Request> out;
+      if (!machinery::Annotation(ns, kIdentityAnnotation).empty()) {
+        out.push_back({machinery::Name(ns), std::string(kClusterBindingName)});
+      }
+      return out;
+    });
 
     auto& kubeconfig = make("klutch-backend-kubeconfig", internal::ReconcileKubeconfig);
     kubeconfig.For(cluster_bindings);
