@@ -259,6 +259,7 @@ std::string DeviceErrorDescription(std::string_view error) {
 // A login through /login (no kubectl bind) has no cid and no redirect.
 struct Session {
   std::string subject, issuer, email, name;
+  std::string display_name;  // DisplayNameOf the ID token's claims, for the BindingResponse
   std::string sid, cid, redirect;
   std::string cluster_name;  // kubectl bind's `n`, "" if it sent none
   std::string id;            // random, per login: the CSRF token is derived from it
@@ -490,15 +491,11 @@ class WebBackend::Impl {
                    "already expired (are the clocks in sync?).",
                    std::string(kStartOver));
     }
-    Json session = {{"sub", claims->subject},
-                    {"iss", claims->issuer},
-                    {"email", claims->email},
-                    {"name", claims->name},
-                    {"s", sid},
-                    {"c", Str(*state, "c")},
-                    {"r", Str(*state, "r")},
-                    {"cn", Str(*state, "cn")},
-                    {"j", RandomToken(16)}};
+    Json session = {{"sub", claims->subject},       {"iss", claims->issuer},
+                    {"email", claims->email},       {"name", claims->name},
+                    {"dn", DisplayNameOf(*claims)}, {"s", sid},
+                    {"c", Str(*state, "c")},        {"r", Str(*state, "r")},
+                    {"cn", Str(*state, "cn")},      {"j", RandomToken(16)}};
     Count(logins_, "ok");
     // A login from /login goes back to its page; kubectl bind's to the catalog.
     const std::string next = Str(*state, "next");
@@ -549,6 +546,7 @@ class WebBackend::Impl {
                    .issuer = Str(d, "iss"),
                    .email = Str(d, "email"),
                    .name = Str(d, "name"),
+                   .display_name = Str(d, "dn"),
                    .sid = Str(d, "s"),
                    .cid = Str(d, "c"),
                    .redirect = Str(d, "r"),
@@ -602,10 +600,11 @@ class WebBackend::Impl {
     bool todo_in_description = false;
   };
 
+  // `display_name` goes into the response as authentication.oauth2CodeGrant.displayName.
   std::variant<Json, BindError> Bind(const std::string& subject, const std::string& issuer,
-                                     const std::string& sid, const std::string& cid,
-                                     const std::string& cluster_name, const std::string& group,
-                                     const std::string& resource) {
+                                     const std::string& display_name, const std::string& sid,
+                                     const std::string& cid, const std::string& cluster_name,
+                                     const std::string& group, const std::string& resource) {
     if (resource.empty()) {
       return BindError{400, "Nothing to bind", "The request names no API (resource is empty).",
                        "Choose an API on the catalog page.", "invalid_request"};
@@ -667,7 +666,8 @@ class WebBackend::Impl {
     RecordClusterName(access->cluster_namespace, cluster_name);
     return BindingResponseJson(
         sid, issuer + "/" + subject, access->kubeconfig,
-        Json::array({ExportRequestJson(api->group, api->resource, api->permission_claims)}));
+        Json::array({ExportRequestJson(api->group, api->resource, api->permission_claims)}),
+        display_name);
   }
 
   // The cluster's name for the consumer page, on its namespace; a failure only costs the name.
@@ -706,7 +706,7 @@ class WebBackend::Impl {
           "Open the catalog page again (/resources?s=" + s.sid + ") and choose the API there.");
     }
     auto result =
-        Bind(s.subject, s.issuer, s.sid, s.cid, s.cluster_name,
+        Bind(s.subject, s.issuer, s.display_name, s.sid, s.cid, s.cluster_name,
              FirstValue(params, "group").value_or(""), FirstValue(params, "resource").value_or(""));
     if (auto* e = std::get_if<BindError>(&result))
       return Error(e->status, e->title, e->what, e->todo);
@@ -1008,6 +1008,7 @@ class WebBackend::Impl {
       const std::string session = sealer_.Seal(kDeviceSessionPurpose,
                                                Json{{"sub", poll->claims->subject},
                                                     {"iss", poll->claims->issuer},
+                                                    {"dn", DisplayNameOf(*poll->claims)},
                                                     {"s", Str(*handle, "s")},
                                                     {"c", Str(*handle, "c")},
                                                     {"cn", Str(*handle, "cn")}},
@@ -1017,15 +1018,16 @@ class WebBackend::Impl {
                                     {"expires_in", options_.login_ttl.count()},
                                     {"apis", std::move(list)}});
     }
-    return DeviceBindResponse(poll->claims->subject, poll->claims->issuer, Str(*handle, "s"),
-                              Str(*handle, "c"), Str(*handle, "cn"), group, resource);
+    return DeviceBindResponse(poll->claims->subject, poll->claims->issuer,
+                              DisplayNameOf(*poll->claims), Str(*handle, "s"), Str(*handle, "c"),
+                              Str(*handle, "cn"), group, resource);
   }
 
   http::Response DeviceBindResponse(const std::string& subject, const std::string& issuer,
-                                    const std::string& sid, const std::string& cid,
-                                    const std::string& cluster_name, const std::string& group,
-                                    const std::string& resource) {
-    auto result = Bind(subject, issuer, sid, cid, cluster_name, group, resource);
+                                    const std::string& display_name, const std::string& sid,
+                                    const std::string& cid, const std::string& cluster_name,
+                                    const std::string& group, const std::string& resource) {
+    auto result = Bind(subject, issuer, display_name, sid, cid, cluster_name, group, resource);
     if (auto* e = std::get_if<BindError>(&result)) {
       return OAuthError(e->status >= 500 ? 502 : 400, e->oauth_error,
                         e->todo_in_description ? e->what + " What to do: " + e->todo : e->what);
@@ -1053,8 +1055,8 @@ class WebBackend::Impl {
       return OAuthError(400, "invalid_grant",
                         "session was not issued by this backend or was altered");
     }
-    return DeviceBindResponse(Str(*session, "sub"), Str(*session, "iss"), Str(*session, "s"),
-                              Str(*session, "c"), Str(*session, "cn"),
+    return DeviceBindResponse(Str(*session, "sub"), Str(*session, "iss"), Str(*session, "dn"),
+                              Str(*session, "s"), Str(*session, "c"), Str(*session, "cn"),
                               FirstValue(form, "group").value_or(""), resource);
   }
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <fstream>
 #include <iterator>
 
@@ -196,6 +197,19 @@ core::Result<IdTokenClaims> OidcClient::Verify(const Json& token_response,
   return VerifyIdToken(id_token, nonce);
 }
 
+std::string DisplayNameOf(const IdTokenClaims& claims) {
+  for (const std::string* claim : {&claims.preferred_username, &claims.email, &claims.name}) {
+    // A claim a terminal cannot print as one short line is passed over.
+    const std::string_view name = core::Trim(*claim);
+    if (!name.empty() && name.size() <= 256 && std::none_of(name.begin(), name.end(), [](char c) {
+          return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+        })) {
+      return std::string(name);
+    }
+  }
+  return claims.subject;
+}
+
 core::Result<IdTokenClaims> OidcClient::VerifyIdToken(const std::string& id_token,
                                                       const std::string& nonce) {
   auto claims = verifier_->VerifyIdToken(id_token);
@@ -212,6 +226,7 @@ core::Result<IdTokenClaims> OidcClient::VerifyIdToken(const std::string& id_toke
   out.subject = machinery::GetString(*claims, {"sub"});
   out.email = machinery::GetString(*claims, {"email"});
   out.name = machinery::GetString(*claims, {"name"});
+  out.preferred_username = machinery::GetString(*claims, {"preferred_username"});
   if (out.subject.empty()) {
     return core::Status(core::Reason::kUnauthorized, "the ID token has no subject (sub)");
   }

@@ -31,10 +31,16 @@ namespace klutch::bind {
 
 // The verified claims of an ID token.
 struct IdTokenClaims {
-  std::string issuer, subject, email, name;
+  std::string issuer, subject, email, name, preferred_username;
   core::SystemTime expires;
   machinery::Json claims;
 };
+
+// The name a person knows the user by, as kubectl bind prints it after a login (the
+// BindingResponse's authentication.oauth2CodeGrant.displayName): preferred_username, else
+// email, else name (each trimmed, skipped when longer than 256 bytes or holding control
+// characters), else the subject.
+std::string DisplayNameOf(const IdTokenClaims& claims);
 
 struct AuthorizationRequest {
   std::string state;

@@ -64,10 +64,13 @@ Json ExportRequestJson(const std::string& group, const std::string& resource, co
 }
 
 Json BindingResponseJson(const std::string& sid, const std::string& id,
-                         const std::string& kubeconfig, const Json& requests) {
+                         const std::string& kubeconfig, const Json& requests,
+                         const std::string& display_name) {
+  Json grant = {{"sid", sid}, {"id", id}};
+  if (!display_name.empty()) grant["displayName"] = display_name;
   return Json{{"kind", "BindingResponse"},
               {"apiVersion", kBindApiVersion},
-              {"authentication", {{"oauth2CodeGrant", {{"sid", sid}, {"id", id}}}}},
+              {"authentication", {{"oauth2CodeGrant", std::move(grant)}}},
               {"kubeconfig", core::Base64Encode(kubeconfig)},
               {"requests", requests}};
 }

@@ -47,9 +47,11 @@ machinery::Json ExportRequestJson(const std::string& group, const std::string& r
                                   const machinery::Json& claims);
 
 // BindingResponse (§1.9): authentication.oauth2CodeGrant {sid, id}, the kubeconfig as standard
-// base64, and `requests`.
+// base64, and `requests`. Ours: oauth2CodeGrant.displayName, the name kubectl bind greets the
+// user with (DisplayNameOf the ID token's claims), when `display_name` is not empty.
 machinery::Json BindingResponseJson(const std::string& sid, const std::string& id,
-                                    const std::string& kubeconfig, const machinery::Json& requests);
+                                    const std::string& kubeconfig, const machinery::Json& requests,
+                                    const std::string& display_name = "");
 
 // JSON text safe for both base64 alphabets (§6 quirk 2): ASCII only, with '<', '>', '&', '?',
 // '~' and DEL written as \u escapes (they occur only inside strings), so base64url and

@@ -153,6 +153,8 @@ TEST_F(BindWeb, CodeFlowWithPkceAndNonceBindsAndTheKubeconfigWorks) {
   ASSERT_TRUE(location.starts_with("http://localhost:41000/callback?response=")) << location;
   Json response = testing::DecodeResponse(location);
   EXPECT_EQ(response["authentication"]["oauth2CodeGrant"]["sid"], "Sess01");
+  // The name kubectl bind greets the user with, from glewlwyd's ID token (issue #23).
+  EXPECT_EQ(response["authentication"]["oauth2CodeGrant"]["displayName"], "alice@example.test");
   const std::string id = response["authentication"]["oauth2CodeGrant"]["id"];
   EXPECT_TRUE(id.starts_with(provider_->issuer() + "/")) << id;
   ASSERT_EQ(NamespacesCreated(), 1u);
@@ -298,6 +300,7 @@ TEST_F(BindWeb, DeviceGrantEndToEnd) {
   ASSERT_TRUE(response.ok());
   EXPECT_EQ((*response)["kind"], "BindingResponse");
   EXPECT_EQ((*response)["authentication"]["oauth2CodeGrant"]["sid"], "Dev001");
+  EXPECT_EQ((*response)["authentication"]["oauth2CodeGrant"]["displayName"], "alice@example.test");
   EXPECT_EQ((*response)["requests"][0]["metadata"]["name"], "postgresqlinstances.anynines.com");
   EXPECT_EQ(NamespacesCreated(), 1u);
   // The device code is used up: refused with a description the CLI can print.

@@ -184,6 +184,28 @@ TEST(BindingResponse, HasSpecShape) {
       "permissionClaims"));
 }
 
+// Issue #23: kubectl bind greeted the user with the subject ("as Mne2w2..."), a name nobody knows.
+TEST(BindingResponse, CarriesTheDisplayNameOnlyWhenKnown) {
+  Json named = BindingResponseJson("aB3xZ9", "https://idp/1234", "k", Json::array(), "alice");
+  EXPECT_EQ(named["authentication"]["oauth2CodeGrant"]["displayName"], "alice");
+  Json unnamed = BindingResponseJson("aB3xZ9", "https://idp/1234", "k", Json::array());
+  EXPECT_FALSE(unnamed["authentication"]["oauth2CodeGrant"].contains("displayName"));
+}
+
+TEST(IdTokenClaims, DisplayNameIsPreferredUsernameElseEmailElseNameElseSubject) {
+  IdTokenClaims c{.subject = "Mne2w2",
+                  .email = "alice@example.test",
+                  .name = "Alice W",
+                  .preferred_username = " alice "};
+  EXPECT_EQ(DisplayNameOf(c), "alice");
+  c.preferred_username = "";
+  EXPECT_EQ(DisplayNameOf(c), "alice@example.test");
+  c.email = "bad\x1b[2Jname";  // a terminal escape is never printed
+  EXPECT_EQ(DisplayNameOf(c), "Alice W");
+  c.name = std::string(257, 'x');
+  EXPECT_EQ(DisplayNameOf(c), "Mne2w2");
+}
+
 TEST(ResponsePayload, DecodesWithBothAlphabetsToTheSameJson) {
   // Characters whose base64 differs between the alphabets at some offsets, at every offset.
   for (int pad = 0; pad < 3; ++pad) {
@@ -493,6 +515,11 @@ class FakeIdp final : public IdentityProvider {
                                .expires_in = 600,
                                .interval = 1};
   }
+  // The ID tokens of `subject` carry preferred_username `name` from now on.
+  void SetPreferredUsername(const std::string& subject, const std::string& name) {
+    core::MutexLock lock(mu_);
+    preferred_usernames_[subject] = name;
+  }
   void ApproveDevice(const std::string& user_code, const std::string& subject) {
     core::MutexLock lock(mu_);
     devices_[user_code.substr(5)] = subject;
@@ -511,17 +538,21 @@ class FakeIdp final : public IdentityProvider {
   struct Pending {
     std::string subject, nonce, challenge;
   };
-  IdTokenClaims Claims(const std::string& subject) {
-    return IdTokenClaims{.issuer = issuer_,
-                         .subject = subject,
-                         .email = subject + "@example.test",
-                         .expires = core::RealClock::Get().Now() + std::chrono::hours(2)};
+  IdTokenClaims Claims(const std::string& subject) REQUIRES(mu_) {
+    auto preferred = preferred_usernames_.find(subject);
+    return IdTokenClaims{
+        .issuer = issuer_,
+        .subject = subject,
+        .email = subject + "@example.test",
+        .preferred_username = preferred == preferred_usernames_.end() ? "" : preferred->second,
+        .expires = core::RealClock::Get().Now() + std::chrono::hours(2)};
   }
 
   const std::string issuer_ = "https://idp.test";
   core::Mutex mu_;
   std::map<std::string, Pending> codes_ GUARDED_BY(mu_);
   std::map<std::string, std::string> devices_ GUARDED_BY(mu_);
+  std::map<std::string, std::string> preferred_usernames_ GUARDED_BY(mu_);
 };
 
 class WebRoutes : public ::testing::Test {
@@ -820,6 +851,53 @@ TEST_F(WebRoutes, ConsumerPageNamesClustersAndNamespacesAsTheUserKnowsThem) {
       Browser(router_).Get("/authorize?p=40123&s=aB3xZ9&c=clus01&n=" + std::string(254, 'x'));
   EXPECT_EQ(bad.status, 400);
   EXPECT_NE(bad.body.find("parameter n (the cluster&#39;s name)"), std::string::npos) << bad.body;
+}
+
+// Issue #23: every BindingResponse names the user as they know themselves (the ID token's
+// preferred_username, else email), carried through the browser session and the sealed device
+// session, so kubectl bind's login line does not print the subject.
+TEST_F(WebRoutes, BindingResponsesCarryTheUsersDisplayName) {
+  idp_.SetPreferredUsername("Mne2w2", "alice");
+  Browser browser(router_);
+  std::string html = LogIn(browser, "aB3xZ9", "Mne2w2");
+  http::Response bound = browser.Post("/bind", BindForm(html));
+  ASSERT_EQ(bound.status, 303) << bound.body;
+  Json response = testing::DecodeResponse(std::string(bound.headers.Get("Location")));
+  EXPECT_EQ(response["authentication"]["oauth2CodeGrant"]["displayName"], "alice") << response;
+  EXPECT_EQ(response["authentication"]["oauth2CodeGrant"]["id"], "https://idp.test/Mne2w2");
+
+  // The device grant naming its API at once: the token answer is the BindingResponse.
+  Browser cli(router_);
+  auto started =
+      machinery::ParseJson(cli.Post("/device/authorize", {{"s", "Dev001"}, {"c", "clus02"}}).body);
+  ASSERT_TRUE(started.ok());
+  idp_.ApproveDevice((*started)["user_code"], "Mne2w2");
+  http::Response token = cli.Post("/device/token", {{"device_handle", (*started)["device_handle"]},
+                                                    {"group", "anynines.com"},
+                                                    {"resource", "postgresqlinstances"}});
+  ASSERT_EQ(token.status, 200) << token.body;
+  EXPECT_EQ((*machinery::ParseJson(token.body))["authentication"]["oauth2CodeGrant"]["displayName"],
+            "alice")
+      << token.body;
+
+  // Without an API: the sealed DeviceSession carries the name to /device/bind. A user whose
+  // token has no preferred_username is named by email.
+  started =
+      machinery::ParseJson(cli.Post("/device/authorize", {{"s", "Dev002"}, {"c", "clus03"}}).body);
+  ASSERT_TRUE(started.ok());
+  idp_.ApproveDevice((*started)["user_code"], "bob");
+  auto session = machinery::ParseJson(
+      cli.Post("/device/token", {{"device_handle", (*started)["device_handle"]}}).body);
+  ASSERT_TRUE(session.ok());
+  ASSERT_EQ((*session)["kind"], "DeviceSession") << *session;
+  http::Response device_bound = cli.Post("/device/bind", {{"session", (*session)["session"]},
+                                                          {"group", "anynines.com"},
+                                                          {"resource", "postgresqlinstances"}});
+  ASSERT_EQ(device_bound.status, 200) << device_bound.body;
+  EXPECT_EQ((*machinery::ParseJson(
+                device_bound.body))["authentication"]["oauth2CodeGrant"]["displayName"],
+            "bob@example.test")
+      << device_bound.body;
 }
 
 TEST_F(WebRoutes, AnotherReplicaWithTheSameKeysServesTheSession) {
