@@ -243,17 +243,54 @@ core::Result<BindingResponse> DecodeCallbackResponse(std::string_view response,
 }
 
 core::Result<std::string> AuthorizeUrl(const std::string& authenticated_url, int port,
-                                       const std::string& session_id,
-                                       const std::string& cluster_id) {
+                                       const std::string& session_id, const std::string& cluster_id,
+                                       const std::string& cluster_name) {
   auto url = http::ParseUrl(authenticated_url);
   if (!url.ok()) {
     return core::BadRequest("the backend advertises a bad login URL: " + url.status().message());
   }
   // `u` with the loopback address rather than `p` (which backends expand to localhost): a
   // browser resolving localhost to ::1 first could reach another local user's listener there.
-  return http::AddQuery(*url, {{"c", cluster_id},
-                               {"s", session_id},
-                               {"u", fmt::format("http://127.0.0.1:{}/callback", port)}});
+  std::vector<std::pair<std::string, std::string>> query = {{"c", cluster_id}};
+  if (!cluster_name.empty()) query.emplace_back("n", cluster_name);
+  query.emplace_back("s", session_id);
+  query.emplace_back("u", fmt::format("http://127.0.0.1:{}/callback", port));
+  return http::AddQuery(*url, query);
+}
+
+std::vector<std::pair<std::string, std::string>> DeviceAuthorizeForm(
+    const std::string& session_id, const std::string& cluster_id, const std::string& cluster_name) {
+  std::vector<std::pair<std::string, std::string>> form = {{"s", session_id}, {"c", cluster_id}};
+  if (!cluster_name.empty()) form.emplace_back("n", cluster_name);
+  return form;
+}
+
+namespace {
+// What the backend refuses in `n` (web_protocol.h ClusterNameParameter), "" when it takes it.
+std::string ClusterNameProblem(std::string_view name) {
+  if (name.size() > 253) return fmt::format("is {} bytes long; at most 253 fit", name.size());
+  if (std::any_of(name.begin(), name.end(),
+                  [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; })) {
+    return "holds control characters";
+  }
+  return "";
+}
+}  // namespace
+
+core::Result<std::string> ClusterNameToSend(const std::optional<std::string>& flag,
+                                            const std::string& context_name) {
+  if (flag) {
+    const std::string_view name = core::Trim(*flag);
+    if (std::string problem = ClusterNameProblem(name); !problem.empty()) {
+      return core::BadRequest("--cluster-name " + problem +
+                              ": give the name you know this App Cluster by (it titles the "
+                              "cluster on the backend's /consumer page), or --cluster-name \"\" "
+                              "to send none");
+    }
+    return std::string(name);
+  }
+  const std::string_view name = core::Trim(context_name);
+  return ClusterNameProblem(name).empty() ? std::string(name) : std::string();
 }
 
 core::Result<std::string> EnsureBindNamespace(client::RestClient& app) {

@@ -16,6 +16,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "client/rest_client.h"
@@ -77,13 +78,28 @@ std::string DisplayName(const BindingResponse& response);
 core::Result<BindingResponse> DecodeCallbackResponse(std::string_view response,
                                                      const std::string& session_id);
 
-// The authorize URL the user opens: `authenticated_url` with c=<cid>, s=<sid> and
-// u=http://127.0.0.1:<port>/callback (keys sorted, existing parameters kept). Upstream's CLI
-// sends p=<port>, which backends turn into http://localhost:<port>/callback; the explicit IPv4
-// loopback keeps the credentials off any listener on [::1].
+// The authorize URL the user opens: `authenticated_url` with c=<cid>, n=<cluster_name> (when
+// not empty), s=<sid> and u=http://127.0.0.1:<port>/callback (keys sorted, existing parameters
+// kept). Upstream's CLI sends p=<port>, which backends turn into
+// http://localhost:<port>/callback; the explicit IPv4 loopback keeps the credentials off any
+// listener on [::1].
 core::Result<std::string> AuthorizeUrl(const std::string& authenticated_url, int port,
-                                       const std::string& session_id,
-                                       const std::string& cluster_id);
+                                       const std::string& session_id, const std::string& cluster_id,
+                                       const std::string& cluster_name = "");
+
+// The form that starts a device login at the backend's deviceAuthorizationURL: s=<sid>,
+// c=<cid> and n=<cluster_name> when not empty.
+std::vector<std::pair<std::string, std::string>> DeviceAuthorizeForm(
+    const std::string& session_id, const std::string& cluster_id, const std::string& cluster_name);
+
+// The App Cluster's name as its user knows it, sent to the backend as `n` (/authorize and
+// /device/authorize), which titles the cluster with it on its /consumer page. `flag` is
+// --cluster-name when given: trimmed, "" = send no name, kBadRequest naming --cluster-name when
+// longer than 253 bytes or holding control characters (the backend's limits). Without the
+// flag, `context_name` (the kubeconfig context in use, what `kubectl config current-context`
+// prints) when it fits those limits, else "" (no name sent: the backend shows the cluster ID).
+core::Result<std::string> ClusterNameToSend(const std::optional<std::string>& flag,
+                                            const std::string& context_name);
 
 // Namespace klutch-bind in the App Cluster (created when missing); returns its UID, from which
 // the cluster ID is derived (bind::ClusterIdFromNamespaceUid).

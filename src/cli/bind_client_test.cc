@@ -103,6 +103,52 @@ TEST(AuthorizeUrl, AddsSortedParametersAndKeepsExistingOnes) {
   EXPECT_FALSE(AuthorizeUrl("not a url", 1, "s", "c").ok());
 }
 
+// Issue #23: the backend's /consumer page titled every cluster "Cluster <id>": kubectl bind
+// never sent the cluster's name.
+TEST(AuthorizeUrl, SendsTheClusterNameAsN) {
+  auto url = AuthorizeUrl("https://backend/authorize", 41234, "aB3xZ9", "q1w2e3", "kind-app 1");
+  ASSERT_TRUE(url.ok());
+  EXPECT_EQ(
+      *url,
+      "https://backend/"
+      "authorize?c=q1w2e3&n=kind-app%201&s=aB3xZ9&u=http%3A%2F%2F127.0.0.1%3A41234%2Fcallback");
+}
+
+TEST(DeviceAuthorizeForm, SendsTheClusterNameAsNWhenThereIsOne) {
+  using Form = std::vector<std::pair<std::string, std::string>>;
+  EXPECT_EQ(DeviceAuthorizeForm("aB3xZ9", "q1w2e3", "prod"),
+            (Form{{"s", "aB3xZ9"}, {"c", "q1w2e3"}, {"n", "prod"}}));
+  EXPECT_EQ(DeviceAuthorizeForm("aB3xZ9", "q1w2e3", ""), (Form{{"s", "aB3xZ9"}, {"c", "q1w2e3"}}));
+}
+
+TEST(ClusterNameToSend, FlagElseTheContextWithinTheBackendsLimits) {
+  // Without the flag: the kubeconfig's context, unless the backend would refuse it.
+  EXPECT_EQ(ClusterNameToSend(std::nullopt, "kind-app-1").value(), "kind-app-1");
+  EXPECT_EQ(ClusterNameToSend(std::nullopt, "arn:aws:eks:eu-1:42:cluster/app").value(),
+            "arn:aws:eks:eu-1:42:cluster/app");
+  EXPECT_EQ(ClusterNameToSend(std::nullopt, std::string(254, 'x')).value(), "");
+  EXPECT_EQ(ClusterNameToSend(std::nullopt, "a\tb").value(), "");
+  EXPECT_EQ(ClusterNameToSend(std::nullopt, "").value(), "");
+  // The flag wins, trimmed; "" sends no name.
+  EXPECT_EQ(ClusterNameToSend(" prod ", "kind-app-1").value(), "prod");
+  EXPECT_EQ(ClusterNameToSend("", "kind-app-1").value(), "");
+  EXPECT_EQ(ClusterNameToSend(std::string(253, 'x'), "").value().size(), 253u);
+  // A bad flag is refused here, naming the flag and the limit.
+  for (const std::string& bad : {std::string(254, 'x'), std::string("a\nb")}) {
+    auto r = ClusterNameToSend(bad, "kind-app-1");
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().reason(), core::Reason::kBadRequest);
+    EXPECT_TRUE(r.status().message().starts_with("--cluster-name ")) << r.status().message();
+  }
+  EXPECT_NE(ClusterNameToSend(std::string(254, 'x'), "")
+                .status()
+                .message()
+                .find("254 bytes long; at most 253"),
+            std::string::npos);
+  EXPECT_NE(ClusterNameToSend("a\x1b", "").status().message().find("control characters"),
+            std::string::npos);
+}
+
 std::string Kubeconfig(const std::string& server, const std::string& ns) {
   return "apiVersion: v1\nkind: Config\nclusters:\n- name: default\n  cluster:\n    server: " +
          server +

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -55,7 +56,8 @@ struct BindFlags {
   bool skip_browser = false;
   bool headless = false;
   std::string backend_ca_file;
-  std::vector<std::string> apis;  // --headless: <resource>.<group> to bind
+  std::vector<std::string> apis;            // --headless: <resource>.<group> to bind
+  std::optional<std::string> cluster_name;  // --cluster-name, when given
 };
 
 struct ApiServiceFlags {
@@ -559,7 +561,8 @@ core::Result<std::vector<std::pair<std::string, std::string>>> ChooseApis(const 
 core::Result<std::vector<bind::BindingResponse>> DeviceLogin(
     client::RestClient& app, const bind::BindingProvider& provider, const BindFlags& f,
     const std::string& ca_pem, const std::string& session_id, const std::string& cluster_id,
-    std::chrono::milliseconds timeout, bind::ClaimAnswers& answers) {
+    const std::string& cluster_name, std::chrono::milliseconds timeout,
+    bind::ClaimAnswers& answers) {
   if (provider.device_authorization_url.empty() || provider.device_token_url.empty()) {
     return core::BadRequest(
         "this backend offers no device-grant login; run kubectl bind without --headless "
@@ -577,9 +580,10 @@ core::Result<std::vector<bind::BindingResponse>> DeviceLogin(
   } else {
     for (const std::string& api : f.apis) KLUTCH_RETURN_IF_ERROR(SplitApi(api).status());
   }
-  KLUTCH_ASSIGN_OR_RETURN(http::ClientResponse started,
-                          http::PostForm(provider.device_authorization_url, ca_pem,
-                                         {{"s", session_id}, {"c", cluster_id}}));
+  KLUTCH_ASSIGN_OR_RETURN(
+      http::ClientResponse started,
+      http::PostForm(provider.device_authorization_url, ca_pem,
+                     bind::DeviceAuthorizeForm(session_id, cluster_id, cluster_name)));
   auto answer = machinery::ParseJson(started.body);
   if (started.status != 200 || !answer.ok()) {
     std::string why = answer.ok() ? machinery::GetString(*answer, {"error_description"}) : "";
@@ -693,6 +697,10 @@ core::Result<std::vector<bind::BindingResponse>> DeviceLogin(
 
 int RunBind(BindFlags& f) {
   BindOutput out = Output();
+  // A bad --cluster-name is refused before anything is fetched or written.
+  if (auto checked = bind::ClusterNameToSend(f.cluster_name, ""); !checked.ok()) {
+    return Fail(checked.status());
+  }
   auto url = http::ParseUrl(f.url);
   if (!url.ok()) return Fail(url.status());
   std::string ca_pem;
@@ -716,6 +724,9 @@ int RunBind(BindFlags& f) {
   if (!provider.ok()) return Fail(provider.status());
   auto app = AppClient(f.common.app);
   if (!app.ok()) return Fail(app.status());
+  // The name the backend shows for this cluster: --cluster-name, else the context in use.
+  auto cluster_name = bind::ClusterNameToSend(f.cluster_name, (*app)->config().context_name);
+  if (!cluster_name.ok()) return Fail(cluster_name.status());
   std::string cluster_id;
   if (f.common.dry_run) {
     auto ns =
@@ -735,8 +746,8 @@ int RunBind(BindFlags& f) {
   auto timeout = ParseTimeout(f.common.timeout);
   if (f.headless) {
     bind::ClaimAnswers answers;
-    auto responses =
-        DeviceLogin(**app, *provider, f, ca_pem, session_id, cluster_id, timeout, answers);
+    auto responses = DeviceLogin(**app, *provider, f, ca_pem, session_id, cluster_id, *cluster_name,
+                                 timeout, answers);
     if (!responses.ok()) return Fail(responses.status());
     std::string user = bind::DisplayName(responses->front());
     std::cerr << "Logged in to " << (provider->pretty_name.empty() ? f.url : provider->pretty_name)
@@ -770,8 +781,8 @@ int RunBind(BindFlags& f) {
       http::Server::Start({.address = "127.0.0.1", .port = 0, .threads = 2, .io_threads = 1},
                           [&state](http::Request& r) { return state.Handle(r); });
   if (!server.ok()) return Fail(server.status());
-  auto authorize =
-      bind::AuthorizeUrl(provider->authenticated_url, (*server)->port(), session_id, cluster_id);
+  auto authorize = bind::AuthorizeUrl(provider->authenticated_url, (*server)->port(), session_id,
+                                      cluster_id, *cluster_name);
   if (!authorize.ok()) return Fail(authorize.status());
   std::cerr << "To authenticate, visit in your browser:\n\n\t" << *authorize << "\n\n";
   if (!f.skip_browser) OpenBrowser(*authorize);
@@ -925,6 +936,10 @@ int KubectlBindMain(int argc, char** argv) {
   app.add_option("--api", bind_flags.apis,
                  "With --headless: an API to bind, as <resource>.<group> (repeatable; without "
                  "it, choose from the backend's offer after the login).")
+      ->group("Options");
+  app.add_option("--cluster-name", bind_flags.cluster_name,
+                 "The name the backend shows for this App Cluster on its /consumer page "
+                 "(default: the kubeconfig context in use; \"\" sends none).")
       ->group("Options");
   app.add_option("--backend-ca-file", bind_flags.backend_ca_file,
                  "PEM file of the CA that signed the backend's certificate (default: the "

@@ -4,8 +4,11 @@
 //    one error lists every permission claim of every API and the flag that answers them, and
 //    nothing is bound, neither in App Cluster 2 nor on the Control Plane (it used to bind A,
 //    then fail on B's claim).
-//  - The same with --accept-permission-claims: the login line names no issuer URL, and the
-//    table printed after binding shows each binding with its provider and Ready True.
+//  - The same with --accept-permission-claims: the login line names the sandbox's user by the
+//    name glewlwyd's ID token gives (its email; not the subject, not an issuer URL), the
+//    cluster namespace on the Control Plane is annotated with the kubeconfig context's name
+//    (kubectl bind sends it as n), and the table printed after binding shows each binding with
+//    its provider and Ready True. A --cluster-name the backend would refuse is refused first.
 //  - The konnector Deployments of both App Clusters read 2/2: one `klutch konnector` process
 //    per replica, one of them holding the Lease.
 // The tests share one sandbox and run in order.
@@ -89,13 +92,14 @@ class KubectlBindE2eTest : public ::testing::Test {
   // `kubectl bind --headless` for App Cluster 2 with `flags`, stdin /dev/null (no terminal),
   // the device login approved as the sandbox's user. Returns its exit code; its output goes
   // to `*out`.
-  static int BindHeadless(const std::vector<std::string>& flags, std::string* out) {
+  static int BindHeadless(const std::vector<std::string>& flags, std::string* out,
+                          const fs::path& kubeconfig = state_ / "app-2.kubeconfig") {
     fs::path log = dir_->path() / ("bind-" + core::RandomSuffix(6) + ".log");
     std::vector<std::string> argv = {"/usr/bin/kubectl",
                                      "bind",
                                      backend_ + "/export",
                                      "--kubeconfig",
-                                     (state_ / "app-2.kubeconfig").string(),
+                                     kubeconfig.string(),
                                      "--backend-ca-file",
                                      (state_ / "pki" / "ca.crt").string(),
                                      "--headless"};
@@ -166,15 +170,59 @@ TEST_F(KubectlBindE2eTest, A_WithoutATerminalEveryClaimIsAskedForBeforeAnythingI
   EXPECT_EQ(Kubectl("control-plane", "get namespaces -o name").out, namespaces_before);
 }
 
-TEST_F(KubectlBindE2eTest, B_BindingNamesNoIssuerAndPrintsTheBindingsOnceReady) {
+TEST_F(KubectlBindE2eTest, B_BindingNamesTheUserAndTheClusterAndPrintsTheBindingsOnceReady) {
+  // App Cluster 2's kubeconfig with a context named as a user would name it.
+  const fs::path kubeconfig = dir_->path() / "app-2-renamed.kubeconfig";
+  fs::copy_file(state_ / "app-2.kubeconfig", kubeconfig, fs::copy_options::overwrite_existing);
+  const std::string context = "team-a-dev";
+  std::string old_context(core::Trim(Kubectl("app-2", "config current-context").out));
+  CommandResult renamed =
+      RunShell("kubectl --kubeconfig " + kubeconfig.string() + " config rename-context " +
+                   old_context + " " + context,
+               {{"HOME", dir_->path().string()}, {"PATH", "/usr/bin:/bin"}}, dir_->path(), 60s);
+  ASSERT_EQ(renamed.exit_code, 0) << renamed.err;
+
+  // A name the backend would refuse is refused before the login, naming the flag.
+  CommandResult bad =
+      RunShell("kubectl bind " + backend_ + "/export --kubeconfig " + kubeconfig.string() +
+                   " --backend-ca-file " + (state_ / "pki" / "ca.crt").string() +
+                   " --headless --cluster-name \"$(printf 'a\\tb')\"",
+               {{"HOME", dir_->path().string()}, {"PATH", kBin.string() + ":/usr/bin:/bin"}},
+               dir_->path(), 60s);
+  EXPECT_EQ(bad.exit_code, 1) << bad.out << bad.err;
+  EXPECT_NE(bad.err.find("--cluster-name holds control characters"), std::string::npos) << bad.err;
+  EXPECT_EQ(bad.err.find("To log in"), std::string::npos) << bad.err;
+
   std::string out;
   int code = BindHeadless({"--api", "postgresqlinstances.anynines.com", "--api",
                            "servicebindings.anynines.com", "--accept-permission-claims"},
-                          &out);
+                          &out, kubeconfig);
   ASSERT_EQ(code, 0) << out;
+  // The sandbox's user (src/sandbox/identity_provider.h) has email <user>@klutch.local, which
+  // glewlwyd's ID tokens carry (they have no preferred_username): the name, not the subject.
   std::smatch m;
   ASSERT_TRUE(std::regex_search(out, m, std::regex("Logged in to .* as (\\S+)\\.\\n"))) << out;
-  EXPECT_EQ(std::string(m[1]).find("https://"), std::string::npos) << out;
+  EXPECT_EQ(std::string(m[1]), user_ + "@klutch.local") << out;
+
+  // The cluster namespace (the provider kubeconfig's) is annotated with the context's name.
+  std::string secrets =
+      Kubectl("app-2",
+              "get secrets -n klutch-bind -o jsonpath='{range .items[*]}{.metadata.name} "
+              "{.data.kubeconfig}{\"\\n\"}{end}'")
+          .out;
+  ASSERT_TRUE(std::regex_search(secrets, m, std::regex("(^|\\n)kubeconfig-\\S+ (\\S+)")))
+      << secrets;
+  auto provider_kubeconfig = core::Base64Decode(std::string(m[2]));
+  ASSERT_TRUE(provider_kubeconfig.has_value()) << secrets;
+  ASSERT_TRUE(std::regex_search(*provider_kubeconfig, m, std::regex("namespace: \"?([a-z0-9-]+)")))
+      << *provider_kubeconfig;
+  const std::string cluster_namespace = m[1];
+  EXPECT_EQ(
+      Kubectl("control-plane",
+              "get namespace " + cluster_namespace +
+                  " -o jsonpath='{.metadata.annotations.klutch\\.anynines\\.com/cluster-name}'")
+          .out,
+      context);
 
   // The table after binding: both bindings, their provider, Ready True, no Pending.
   size_t header = out.find("NAME ");
