@@ -24,6 +24,7 @@
 #include "core/file.h"
 #include "core/random.h"
 #include "core/strings.h"
+#include "test/e2e/sandbox_fixture.h"
 #include "test/support/oidc_provider.h"
 #include "test/support/process.h"
 #include "test/support/wait.h"
@@ -36,36 +37,18 @@ using namespace std::chrono_literals;
 
 const fs::path kBin = KLUTCH_BIN_DIR;
 
-std::string Read(const fs::path& p) {
-  auto text = core::ReadFile(p);
-  return text.ok() ? *text : "";
-}
+std::string Read(const fs::path& p) { return ReadText(p); }
 
 class KubectlBindE2eTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new TempDir("klutch-kubectl-bind-e2e");
     state_ = dir_->path() / "state";
-    up_ = new ChildProcess(
-        {(kBin / "klutch").string(), "up", "--state-dir", state_.string(), "--app-clusters", "2"},
-        dir_->path() / "up.log");
-    bool ready = Eventually(
-        [] {
-          return Read(dir_->path() / "up.log").find("(ready in") != std::string::npos ||
-                 !up_->running();
-        },
-        180s);
-    std::string log = Read(dir_->path() / "up.log");
-    if (!ready || !up_->running()) {
-      start_error_ = "klutch up did not become ready:\n" + log;
-      return;
-    }
-    std::smatch m;
-    if (std::regex_search(log, m, std::regex("user (\\S+) password (\\S+)"))) {
-      user_ = m[1];
-      password_ = m[2];
-    }
-    if (std::regex_search(log, m, std::regex("backend: (https://\\S+)"))) backend_ = m[1];
+    SandboxBanner banner;
+    start_error_ = StartSandbox(kBin, state_, 2, dir_->path() / "up.log", &up_, &banner);
+    user_ = banner.user;
+    password_ = banner.password;
+    backend_ = banner.backend;
   }
 
   static void TearDownTestSuite() {

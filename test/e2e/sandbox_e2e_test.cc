@@ -46,6 +46,7 @@
 #include "http/url.h"
 #include "machinery/json.h"
 #include "machinery/object.h"
+#include "test/e2e/sandbox_fixture.h"
 #include "test/support/browser.h"
 #include "test/support/oidc_provider.h"
 #include "test/support/process.h"
@@ -60,10 +61,7 @@ using namespace std::chrono_literals;
 
 const fs::path kBin = KLUTCH_BIN_DIR;
 
-std::string Read(const fs::path& p) {
-  auto text = core::ReadFile(p);
-  return text.ok() ? *text : "";
-}
+std::string Read(const fs::path& p) { return ReadText(p); }
 
 class SandboxE2eTest : public ::testing::Test {
  protected:
@@ -72,26 +70,11 @@ class SandboxE2eTest : public ::testing::Test {
     // The state directory as `mktemp -d` makes it (mode 0700, owned by root on CI): klutch up
     // must make it reachable for the accounts it runs instances as (postgres, glewlwyd).
     state_ = MakeTempDir("klutch-up");
-    up_ = new ChildProcess(
-        {(kBin / "klutch").string(), "up", "--state-dir", state_.string(), "--app-clusters", "4"},
-        dir_->path() / "up.log");
-    bool ready = Eventually(
-        [] {
-          return Read(dir_->path() / "up.log").find("(ready in") != std::string::npos ||
-                 !up_->running();
-        },
-        180s);
-    if (!ready || !up_->running()) {
-      start_error_ = "klutch up did not become ready:\n" + Read(dir_->path() / "up.log");
-      return;
-    }
-    std::string log = Read(dir_->path() / "up.log");
-    std::smatch m;
-    if (std::regex_search(log, m, std::regex("user (\\S+) password (\\S+)"))) {
-      user_ = m[1];
-      password_ = m[2];
-    }
-    if (std::regex_search(log, m, std::regex("backend: (https://\\S+)"))) backend_ = m[1];
+    SandboxBanner banner;
+    start_error_ = StartSandbox(kBin, state_, 4, dir_->path() / "up.log", &up_, &banner);
+    user_ = banner.user;
+    password_ = banner.password;
+    backend_ = banner.backend;
   }
 
   static void TearDownTestSuite() {
