@@ -14,6 +14,8 @@
 #include "core/strings.h"
 #include "http/certs.h"
 #include "http/client.h"
+#include "http/message.h"
+#include "http/url.h"
 #include "machinery/json.h"
 #include "machinery/object.h"
 #include "sandbox/glewlwyd_files.h"
@@ -77,6 +79,7 @@ core::Result<std::unique_ptr<IdentityProvider>> IdentityProvider::Start(
       idp->client_secret_ = machinery::GetString(*state, {"clientSecret"});
       idp->password_ = machinery::GetString(*state, {"password"});
       idp->admin_password_ = machinery::GetString(*state, {"adminPassword"});
+      idp->subject_ = machinery::GetString(*state, {"subject"});
       configured =
           machinery::GetString(*state, {"configured"}) == "true" && fs::exists(dir / "glewlwyd.db");
     }
@@ -93,6 +96,7 @@ core::Result<std::unique_ptr<IdentityProvider>> IdentityProvider::Start(
     idp->client_secret_ = core::RandomPassword(32);
     idp->password_ = options.password.empty() ? core::RandomPassword(12) : options.password;
     idp->admin_password_ = core::RandomPassword(32);
+    idp->subject_.clear();
     for (const char* name : {"glewlwyd.db", "glewlwyd.db-wal", "glewlwyd.db-shm"}) {
       fs::remove(dir / name, ec);
     }
@@ -175,6 +179,20 @@ core::Result<std::unique_ptr<IdentityProvider>> IdentityProvider::Start(
       return core::Status(st.reason(), "configuring glewlwyd: " + st.message());
     }
   }
+  if (idp->subject_.empty()) {
+    auto subject = idp->LogInAsUser();
+    core::Status st = subject.ok() ? core::Status::Ok() : subject.status();
+    if (subject.ok()) {
+      idp->subject_ = *subject;
+      st = idp->SaveState();
+    }
+    if (!st.ok()) {
+      processes.Stop("identity-provider");
+      return core::Status(
+          st.reason(), fmt::format("logging in to glewlwyd as {} to learn their OIDC subject: {}",
+                                   idp->options_.user, st.message()));
+    }
+  }
   return idp;
 }
 
@@ -183,18 +201,18 @@ std::string IdentityProvider::base_url() const {
 }
 std::string IdentityProvider::issuer() const { return base_url() + "/api/oidc"; }
 
-core::Result<IdentityProvider::HttpResult> IdentityProvider::Request(const std::string& method,
-                                                                     const std::string& target,
-                                                                     const std::string& body,
-                                                                     const std::string& cookie) {
+core::Result<IdentityProvider::HttpResult> IdentityProvider::Request(
+    const std::string& method, const std::string& target, const std::string& body,
+    const std::string& cookie, const std::string& content_type, const std::string& authorization) {
   http::Client client({.host = "127.0.0.1",
                        .port = port_,
                        .tls = true,
                        .ca_pem = ca_pem_,
                        .timeout = std::chrono::milliseconds(10000)});
   http::Headers headers;
-  if (!body.empty()) headers.Add("Content-Type", "application/json");
+  if (!body.empty()) headers.Add("Content-Type", content_type);
   if (!cookie.empty()) headers.Add("Cookie", cookie);
+  if (!authorization.empty()) headers.Add("Authorization", authorization);
   KLUTCH_ASSIGN_OR_RETURN(http::ClientResponse response, client.Do(method, target, headers, body));
   HttpResult r{response.status, std::move(response.body),
                std::string(response.headers.Get("Location")), ""};
@@ -300,13 +318,95 @@ core::Status IdentityProvider::Configure() {
   KLUTCH_ASSIGN_OR_RETURN(
       r, Request("PUT", "/api/profile/password", machinery::Dump(change), admin_cookie_));
   if (r.status != 200) return Refused("changing the administrator's password", r.status, r.body);
+  return SaveState();
+}
 
+core::Status IdentityProvider::SaveState() {
   Json state = {{"port", std::to_string(port_)},
                 {"clientSecret", client_secret_},
                 {"password", password_},
                 {"adminPassword", admin_password_},
                 {"configured", "true"}};
+  if (!subject_.empty()) state["subject"] = subject_;
   return core::WriteFileAtomic(options_.dir / kStateFile, machinery::Dump(state));
+}
+
+core::Result<std::string> IdentityProvider::LogInAsUser() {
+  if (options_.redirect_uris.empty()) {
+    return core::BadRequest("the backend's client has no redirect URI to log in through");
+  }
+  const std::string& redirect_uri = options_.redirect_uris.front();
+  const std::string& user = options_.user;
+
+  // A session of the user (glewlwyd's login API), and their consent to the backend's client
+  // for scope openid (what its grant screen records; the user's own backend, in the sandbox).
+  Json creds = {{"username", user}, {"password", password_}};
+  KLUTCH_ASSIGN_OR_RETURN(HttpResult login, Request("POST", "/api/auth/", machinery::Dump(creds)));
+  if (login.status != 200 || login.cookie.empty()) {
+    return Refused("logging in as " + user, login.status, login.body);
+  }
+  Json grant = {{"scope", "openid"}};
+  KLUTCH_ASSIGN_OR_RETURN(
+      HttpResult consent,
+      Request("PUT", "/api/auth/grant/" + core::PercentEncode(options_.client_id),
+              machinery::Dump(grant), login.cookie));
+  if (consent.status != 200) return Refused("granting scope openid", consent.status, consent.body);
+
+  // The authorization request as the browser makes it once the login UI is done (g_continue):
+  // glewlwyd redirects to the client with a code. The redirect is not followed.
+  const std::string state = core::RandomSuffix(16);
+  const std::string nonce = core::RandomSuffix(16);
+  const std::string target =
+      "/api/oidc/auth?response_type=code&client_id=" + core::PercentEncode(options_.client_id) +
+      "&redirect_uri=" + core::PercentEncode(redirect_uri) + "&scope=openid&state=" + state +
+      "&nonce=" + nonce + "&g_continue";
+  KLUTCH_ASSIGN_OR_RETURN(HttpResult auth, Request("GET", target, {}, login.cookie));
+  std::string code;
+  if (auth.status == 302 && auth.location.starts_with(redirect_uri)) {
+    const size_t q = auth.location.find('?');
+    std::string returned_state;
+    for (auto& [key, value] :
+         http::ParseQuery(q == std::string::npos ? "" : auth.location.substr(q + 1))) {
+      if (key == "code") code = value;
+      if (key == "state") returned_state = value;
+    }
+    if (returned_state != state) code.clear();
+  }
+  if (code.empty()) {
+    return core::Internal(fmt::format("the authorization request got no code: HTTP {} to \"{}\" {}",
+                                      auth.status, auth.location, auth.body));
+  }
+
+  // The token request (client_secret_basic).
+  const std::string form = http::FormEncode(
+      {{"grant_type", "authorization_code"}, {"code", code}, {"redirect_uri", redirect_uri}});
+  const std::string basic =
+      "Basic " + core::Base64Encode(options_.client_id + ":" + client_secret_);
+  KLUTCH_ASSIGN_OR_RETURN(HttpResult token, Request("POST", "/api/oidc/token", form, {},
+                                                    "application/x-www-form-urlencoded", basic));
+  if (token.status != 200) return Refused("the token request", token.status, token.body);
+
+  // The ID token came straight from the token endpoint over TLS with the client's secret, so
+  // its payload is read without checking the signature (OpenID Connect Core 3.1.3.7).
+  auto parsed = machinery::ParseJson(token.body);
+  const std::string id_token =
+      parsed.ok() ? machinery::GetString(*parsed, {"id_token"}) : std::string();
+  const size_t first = id_token.find('.');
+  const size_t second = id_token.find('.', first == std::string::npos ? 0 : first + 1);
+  if (first == std::string::npos || second == std::string::npos) {
+    // (Its body is not quoted: it holds the user's tokens.)
+    return core::Internal("glewlwyd's token response holds no ID token");
+  }
+  auto payload =
+      core::Base64UrlDecode(std::string_view(id_token).substr(first + 1, second - first - 1));
+  std::string subject;
+  if (payload) {
+    if (auto claims = machinery::ParseJson(*payload); claims.ok()) {
+      subject = machinery::GetString(*claims, {"sub"});
+    }
+  }
+  if (subject.empty()) return core::Internal("the ID token's payload has no sub claim");
+  return subject;
 }
 
 }  // namespace klutch::sandbox

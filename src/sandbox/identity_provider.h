@@ -6,9 +6,12 @@
 // user `glewlwyd` through setpriv when run as root and the directory is reachable, as the
 // caller otherwise) and configures it through its admin API: an `oidc` plugin (code flow with
 // PKCE, the device authorization grant, ID tokens with email), one confidential client for the
-// bind backend and one user. The administrator's password is replaced by a random one. What a
-// later start needs (port, client secret, admin password) is kept in `identity.json` (0600), so
-// a restart reuses the database as it is. Thread-compatible.
+// bind backend and one user. The administrator's password is replaced by a random one. Then the
+// sandbox logs in once as that user (glewlwyd's login API and the code flow of the backend's
+// client) to learn the OIDC subject glewlwyd gives them, so the sandbox can bind App Cluster 1
+// in that user's name. What a later start needs (port, client secret, admin password, the
+// user's subject) is kept in `identity.json` (0600), so a restart reuses the database as it is
+// and logs in no more. Thread-compatible.
 #pragma once
 
 #include <cstdint>
@@ -37,7 +40,9 @@ struct IdentityProviderOptions {
 class IdentityProvider {
  public:
   // Starts (first start: also configures) glewlwyd under `processes` (name "identity-provider")
-  // and waits until it answers. Errors name the step and carry the tail of glewlwyd's log.
+  // and waits until it answers; when `identity.json` has no subject yet (a first start, or a
+  // state made before subjects were kept) it logs in as the user to learn it. Errors name the
+  // step and carry the tail of glewlwyd's log. Needs at least one redirect URI.
   static core::Result<std::unique_ptr<IdentityProvider>> Start(IdentityProviderOptions options,
                                                                ProcessSet& processes);
 
@@ -48,12 +53,18 @@ class IdentityProvider {
   const std::string& client_secret() const { return client_secret_; }
   const std::string& user() const { return options_.user; }
   const std::string& password() const { return password_; }
+  // The `sub` of user()'s ID tokens (glewlwyd's oidc plugin, subject type public: made at the
+  // user's first token and kept), what the bind backend knows that user by.
+  const std::string& subject() const { return subject_; }
   std::filesystem::path log_file() const { return options_.dir / "glewlwyd.log"; }
 
  private:
   IdentityProvider() = default;
   core::Status Configure();
   core::Status AdminLogin(const std::string& password);
+  // One login as user() through the backend's client; the subject of the ID token it yields.
+  core::Result<std::string> LogInAsUser();
+  core::Status SaveState();
 
   struct HttpResult {
     int status = 0;
@@ -62,7 +73,9 @@ class IdentityProvider {
     std::string cookie;  // NAME=VALUE of the first Set-Cookie
   };
   core::Result<HttpResult> Request(const std::string& method, const std::string& target,
-                                   const std::string& body = {}, const std::string& cookie = {});
+                                   const std::string& body = {}, const std::string& cookie = {},
+                                   const std::string& content_type = "application/json",
+                                   const std::string& authorization = {});
 
   IdentityProviderOptions options_;
   uint16_t port_ = 0;
@@ -71,6 +84,7 @@ class IdentityProvider {
   std::string password_;
   std::string admin_password_;
   std::string admin_cookie_;
+  std::string subject_;
 };
 
 }  // namespace klutch::sandbox

@@ -515,8 +515,10 @@ class Sandbox::Impl {
     return core::Status::Ok();
   }
 
-  // App Cluster 1, bound as a platform operator scripts it: a provider kubeconfig for the
-  // cluster's consumer, then `kubectl bind apiservice` with a request naming every Klutch API.
+  // App Cluster 1, bound as a platform operator scripts it, in the sandbox user's name (so the
+  // user finds it on the backend's /consumer page): a provider kubeconfig for the identity
+  // "<the user's OIDC subject>#<cluster ID>", then `kubectl bind apiservice` with a request
+  // naming every Klutch API.
   core::Status BindFirstAppCluster() {
     if (apps_.empty()) return core::Status::Ok();
     client::RestClient& app = *apps_[0];
@@ -526,10 +528,10 @@ class Sandbox::Impl {
             .List();
     if (existing.ok() && !(*existing)["items"].empty()) {
       Say("App Cluster 1 is bound already");
-      return core::Status::Ok();
+      return AdoptOperatorBinding(app);
     }
     // The cluster's identity, as kubectl bind derives it (so a later `kubectl bind` of the same
-    // cluster by the operator reuses the namespace).
+    // cluster by the sandbox user reuses the namespace).
     client::ResourceClient ns(app, resources::kNamespaces);
     auto got = ns.Get("klutch-bind");
     if (!got.ok()) {
@@ -544,7 +546,8 @@ class Sandbox::Impl {
     provision.external_ca_pem = cp_->config().ca_pem;
     KLUTCH_ASSIGN_OR_RETURN(
         bind::ConsumerAccess access,
-        bind::ProvisionConsumer(*cp_, provision, "platform-operator#" + cluster_id));
+        bind::ProvisionConsumer(*cp_, provision, idp_->subject() + "#" + cluster_id,
+                                idp_->issuer()));
     fs::path kubeconfig = dir_ / "app-1-provider.kubeconfig";
     KLUTCH_RETURN_IF_ERROR(core::WriteFileAtomic(kubeconfig, access.kubeconfig));
     Json request = {{"apiVersion", "klutch.anynines.com/v1alpha1"},
@@ -595,6 +598,38 @@ class Sandbox::Impl {
       }));
     }
     Say("App Cluster 1 bound");
+    return core::Status::Ok();
+  }
+
+  // A state made before App Cluster 1 was bound in the sandbox user's name has its Control
+  // Plane namespace under the identity "platform-operator#<cluster ID>". Its claims live there,
+  // so that namespace is handed to the user, not replaced: its identity annotation, identity
+  // hash label and issuer annotation become the user's (what ProvisionConsumer and the
+  // /consumer page look up). Nothing to do when there is no such namespace.
+  core::Status AdoptOperatorBinding(client::RestClient& app) {
+    auto bind_ns = client::ResourceClient(app, resources::kNamespaces).Get("klutch-bind");
+    if (!bind_ns.ok()) return core::Status::Ok();
+    const std::string cluster_id = bind::ClusterIdFromNamespaceUid(machinery::Uid(*bind_ns));
+    const std::string operator_identity = "platform-operator#" + cluster_id;
+    const std::string identity = idp_->subject() + "#" + cluster_id;
+    client::ResourceClient namespaces(*cp_, resources::kNamespaces);
+    KLUTCH_ASSIGN_OR_RETURN(Json list, namespaces.ListAll({.skip_managed_fields = true}));
+    for (const Json& ns : list["items"]) {
+      if (machinery::Annotation(ns, bind::kIdentityAnnotation) != operator_identity) continue;
+      Json patch = {
+          {"metadata",
+           {{"labels", {{std::string(bind::kIdentityHashLabel), bind::Sha224Base62(identity)}}},
+            {"annotations",
+             {{std::string(bind::kIdentityAnnotation), identity},
+              {std::string(bind::kIssuerAnnotation), idp_->issuer()}}}}}};
+      KLUTCH_RETURN_IF_ERROR(
+          namespaces.Patch(machinery::Name(ns), client::PatchType::kMerge, machinery::Dump(patch))
+              .status());
+      Say(
+          fmt::format("App Cluster 1's Control Plane namespace {} now belongs to user {} (it was "
+                      "bound as platform-operator by an earlier start)",
+                      machinery::Name(ns), idp_->user()));
+    }
     return core::Status::Ok();
   }
 

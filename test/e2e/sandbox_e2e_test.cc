@@ -7,7 +7,8 @@
 //  - App Cluster 1 comes up bound (kubectl bind apiservice, as an operator scripts it).
 //  - App Cluster 2 is bound with `kubectl bind URL --skip-browser`, the login and the catalog
 //    page driven in Chromium (screenshots of the catalog and consumer pages are artifacts); a
-//    bogus request to the CLI's callback does not end its login.
+//    bogus request to the CLI's callback does not end its login; the consumer page lists App
+//    Cluster 1 too (klutch up binds it in the sandbox user's name).
 //  - App Cluster 3 is bound with `kubectl bind URL --headless` (device grant, approved through
 //    glewlwyd's API; four APIs with one login) by a second user, gets its own Control Plane
 //    namespace, and its konnector's credentials reach nothing of App Cluster 2's there.
@@ -22,8 +23,10 @@
 //    glewlwyd's log holds no failed TLS handshake after the browser, headless and device
 //    logins (the browser trusts the sandbox's certificates instead of aborting handshakes).
 //  - A second `klutch up` on the same directory is refused; SIGTERM stops every process; the
-//    next start resumes with the data, delivers a konnector token that expired meanwhile and
-//    says which App Clusters are bound; Ctrl-C during a start stops what had started.
+//    next start resumes with the data, delivers a konnector token that expired meanwhile,
+//    hands App Cluster 1's namespace left under platform-operator (as starts before issue #23
+//    bound it) to the sandbox user and says which App Clusters are bound; Ctrl-C during a
+//    start stops what had started.
 // The tests of a suite share one sandbox and run in order.
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -404,6 +407,21 @@ std::string SandboxE2eTest::user_;
 std::string SandboxE2eTest::password_;
 std::string SandboxE2eTest::backend_;
 
+// The keys of a cluster namespace's identity (src/bind/names.h), as kubectl and jsonpath
+// spell them.
+constexpr char kIdentityKey[] = "example-backend.klutch.anynines.com/identity";
+constexpr char kIdentityPath[] = "example-backend\\.klutch\\.anynines\\.com/identity";
+constexpr char kIdentityHashKey[] = "klutch.anynines.com/identity-hash";
+constexpr char kIdentityHashPath[] = "klutch\\.anynines\\.com/identity-hash";
+constexpr char kIssuerKey[] = "klutch.anynines.com/identity-issuer";
+constexpr char kIssuerPath[] = "klutch\\.anynines\\.com/identity-issuer";
+
+// App Cluster 1's Control Plane namespace and its identity before A9 stops the sandbox (A10
+// checks the next start gives them back).
+struct {
+  std::string cluster_namespace, identity, identity_hash;
+} app1_before_stop;
+
 TEST_F(SandboxE2eTest, A1_AppCluster1IsBoundAndAClaimEndsInADatabase) {
   // At the first start only App Cluster 1 is bound: the banner says how to bind the next.
   std::string banner = Read(dir_->path() / "up.log");
@@ -522,6 +540,10 @@ TEST_F(SandboxE2eTest, A2_AppCluster2IsBoundThroughTheBrowser) {
   browser.ignore_https_errors = false;
   browser.chromium_args = {"--ignore-certificate-errors-spki-list=" + SandboxSpkiList()};
   browser.storage_state = artifacts / "cookies.json";
+  // App Cluster 1, which klutch up binds itself, is the user's too: their /consumer page lists
+  // its Control Plane namespace with the clusters they bound (issue #23).
+  const std::string app1_namespace = ClusterNamespace("app-1");
+  ASSERT_FALSE(app1_namespace.empty());
   for (const char* api : {"postgresqlinstances", "servicebindings", "backups", "restores"}) {
     std::string out;
     fs::path log = dir_->path() / (std::string("bind-app-2-") + api + ".log");
@@ -559,6 +581,9 @@ TEST_F(SandboxE2eTest, A2_AppCluster2IsBoundThroughTheBrowser) {
         << result->values["catalog"];
     EXPECT_NE(result->values["callback"].find("authenticated successfully"), std::string::npos)
         << result->values["callback"];
+    EXPECT_NE(result->values["consumer"].find(app1_namespace), std::string::npos)
+        << "App Cluster 1 (" << app1_namespace << ") is missing from /consumer:\n"
+        << result->values["consumer"];
     ASSERT_TRUE(Eventually([&] { return !bind->running(); }, 120s)) << Read(log);
     EXPECT_EQ(bind->exit_code().value_or(-1), 0) << Read(log);
     EXPECT_NE(Read(log).find("Created APIServiceBinding"), std::string::npos) << Read(log);
@@ -872,6 +897,32 @@ TEST_F(SandboxE2eTest, A9_ASecondSandboxIsRefusedAndSigtermStopsEverything) {
                 .exit_code,
             0);
 
+  // App Cluster 1's Control Plane namespace as a start from before issue #23 left it: under
+  // the identity "platform-operator#<cluster ID>", with no issuer. The next start must hand it,
+  // claims and all, to the sandbox user (A10).
+  app1_before_stop.cluster_namespace = ClusterNamespace("app-1");
+  ASSERT_FALSE(app1_before_stop.cluster_namespace.empty());
+  const std::string ns = "ns " + app1_before_stop.cluster_namespace;
+  app1_before_stop.identity =
+      Kubectl("control-plane",
+              "get " + ns + " -o jsonpath='{.metadata.annotations." + kIdentityPath + "}'")
+          .out;
+  app1_before_stop.identity_hash =
+      Kubectl("control-plane",
+              "get " + ns + " -o jsonpath='{.metadata.labels." + kIdentityHashPath + "}'")
+          .out;
+  const size_t hash = app1_before_stop.identity.rfind('#');
+  ASSERT_NE(hash, std::string::npos) << app1_before_stop.identity;
+  ASSERT_EQ(Kubectl("control-plane",
+                    "annotate " + ns + " --overwrite " + kIdentityKey + "=platform-operator" +
+                        app1_before_stop.identity.substr(hash) + " " + kIssuerKey + "-")
+                .exit_code,
+            0);
+  ASSERT_EQ(Kubectl("control-plane",
+                    "label " + ns + " --overwrite " + kIdentityHashKey + "=of-the-operator")
+                .exit_code,
+            0);
+
   ASSERT_TRUE(up_->Signal(SIGTERM, 150s).has_value()) << Read(dir_->path() / "up.log");
   EXPECT_EQ(up_->exit_code().value_or(-1), 0) << Read(dir_->path() / "up.log");
   EXPECT_EQ(Running(PatternFor(state_)), "");
@@ -898,6 +949,32 @@ TEST_F(SandboxE2eTest, A10_TheNextStartResumesWithItsStateAndRenewsAnExpiredKonn
             std::string::npos)
       << Read(log);
   EXPECT_NE(Read(log).find("App Cluster 1 is bound already"), std::string::npos) << Read(log);
+  // App Cluster 1's namespace, left under platform-operator by an earlier start (A9), is the
+  // sandbox user's again: same namespace, the user's identity, its hash and the issuer.
+  {
+    auto identity = machinery::ParseJson(Read(state_ / "identity-provider" / "identity.json"));
+    ASSERT_TRUE(identity.ok());
+    const std::string subject = machinery::GetString(*identity, {"subject"});
+    ASSERT_FALSE(subject.empty());
+    EXPECT_EQ(app1_before_stop.identity.substr(0, app1_before_stop.identity.rfind('#')), subject);
+    const std::string ns = "ns " + app1_before_stop.cluster_namespace;
+    EXPECT_EQ(Kubectl("control-plane",
+                      "get " + ns + " -o jsonpath='{.metadata.annotations." + kIdentityPath + "}'")
+                  .out,
+              app1_before_stop.identity);
+    EXPECT_EQ(Kubectl("control-plane",
+                      "get " + ns + " -o jsonpath='{.metadata.labels." + kIdentityHashPath + "}'")
+                  .out,
+              app1_before_stop.identity_hash);
+    EXPECT_NE(Kubectl("control-plane",
+                      "get " + ns + " -o jsonpath='{.metadata.annotations." + kIssuerPath + "}'")
+                  .out.find("/api/oidc"),
+              std::string::npos);
+    EXPECT_NE(Read(log).find("App Cluster 1's Control Plane namespace " +
+                             app1_before_stop.cluster_namespace + " now belongs to user"),
+              std::string::npos)
+        << Read(log);
+  }
   // The banner tells the truth about the other clusters: 2 (browser, A2) and 3 (headless,
   // A3/A4) are bound, each to the APIs its APIServiceBindings name; 4 is not since its
   // AppClusterBinding was deleted (A5).
