@@ -24,12 +24,12 @@ TEST(ComposedStatus, AnErrorOutranksProgress) {
 }
 
 TEST(ComposedStatus, ProgressIsAReasonButNoFailure) {
-  auto o = WithConditions(
-      {{{"type", "Ready"},
-        {"status", "False"},
-        {"reason", "Creating"},
-        {"message", "the broker is provisioning the instance"}},
-       {{"type", "Synced"}, {"status", "True"}, {"reason", "ReconcileSuccess"}}});
+  auto o =
+      WithConditions({{{"type", "Ready"},
+                       {"status", "False"},
+                       {"reason", "Creating"},
+                       {"message", "the broker is provisioning the instance"}},
+                      {{"type", "Synced"}, {"status", "True"}, {"reason", "ReconcileSuccess"}}});
   EXPECT_EQ(UnreadyReason(o), "the broker is provisioning the instance");
   EXPECT_FALSE(ComposedFailing(o));
 }

@@ -1097,7 +1097,7 @@ core::Result<Result> XrdRuntime::ReconcileComposite(const Request& r) {
 
   // Apply what differs.
   Json refs = Json::array();
-  std::set<std::string> wanted;  // "gvr|ns/name"
+  std::set<std::string> wanted;      // "gvr|ns/name"
   std::vector<std::string> unready;  // name, and ": why" when the resource says why
   bool failing = false;              // one of them reports an error, not progress
   for (DesiredResource& d : desired) {

@@ -311,14 +311,16 @@ TEST_F(KonnectorTest, AFailureOnTheControlPlaneIsExplainedInTheDevelopersNames) 
   EXPECT_TRUE(Until([&] { return Cp(kInstances, Mapped("dev")).Get("db").ok(); }));
   const std::string pns = Mapped("dev");
   ASSERT_NE(pns, "dev");
-  Json status = {{"status",
-                  {{"conditions",
-                    Json::array({{{"type", "Ready"},
-                                  {"status", "False"},
-                                  {"reason", "Unavailable"},
-                                  {"lastTransitionTime", "2026-01-01T00:00:00Z"},
-                                  {"message", "Unready resources: binding: instance \"pg\" was not "
-                                              "found in namespace \"" + pns + "\""}}})}}}};
+  Json status = {
+      {"status",
+       {{"conditions", Json::array({{{"type", "Ready"},
+                                     {"status", "False"},
+                                     {"reason", "Unavailable"},
+                                     {"lastTransitionTime", "2026-01-01T00:00:00Z"},
+                                     {"message",
+                                      "Unready resources: binding: instance \"pg\" was not "
+                                      "found in namespace \"" +
+                                          pns + "\""}}})}}}};
   ASSERT_TRUE(Cp(kInstances, pns)
                   .Patch("db", client::PatchType::kMerge, machinery::Dump(status), {}, "status")
                   .ok());

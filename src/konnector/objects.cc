@@ -100,11 +100,11 @@ std::vector<ConditionNews> FalseConditionNews(const Json* before_status, const J
       }
     }
     if (seen) continue;
-    news.push_back({.type = type,
-                    .event_type = reason == "Creating" || reason == "Deleting" ? "Normal"
-                                                                                : "Warning",
-                    .reason = reason.empty() ? type + "False" : reason,
-                    .message = message.empty() ? type + " is False" : message});
+    news.push_back(
+        {.type = type,
+         .event_type = reason == "Creating" || reason == "Deleting" ? "Normal" : "Warning",
+         .reason = reason.empty() ? type + "False" : reason,
+         .message = message.empty() ? type + " is False" : message});
   }
   return news;
 }

@@ -134,7 +134,8 @@ TEST(StatusInConsumerTerms, NamesTheDevelopersNamespaceInEveryConditionMessage) 
       "message": "cluster-ab12-default/pg: see cluster-ab12-default"}]},
     "other": "cluster-ab12-default"})");
   Json out = StatusInConsumerTerms(status, "cluster-ab12-default", "default");
-  EXPECT_EQ(out["conditions"][0]["message"], "instance \"pg\" was not found in namespace \"default\"");
+  EXPECT_EQ(out["conditions"][0]["message"],
+            "instance \"pg\" was not found in namespace \"default\"");
   EXPECT_EQ(out["managed"]["conditions"][0]["message"], "default/pg: see default");
   EXPECT_EQ(out["other"], "cluster-ab12-default") << "only condition messages are prose";
 }

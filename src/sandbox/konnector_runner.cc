@@ -283,8 +283,10 @@ class KonnectorRunner::Impl {
       bool have;
       {
         core::MutexLock lock(mu_);
-        const std::vector<std::string>& list = running_.at(key).processes;
-        have = std::find(list.begin(), list.end(), process) != list.end();
+        auto it = running_.find(key);  // Prepare made it
+        have = it != running_.end() &&
+               std::find(it->second.processes.begin(), it->second.processes.end(), process) !=
+                   it->second.processes.end();
       }
       // A replica the ProcessSet still holds (running, or waiting out its restart backoff) is
       // left to it, so that a crash-looping konnector keeps its backoff.
@@ -426,7 +428,11 @@ class KonnectorRunner::Impl {
     fs::path dir;
     {
       core::MutexLock lock(mu_);
-      dir = running_.at(key).dir;
+      auto it = running_.find(key);
+      if (it == running_.end()) {
+        return core::Internal("konnector Deployment " + key + " was not prepared");
+      }
+      dir = it->second.dir;
     }
     // The Pod's environment: downward-API names and literal values. Each replica has its own
     // pod name, its identity in the leader election.
@@ -477,7 +483,7 @@ class KonnectorRunner::Impl {
                options_.cluster_name);
     KLUTCH_RETURN_IF_ERROR(processes_.Start(std::move(p)));
     core::MutexLock lock(mu_);
-    std::vector<std::string>& list = running_.at(key).processes;
+    std::vector<std::string>& list = running_[key].processes;
     if (std::find(list.begin(), list.end(), process) == list.end()) list.push_back(process);
     return core::Status::Ok();
   }

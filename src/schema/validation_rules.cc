@@ -388,7 +388,7 @@ std::string RenderValues(const std::vector<Json>& values) {
   std::string out;
   for (const Json& v : values) {
     if (!out.empty()) out += ", ";
-    out += v.is_string() ? GoQuote(v.get<std::string>()) : machinery::Dump(v);
+    out += v.is_string() ? GoQuote(*v.get_ptr<const std::string*>()) : machinery::Dump(v);
   }
   return out;
 }

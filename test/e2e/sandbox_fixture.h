@@ -37,9 +37,7 @@ inline std::string StartSandbox(const std::filesystem::path& bin_dir,
                          log);
   ChildProcess* process = *up;
   bool ready = Eventually(
-      [&] {
-        return ReadText(log).find("(ready in") != std::string::npos || !process->running();
-      },
+      [&] { return ReadText(log).find("(ready in") != std::string::npos || !process->running(); },
       180s);
   std::string text = ReadText(log);
   if (!ready || !process->running()) return "klutch up did not become ready:\n" + text;

@@ -610,8 +610,8 @@ core::Result<Result> ServiceInstanceReconciler::Run(Pass& p) {
                      lo.ok() ? lo->description : ""));
     } else if (lo->state == "failed") {
       p.mr["status"].erase("pendingOperation");
-      failure = Describe(fmt::format("{}\"{}\" failed", kFailedOperation, pending_key),
-                         lo->description);
+      failure =
+          Describe(fmt::format("{}\"{}\" failed", kFailedOperation, pending_key), lo->description);
       Event(p, reconcile::kEventTypeWarning, "OperationFailed", failure);
     } else {
       in_progress = true;
@@ -1180,8 +1180,8 @@ core::Result<Result> BackupReconciler::Run(Pass& p) {
   std::string instance_id = GetString(p.mr, {"status", "atProvider", "instanceId"});
   if (instance_id.empty()) {
     if (p.deleting) return Finalize(p);
-    auto instance = FindOne(*ctx_.instances, kByClaim, claim_ns + "/" + instance_name,
-                            "instance", instance_name, claim_ns, "spec.instanceRef");
+    auto instance = FindOne(*ctx_.instances, kByClaim, claim_ns + "/" + instance_name, "instance",
+                            instance_name, claim_ns, "spec.instanceRef");
     if (!instance.ok()) return Fail(p, instance.status(), "CannotObserveExternalResource");
     if (auto same = SameServiceType(p.mr, **instance, "instance", instance_name); !same.ok()) {
       return Fail(p, same, "CannotObserveExternalResource");
