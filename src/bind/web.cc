@@ -21,6 +21,7 @@
 #include "core/strings.h"
 #include "core/sync.h"
 #include "machinery/object.h"
+#include "machinery/validation.h"
 
 namespace klutch::bind {
 
@@ -860,13 +861,19 @@ class WebBackend::Impl {
     const machinery::GroupVersionResource gvr{group, version, plural};
     auto add = [&](const Json& obj, const std::string& app_ns) {
       Condition ready = ConditionOf(obj, "Ready");
+      // The reason in the developer's names, as the konnector copies it to their cluster.
+      const std::string provider_ns = machinery::Namespace(obj);
+      std::string message = ready.message;
+      if (!app_ns.empty() && !provider_ns.empty()) {
+        message = machinery::ReplaceWholeName(message, provider_ns, app_ns);
+      }
       e.claims.push_back(ClaimView{.kind = kind,
                                    .ns = app_ns,
-                                   .provider_ns = machinery::Namespace(obj),
+                                   .provider_ns = provider_ns,
                                    .name = machinery::Name(obj),
                                    .ready = ready.status,
                                    .reason = ready.reason,
-                                   .message = ready.message});
+                                   .message = std::move(message)});
     };
     const bool cluster_scoped = machinery::GetString(ex, {"spec", "scope"}) == "Cluster";
     if (cluster_scoped) {

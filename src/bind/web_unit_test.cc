@@ -709,6 +709,10 @@ TEST_F(WebRoutes, ConsumerPageShowsClustersExportsClaimsAndHeartbeat) {
         "<code>default</code> in <code>" + ns + "-default</code>"}) {
     EXPECT_NE(page.body.find(want), std::string::npos) << want << "\n" << page.body;
   }
+  // A reason naming the Control Plane namespace reads in the developer's names (issue #23).
+  EXPECT_NE(page.body.find("waiting for &lt;broker&gt; in namespace &quot;default&quot;"),
+            std::string::npos)
+      << page.body;
   EXPECT_NE(page.body.find("<code>postgresqlinstances.anynines.com</code> <span class=\"pill "
                            "True\">Ready</span>"),
             std::string::npos)

@@ -2,6 +2,7 @@
 
 #include "core/strings.h"
 #include "konnector/names.h"
+#include "machinery/validation.h"
 
 namespace klutch::konnector {
 namespace {
@@ -17,24 +18,6 @@ bool BoolField(const Json& obj, std::string_view key) {
   return v && v->is_boolean() && *v == true;
 }
 
-bool NameChar(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'; }
-
-std::string ReplaceName(const std::string& text, std::string_view from, std::string_view to) {
-  std::string out;
-  size_t at = 0;
-  for (size_t hit = text.find(from); hit != std::string::npos; hit = text.find(from, hit + 1)) {
-    size_t end = hit + from.size();
-    if ((hit > 0 && NameChar(text[hit - 1])) || (end < text.size() && NameChar(text[end]))) {
-      continue;
-    }
-    out.append(text, at, hit - at).append(to);
-    at = end;
-    hit = end - 1;
-  }
-  if (at == 0) return text;
-  return out.append(text, at);
-}
-
 void TranslateConditions(Json& node, std::string_view from, std::string_view to, int depth) {
   if (depth > 32) return;
   if (node.is_object()) {
@@ -44,7 +27,7 @@ void TranslateConditions(Json& node, std::string_view from, std::string_view to,
           if (!c.is_object()) continue;
           auto m = c.find("message");
           if (m != c.end() && m->is_string()) {
-            *m = ReplaceName(*m->get_ptr<const std::string*>(), from, to);
+            *m = machinery::ReplaceWholeName(*m->get_ptr<const std::string*>(), from, to);
           }
         }
       } else {

@@ -337,4 +337,25 @@ void ValidateObjectMeta(const Json& metadata, bool namespaced, NameRule rule,
   }
 }
 
+std::string ReplaceWholeName(const std::string& text, std::string_view name,
+                             std::string_view with) {
+  if (name.empty()) return text;
+  auto name_char = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
+  };
+  std::string out;
+  size_t copied = 0;
+  for (size_t hit = text.find(name); hit != std::string::npos; hit = text.find(name, hit + 1)) {
+    const size_t end = hit + name.size();
+    if ((hit > 0 && name_char(text[hit - 1])) || (end < text.size() && name_char(text[end]))) {
+      continue;
+    }
+    out.append(text, copied, hit - copied).append(with);
+    copied = end;
+    hit = end - 1;
+  }
+  if (copied == 0) return text;
+  return out.append(text, copied);
+}
+
 }  // namespace klutch::machinery

@@ -21,6 +21,12 @@ std::vector<std::string> IsValidLabelValue(std::string_view value);
 // ConfigMap and Secret data keys.
 std::vector<std::string> IsConfigMapKey(std::string_view value);
 
+// `text` with each whole occurrence of the name `name` (a DNS label, e.g. a namespace) as
+// `with`: an occurrence counts when the characters around it are not [a-z0-9-], so
+// "team-a" is not found in "team-ab" or "my-team-a". For prose that names a namespace of
+// one cluster and is shown in another's terms.
+std::string ReplaceWholeName(const std::string& text, std::string_view name, std::string_view with);
+
 // How a kind's names are checked (apimachinery's ValidateNameFunc): NameIsDNSSubdomain,
 // NameIsDNSLabel, path.ValidatePathSegmentName.
 enum class NameRule { kDns1123Subdomain, kDns1123Label, kPathSegment };

@@ -284,5 +284,13 @@ TEST(Validation, AnnotationsOverTheTotalSizeAreTooLong) {
   EXPECT_TRUE(causes.empty());
 }
 
+TEST(ReplaceWholeName, ReplacesTheNameNotWordsThatContainIt) {
+  EXPECT_EQ(ReplaceWholeName("ns-1 ns-10 xns-1 ns-1-a ns-1/b (ns-1) \"ns-1\"", "ns-1", "team"),
+            "team ns-10 xns-1 ns-1-a team/b (team) \"team\"");
+  EXPECT_EQ(ReplaceWholeName("ns-1", "ns-1", ""), "");
+  EXPECT_EQ(ReplaceWholeName("nothing here", "ns-1", "team"), "nothing here");
+  EXPECT_EQ(ReplaceWholeName("abc", "", "team"), "abc");
+}
+
 }  // namespace
 }  // namespace klutch::machinery

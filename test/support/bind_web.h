@@ -166,7 +166,8 @@ inline core::Status SetUpControlPlane(client::RestClient& admin) {
 // What a connected konnector and a claim leave in cluster namespace `ns` (made by a bind):
 // heartbeat and konnector v9.8.7, the App Cluster namespace "default" (Control Plane namespace
 // <ns>-default), the export of postgresqlinstances.anynines.com (v1), served, and claim db1
-// (spec `claim_spec`) there, Ready=False Creating "waiting for <broker>". Returns the time
+// (spec `claim_spec`) there, Ready=False Creating "waiting for <broker> in namespace
+// \"<ns>-default\"" (a Control Plane name in a reason). Returns the time
 // written; failures are test failures.
 inline std::string SeedConnectedClusterWithClaim(client::RestClient& admin, const std::string& ns,
                                                  const Json& claim_spec) {
@@ -231,12 +232,14 @@ inline std::string SeedConnectedClusterWithClaim(client::RestClient& admin, cons
                            {"metadata", {{"name", "db1"}, {"namespace", ns + "-default"}}},
                            {"spec", claim_spec}})
                   .ok());
-  patch_status(claims, ns + "-default", "db1",
-               {{"conditions", Json::array({{{"type", "Ready"},
-                                             {"status", "False"},
-                                             {"reason", "Creating"},
-                                             {"message", "waiting for <broker>"},
-                                             {"lastTransitionTime", now}}})}});
+  patch_status(
+      claims, ns + "-default", "db1",
+      {{"conditions",
+        Json::array({{{"type", "Ready"},
+                      {"status", "False"},
+                      {"reason", "Creating"},
+                      {"message", "waiting for <broker> in namespace \"" + ns + "-default\""},
+                      {"lastTransitionTime", now}}})}});
 
   return now;
 }
