@@ -664,67 +664,78 @@ bool ReferencesIn(const Expr& e, std::string_view name, std::vector<std::string_
 }  // namespace
 
 namespace {
-void CollectChains(const Expr& e, std::vector<std::string_view>& bound,
-                   std::vector<FieldChain>& out) {
-  if (e.type == Expr::Type::kSelect) {
-    std::vector<const Expr*> selects;
-    const Expr* at = &e;
-    while (at->type == Expr::Type::kSelect) {
-      selects.push_back(at);
-      at = at->args[0].get();
-    }
-    if (at->type == Expr::Type::kIdent &&
-        std::find(bound.begin(), bound.end(), at->name) == bound.end()) {
-      FieldChain chain;
-      chain.variable = at->name;
-      for (auto it = selects.rbegin(); it != selects.rend(); ++it) {
-        chain.fields.push_back((*it)->name);
-        chain.offsets.push_back((*it)->offset);
-      }
-      out.push_back(std::move(chain));
-      return;
-    }
-    CollectChains(*at, bound, out);
+// Calls `visit(child, bound)` for each child of `e`, with the comprehension's variables bound
+// where they are in scope (accu_var in the loop and the result, the iteration variables in the
+// loop only).
+template <typename Visit>
+void VisitChildren(const Expr& e, std::vector<std::string_view>& bound, Visit&& visit) {
+  if (e.type != Expr::Type::kComprehension) {
+    for (const auto& a : e.args) visit(*a, bound);
     return;
   }
-  if (e.type == Expr::Type::kComprehension) {
-    CollectChains(*e.iter_range, bound, out);
-    CollectChains(*e.accu_init, bound, out);
-    bound.push_back(e.accu_var);
-    bound.push_back(e.iter_var);
-    bound.push_back(e.iter_var2);
-    CollectChains(*e.loop_condition, bound, out);
-    CollectChains(*e.loop_step, bound, out);
-    bound.resize(bound.size() - 2);
-    CollectChains(*e.result, bound, out);
-    bound.pop_back();
-    return;
-  }
-  for (const auto& a : e.args) CollectChains(*a, bound, out);
+  visit(*e.iter_range, bound);
+  visit(*e.accu_init, bound);
+  bound.push_back(e.accu_var);
+  bound.push_back(e.iter_var);
+  bound.push_back(e.iter_var2);
+  visit(*e.loop_condition, bound);
+  visit(*e.loop_step, bound);
+  bound.resize(bound.size() - 2);
+  visit(*e.result, bound);
+  bound.pop_back();
 }
-}  // namespace
 
-namespace {
-// `e` as a plain field chain on a free variable (`self.a.b`), else nullopt.
-std::optional<FieldChain> PlainChain(const Expr& e, const std::vector<std::string_view>& bound) {
-  std::vector<const Expr*> selects;
+// The selects of `e` down to what they select from (outermost first), and that operand.
+const Expr* SelectOperand(const Expr& e, std::vector<const Expr*>& selects) {
   const Expr* at = &e;
   while (at->type == Expr::Type::kSelect) {
-    if (at->test_only || at->optional) return std::nullopt;
     selects.push_back(at);
     at = at->args[0].get();
   }
-  if (selects.empty() || at->type != Expr::Type::kIdent ||
-      std::find(bound.begin(), bound.end(), at->name) != bound.end()) {
-    return std::nullopt;
-  }
+  return at;
+}
+
+FieldChain ChainOf(const Expr& ident, const std::vector<const Expr*>& selects) {
   FieldChain chain;
-  chain.variable = at->name;
+  chain.variable = ident.name;
   for (auto it = selects.rbegin(); it != selects.rend(); ++it) {
     chain.fields.push_back((*it)->name);
     chain.offsets.push_back((*it)->offset);
   }
   return chain;
+}
+
+bool IsFree(const Expr& ident, const std::vector<std::string_view>& bound) {
+  return ident.type == Expr::Type::kIdent &&
+         std::find(bound.begin(), bound.end(), ident.name) == bound.end();
+}
+
+void CollectChains(const Expr& e, std::vector<std::string_view>& bound,
+                   std::vector<FieldChain>& out) {
+  if (e.type == Expr::Type::kSelect) {
+    std::vector<const Expr*> selects;
+    const Expr* at = SelectOperand(e, selects);
+    if (IsFree(*at, bound)) {
+      out.push_back(ChainOf(*at, selects));
+    } else {
+      CollectChains(*at, bound, out);
+    }
+    return;
+  }
+  VisitChildren(e, bound, [&](const Expr& child, std::vector<std::string_view>& b) {
+    CollectChains(child, b, out);
+  });
+}
+
+// `e` as a plain field chain on a free variable (`self.a.b`), else nullopt.
+std::optional<FieldChain> PlainChain(const Expr& e, const std::vector<std::string_view>& bound) {
+  std::vector<const Expr*> selects;
+  const Expr* at = SelectOperand(e, selects);
+  if (selects.empty() || !IsFree(*at, bound)) return std::nullopt;
+  for (const Expr* s : selects) {
+    if (s->test_only || s->optional) return std::nullopt;
+  }
+  return ChainOf(*at, selects);
 }
 
 void CollectComparisons(const Expr& e, std::vector<std::string_view>& bound,
@@ -748,20 +759,9 @@ void CollectComparisons(const Expr& e, std::vector<std::string_view>& bound,
       }
     }
   }
-  if (e.type == Expr::Type::kComprehension) {
-    CollectComparisons(*e.iter_range, bound, out);
-    CollectComparisons(*e.accu_init, bound, out);
-    bound.push_back(e.accu_var);
-    bound.push_back(e.iter_var);
-    bound.push_back(e.iter_var2);
-    CollectComparisons(*e.loop_condition, bound, out);
-    CollectComparisons(*e.loop_step, bound, out);
-    bound.resize(bound.size() - 2);
-    CollectComparisons(*e.result, bound, out);
-    bound.pop_back();
-    return;
-  }
-  for (const auto& a : e.args) CollectComparisons(*a, bound, out);
+  VisitChildren(e, bound, [&](const Expr& child, std::vector<std::string_view>& b) {
+    CollectComparisons(child, b, out);
+  });
 }
 }  // namespace
 
