@@ -200,6 +200,16 @@ std::optional<Condition> ConditionFromJson(const Json& entry) {
 }
 
 bool SetCondition(Json& obj, Condition c, const core::Clock& clock) {
+  // A message may quote what a user wrote (a name, a value), so it is cut to what
+  // metav1.Condition allows (32 KiB), never inside a UTF-8 character: a 200 KB name in a spec
+  // made a 400 KB condition, twice over.
+  if (c.message.size() > kMaxMessageLen) {
+    constexpr std::string_view kCut = " ...";
+    size_t cut = kMaxMessageLen - kCut.size();
+    while (cut > 0 && (static_cast<unsigned char>(c.message[cut]) & 0xC0) == 0x80) --cut;
+    c.message.resize(cut);
+    c.message += kCut;
+  }
   Json& list = MutableConditions(obj);
   const Json before = list;
   Json* existing = nullptr;

@@ -100,6 +100,22 @@ TEST(SetCondition, FollowsMetav1TransitionRules) {
   }
 }
 
+TEST(SetCondition, CutsAMessageToWhatMetav1AllowsOnACharacterBoundary) {
+  core::FakeClock clock = NowClock();
+  Json obj = Json::object();
+  // "é" is two bytes: the cut must not split one.
+  std::string huge;
+  for (int i = 0; i < 20000; ++i) huge += "\xc3\xa9";
+  SetCondition(obj, {.type = "Ready", .status = "False", .reason = "R", .message = huge}, clock);
+  std::string got = FindCondition(obj, "Ready")->message;
+  EXPECT_LE(got.size(), 32u * 1024);
+  EXPECT_TRUE(got.ends_with(" ...")) << got.substr(got.size() - 10);
+  EXPECT_EQ(got.substr(0, got.size() - 4).size() % 2, 0u) << "a UTF-8 character was split";
+  EXPECT_TRUE(ValidateCondition(*FindCondition(obj, "Ready")).ok());
+  SetCondition(obj, {.type = "Ready", .status = "False", .reason = "R", .message = "short"}, clock);
+  EXPECT_EQ(FindCondition(obj, "Ready")->message, "short");
+}
+
 TEST(FindCondition, ReadsTypedFieldsAndToleratesJunk) {
   Json obj = Obj(R"([7, {"type":"A","status":"True","observedGeneration":4,"reason":"R",
                      "message":"m","lastTransitionTime":"2020-01-01T00:00:00Z"},
