@@ -5,10 +5,11 @@
 //  * metav1.Condition (Kubernetes' standard): type, status, observedGeneration,
 //    lastTransitionTime, reason, message. SetCondition follows apimachinery's
 //    meta.SetStatusCondition: lastTransitionTime moves only when status changes; order kept.
-//  * The cluster-api style of the binding protocol (/work/shared/specs/bind-protocol.md
-//    §1.0.2-1.0.3), here "SeverityCondition": type, status, severity, lastTransitionTime,
-//    reason, message. SetSeverityCondition keeps the time unless status/reason/severity/message
-//    changed and sorts the list (Ready first); SetSummary computes Ready from the others.
+//  * The cluster-api style of the binding protocol (the team's shared specs,
+//    ../shared/specs/bind-protocol.md §1.0.2-1.0.3), here "SeverityCondition": type, status,
+//    severity, lastTransitionTime, reason, message. SetSeverityCondition keeps the time unless
+//    status/reason/severity/message changed and sorts the list (Ready first); SetSummary
+//    computes Ready from the others.
 // Functions that only need type and status (IsConditionTrue, RemoveCondition, ...) serve both.
 //
 // All functions are pure over their arguments (thread-compatible: synchronise access to one
