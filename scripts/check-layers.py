@@ -21,32 +21,11 @@ import sys
 import tempfile
 
 import checklib
+from srctree import cmake_calls, library_includes, load_layers, present_modules, \
+    strip_cmake_comments
 
-INCLUDE_RE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.MULTILINE)
 DOCS_ROW_RE = re.compile(r"^\|\s*(\d+)\s*\|\s*`src/([a-z_]+)`", re.MULTILINE)
-SOURCE_EXTENSIONS = (".h", ".cc", ".inc")
 NON_MODULE_ROOTS = ("test", "cmd")  # only tests may include these
-
-
-def load_layers(root):
-    path = os.path.join(root, "cmake", "layers.txt")
-    layers, never = {}, set()
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            line = line.split("#", 1)[0].split()
-            if not line:
-                continue
-            if line[0] == "never" and len(line) == 3:
-                never.add(frozenset(line[1:]))
-            elif len(line) == 2 and line[0].isdigit():
-                layers[line[1]] = int(line[0])
-            else:
-                sys.exit(f"{path}:{lineno}: expected `<layer> <module>` or `never <a> <b>`")
-    return layers, never
-
-
-def is_test_source(name):
-    return name.endswith("_test.cc") or (name.startswith("fuzz_") and name.endswith(".cc"))
 
 
 def dependency_error(module, target, layers, never):
@@ -61,20 +40,6 @@ def dependency_error(module, target, layers, never):
         return (f"{module} (layer {layers[module]}) may use only lower layers, "
                 f"not {target} (layer {layers[target]})")
     return None
-
-
-def strip_cmake_comments(text):
-    return "\n".join(line.split("#", 1)[0] for line in text.splitlines())
-
-
-def cmake_calls(text, command):
-    """Argument strings of every `command(...)` call (parentheses balanced)."""
-    for m in re.finditer(r"\b" + command + r"\s*\(", text):
-        depth, i = 1, m.end()
-        while i < len(text) and depth:
-            depth += {"(": 1, ")": -1}.get(text[i], 0)
-            i += 1
-        yield text[m.end():i - 1]
 
 
 def check_cmake(root, module, layers, never, errors):
@@ -129,35 +94,22 @@ def check_docs(root, present, layers, errors):
 def check(root):
     layers, never = load_layers(root)
     errors = []
-    src = os.path.join(root, "src")
-    present = sorted(d for d in os.listdir(src) if os.path.isdir(os.path.join(src, d)))
+    present = present_modules(root)
     for module in present:
         if module not in layers:
             errors.append(f"src/{module}/: unknown module; add it to the layer table "
                           "(cmake/layers.txt, docs/architecture.md)")
             continue
-        for dirpath, _, files in os.walk(os.path.join(src, module)):
-            for name in sorted(files):
-                if not name.endswith(SOURCE_EXTENSIONS) or is_test_source(name):
-                    continue
-                path = os.path.join(dirpath, name)
-                rel = os.path.relpath(path, root)
-                with open(path, encoding="utf-8", errors="replace") as f:
-                    text = f.read()
-                for m in INCLUDE_RE.finditer(text):
-                    first = m.group(1).split("/", 1)[0]
-                    if "/" not in m.group(1):
-                        continue
-                    line = text.count("\n", 0, m.start()) + 1
-                    if first in NON_MODULE_ROOTS:
-                        errors.append(f"{rel}:{line}: includes \"{m.group(1)}\": only *_test.cc "
-                                      f"and fuzz_*.cc may include {first}/")
-                        continue
-                    if first not in present and first not in layers:
-                        continue  # a third-party header such as "fmt/format.h"
-                    why = dependency_error(module, first, layers, never)
-                    if why:
-                        errors.append(f"{rel}:{line}: includes \"{m.group(1)}\": {why}")
+        for rel, line, included, first in library_includes(root, module):
+            if first in NON_MODULE_ROOTS:
+                errors.append(f"{rel}:{line}: includes \"{included}\": only *_test.cc "
+                              f"and fuzz_*.cc may include {first}/")
+                continue
+            if first not in present and first not in layers:
+                continue  # a third-party header such as "fmt/format.h"
+            why = dependency_error(module, first, layers, never)
+            if why:
+                errors.append(f"{rel}:{line}: includes \"{included}\": {why}")
         check_cmake(root, module, layers, never, errors)
     check_docs(root, present, layers, errors)
     return errors

@@ -6,6 +6,7 @@ inputs; `main` parses --root and --self-test, prints the findings and sets the e
 
 import argparse
 import os
+import re
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -39,3 +40,12 @@ def verdict(failures):
     """The self-test's last line and exit status."""
     print("self-test:", "FAILED" if failures else "passed")
     return 1 if failures else 0
+
+
+def expand_braces(pattern):
+    """`a/{b,c}_test` -> [`a/b_test`, `a/c_test`], as a shell expands a brace list."""
+    m = re.search(r"\{([^{}]*)\}", pattern)
+    if not m:
+        return [pattern]
+    return [x for alt in m.group(1).split(",")
+            for x in expand_braces(pattern[:m.start()] + alt + pattern[m.end():])]
