@@ -11,7 +11,7 @@
 
 #include "cli/controller_process.h"
 #include "client/kubeconfig.h"
-#include "compose/engine.h"
+#include "compose/composer.h"
 #include "core/duration.h"
 #include "core/random.h"
 #include "providers/anynines.h"

@@ -6,8 +6,6 @@
 // written while nothing changes. The provider-anynines managed resources have no provider
 // here: the test writes their status as provider-anynines would. ComposeOwnPackageTest runs the
 // a9s examples against this repository's own package and CRDs (deploy/) instead.
-#include "compose/engine.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -22,6 +20,7 @@
 #include <vector>
 
 #include "client/dynamic.h"
+#include "compose/composer.h"
 #include "compose/names.h"
 #include "core/strings.h"
 #include "machinery/json.h"

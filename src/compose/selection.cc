@@ -29,14 +29,6 @@ bool LabelsMatch(const Json& object, const Json& match_labels) {
   return true;
 }
 
-int64_t RevisionNumber(const Json& revision) {
-  const Json* n = Find(revision, {"spec", "revision"});
-  if (!n || !n->is_number_integer()) return 0;
-  return n->is_number_unsigned()
-             ? static_cast<int64_t>(*n->get_ptr<const Json::number_unsigned_t*>())
-             : *n->get_ptr<const Json::number_integer_t*>();
-}
-
 // What a user can set instead: `; compositions for T: "a", "b"` (sorted), or that none
 // exists yet.
 std::string CompositionsFor(const std::vector<client::ObjectPtr>& compositions,
@@ -261,6 +253,14 @@ Json PlannedResourceRefs(const std::vector<Json>& inputs, std::string_view xr_na
     }
   }
   return refs;
+}
+
+int64_t RevisionNumber(const Json& revision) {
+  const Json* n = Find(revision, {"spec", "revision"});
+  if (!n || !n->is_number_integer()) return 0;
+  return n->is_number_unsigned()
+             ? static_cast<int64_t>(*n->get_ptr<const Json::number_unsigned_t*>())
+             : *n->get_ptr<const Json::number_integer_t*>();
 }
 
 }  // namespace klutch::compose

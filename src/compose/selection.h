@@ -2,6 +2,7 @@
 // composed resources that choice implies. Pure functions over cached objects.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,6 +36,9 @@ core::Result<Selection> SelectComposition(const Json& spec, std::string_view api
                                           const std::vector<client::ObjectPtr>& revisions);
 
 // The composed resource of composition resource `resource` for XR `xr_name`.
+// A CompositionRevision's spec.revision (0 when unset).
+int64_t RevisionNumber(const Json& revision);
+
 std::string ComposedName(std::string_view xr_name, std::string_view resource);
 
 // The step inputs to run for a composition spec: each Pipeline step's input (every step

@@ -19,7 +19,10 @@
 // its key stays queued, so no event is lost, and the XR shows why.
 //
 // Wiring: the process builds a reconcile::Manager and a Composer on it; Setup() registers the
-// informers and controllers, the manager runs them while this replica leads. Thread-safe.
+// informers and controllers, the manager runs them while this replica leads. The logic is in
+// one reconciler per kind: xrd_reconciler.h, composition_revision_reconciler.h, and per
+// XRD an XrdRuntime (xrd_runtime.h) running claim_reconciler.h and composite_reconciler.h.
+// Thread-safe.
 #pragma once
 
 #include <chrono>

@@ -1,0 +1,26 @@
+#include "compose/circuit_breaker.h"
+
+namespace klutch::compose {
+
+bool CircuitBreaker::AllowWrite(const std::string& key, std::chrono::milliseconds& wait) {
+  const auto now = clock_.MonotonicNow();
+  core::MutexLock lock(mu_);
+  Window& b = windows_[key];
+  if (now < b.open_until) {
+    wait = std::chrono::duration_cast<std::chrono::milliseconds>(b.open_until - now);
+    return false;
+  }
+  while (!b.writes.empty() && now - b.writes.front() > window_) b.writes.pop_front();
+  if (static_cast<int>(b.writes.size()) >= writes_) {
+    b.open_until = now + cooldown_;
+    b.writes.clear();
+    trips_.Increment({});
+    wait = cooldown_;
+    return false;
+  }
+  b.writes.push_back(now);
+  if (windows_.size() > 100000) windows_.clear();  // bound memory; losing history is safe
+  return true;
+}
+
+}  // namespace klutch::compose
