@@ -7,8 +7,8 @@
 #include "core/clock.h"
 #include "http/certs.h"
 #include "providers/anynines/backup_client.h"
-#include "providers/anynines/fake_broker.h"
 #include "providers/anynines/osb_client.h"
+#include "test/support/fake_broker.h"
 #include "test/support/process.h"
 
 namespace klutch::providers::anynines {
