@@ -15,6 +15,7 @@
 #include "core/strings.h"
 #include "machinery/selector.h"
 #include "serving/endpoints.h"
+#include "serving/json_response.h"
 
 namespace klutch::apiserver {
 
@@ -25,12 +26,10 @@ namespace {
 
 constexpr const char* kJson = "application/json";
 
+// A JSON answer (serving::SerializedJsonResponse) private and uncached, as kube-apiserver's.
 http::Response JsonResponse(int code, std::string body) {
-  http::Response r;
-  r.status = code;
-  r.headers.Set("Content-Type", kJson);
+  http::Response r = serving::SerializedJsonResponse(code, std::move(body));
   r.headers.Set("Cache-Control", "no-cache, private");
-  r.body = std::move(body);
   return r;
 }
 

@@ -24,6 +24,7 @@
 #include "http/router.h"
 #include "machinery/object.h"
 #include "serving/endpoints.h"
+#include "serving/json_response.h"
 #include "serving/metrics.h"
 
 namespace klutch::broker {
@@ -34,13 +35,7 @@ using SteadyClock = std::chrono::steady_clock;
 
 constexpr char kBackupManagerSuffix[] = "-backup-manager";
 
-http::Response JsonResponse(int status, const Json& body) {
-  http::Response r;
-  r.status = status;
-  r.headers.Set("Content-Type", "application/json");
-  r.body = machinery::Dump(body);
-  return r;
-}
+using serving::JsonResponse;
 
 http::Response Error(const OsbError& e) { return JsonResponse(e.status, ErrorBody(e)); }
 http::Response Error(int status, std::string error, std::string description) {
