@@ -29,6 +29,7 @@ from srctree import include_graph, load_layers, present_modules, test_targets
 
 MAX_LINES = 15
 MAX_COLUMNS = 100
+DEPENDS_LINE_RE = re.compile(r"\bDepends\s+on\b:?")  # preferred over a "... depends on ..."
 DEPENDS_RE = re.compile(r"\bdepends\s+on\b:?", re.IGNORECASE)
 CLAUSE_END_RE = re.compile(r"[.;](\s|$)")
 CODE_SPAN_RE = re.compile(r"`([^`]+)`")
@@ -37,7 +38,7 @@ TEST_NAME_RE = re.compile(r"(?:[\w./-]*/)?([a-z0-9_]+_test)")
 
 def depends_on(text, modules):
     """The modules a README's "Depends on" clause names, or None without such a clause."""
-    m = DEPENDS_RE.search(text)
+    m = DEPENDS_LINE_RE.search(text) or DEPENDS_RE.search(text)
     if not m:
         return None
     clause = re.sub(r"\([^)]*\)", "", text[m.end():])
@@ -154,7 +155,8 @@ CLEAN = {
     "src/core/README.md": "# core\n\nStatus.\nDepends on: fmt. Tests: `core_test`.\n",
     "src/core/status.h": "#pragma once\n#include <string>\n",
     "src/core/CMakeLists.txt": "klutch_library(core SOURCES a.cc)\nklutch_test(core_test)\n",
-    "src/http/README.md": "# http\n\nDepends on: core, OpenSSL (private); never more.\n"
+    "src/http/README.md": "# http\n\nWhat the API depends on.\n"
+                          "Depends on: core, OpenSSL (private); never more.\n"
                           "Tests: `http_*_test`.\n",
     "src/http/server.cc": '#include "core/status.h"\n#include "fmt/format.h"\n',
     "src/http/fuzz_request.cc": '#include "auth/jwt.h"\n',
