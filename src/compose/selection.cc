@@ -75,6 +75,49 @@ std::string ComposedName(std::string_view xr_name, std::string_view resource) {
   return DerivedName(xr_name, seed, 63);
 }
 
+namespace {
+
+// The update policy, revision and spec `out` (whose composition is `chosen`) follows: the
+// newest revision, or under Manual the pinned one; the Composition's own spec when it has no
+// revision yet.
+core::Status ChooseRevision(Selection& out, const Json& spec, const Json& xrd, const Json& chosen,
+                            const std::vector<client::ObjectPtr>& revisions) {
+  out.update_policy = GetString(spec, {"compositionUpdatePolicy"});
+  if (out.update_policy.empty()) {
+    out.update_policy = GetString(xrd, {"spec", "defaultCompositionUpdatePolicy"});
+  }
+  if (out.update_policy.empty()) out.update_policy = "Automatic";
+  const Json* newest = nullptr;
+  const Json* pinned = nullptr;
+  std::string pinned_name = GetString(spec, {"compositionRevisionRef", "name"});
+  for (const auto& r : revisions) {
+    const Json* labels = Find(*r, {"metadata", "labels"});
+    if (!labels || GetString(*labels, {kLabelCompositionName}) != out.composition) continue;
+    if (!newest || RevisionNumber(*r) > RevisionNumber(*newest)) newest = r.get();
+    if (machinery::Name(*r) == pinned_name) pinned = r.get();
+  }
+  if (out.update_policy == "Manual" && !pinned_name.empty() && !pinned) {
+    // Crossplane does not fall back either: a pinned revision that is gone is an error.
+    return core::NotFound("compositionRevisionRef \"" + pinned_name +
+                          "\" is not a revision of composition \"" + out.composition +
+                          "\": name an existing CompositionRevision (kubectl get "
+                          "compositionrevisions -l crossplane.io/composition-name=" +
+                          out.composition + ") or set compositionUpdatePolicy: Automatic");
+  }
+  const Json* use = out.update_policy == "Manual" && pinned ? pinned : newest;
+  if (use) {
+    out.revision = machinery::Name(*use);
+    const Json* s = Find(*use, {"spec"});
+    out.spec = s ? *s : Json::object();
+  } else {
+    const Json* s = Find(chosen, {"spec"});
+    out.spec = s ? *s : Json::object();
+  }
+  return core::Status::Ok();
+}
+
+}  // namespace
+
 core::Result<Selection> SelectComposition(const Json& spec, std::string_view api_version,
                                           std::string_view kind, const Json& xrd,
                                           const std::vector<client::ObjectPtr>& compositions,
@@ -153,37 +196,7 @@ core::Result<Selection> SelectComposition(const Json& spec, std::string_view api
   }
   Selection out;
   out.composition = machinery::Name(*chosen);
-  out.update_policy = GetString(spec, {"compositionUpdatePolicy"});
-  if (out.update_policy.empty()) {
-    out.update_policy = GetString(xrd, {"spec", "defaultCompositionUpdatePolicy"});
-  }
-  if (out.update_policy.empty()) out.update_policy = "Automatic";
-  const Json* newest = nullptr;
-  const Json* pinned = nullptr;
-  std::string pinned_name = GetString(spec, {"compositionRevisionRef", "name"});
-  for (const auto& r : revisions) {
-    const Json* labels = Find(*r, {"metadata", "labels"});
-    if (!labels || GetString(*labels, {kLabelCompositionName}) != out.composition) continue;
-    if (!newest || RevisionNumber(*r) > RevisionNumber(*newest)) newest = r.get();
-    if (machinery::Name(*r) == pinned_name) pinned = r.get();
-  }
-  if (out.update_policy == "Manual" && !pinned_name.empty() && !pinned) {
-    // Crossplane does not fall back either: a pinned revision that is gone is an error.
-    return core::NotFound("compositionRevisionRef \"" + pinned_name +
-                          "\" is not a revision of composition \"" + out.composition +
-                          "\": name an existing CompositionRevision (kubectl get "
-                          "compositionrevisions -l crossplane.io/composition-name=" +
-                          out.composition + ") or set compositionUpdatePolicy: Automatic");
-  }
-  const Json* use = out.update_policy == "Manual" && pinned ? pinned : newest;
-  if (use) {
-    out.revision = machinery::Name(*use);
-    const Json* s = Find(*use, {"spec"});
-    out.spec = s ? *s : Json::object();
-  } else {
-    const Json* s = Find(*chosen, {"spec"});
-    out.spec = s ? *s : Json::object();
-  }
+  KLUTCH_RETURN_IF_ERROR(ChooseRevision(out, spec, xrd, *chosen, revisions));
   return out;
 }
 

@@ -196,6 +196,64 @@ uint32_t Adler32(const std::string& data) {
   return (b << 16) | a;
 }
 
+// A string transform's Convert (`how`) of `input` (`str`: its Go %v text).
+core::Result<Json> StringConvert(const std::string& how, const Json& input,
+                                 const std::string& str) {
+  if (how == "ToUpper") {
+    std::string out = str;
+    for (char& c : out) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    return Json(out);
+  }
+  if (how == "ToLower") {
+    std::string out = str;
+    for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return Json(out);
+  }
+  if (how == "ToBase64") return Json(core::Base64Encode(str));
+  if (how == "FromBase64") {
+    auto decoded = core::Base64Decode(str);
+    if (!decoded) return Fail("string transform FromBase64: the input is not valid base64");
+    return Json(*decoded);
+  }
+  // Hashes and ToJson work on the JSON of non-string inputs.
+  const std::string raw = input.is_string() ? str : machinery::Dump(input);
+  if (how == "ToJson") return Json(machinery::Dump(input));
+  if (how == "ToSha1") return Json(Digest(EVP_sha1(), raw));
+  if (how == "ToSha256") return Json(Digest(EVP_sha256(), raw));
+  if (how == "ToSha512") return Json(Digest(EVP_sha512(), raw));
+  if (how == "ToAdler32") return Json(std::to_string(Adler32(raw)));
+  return Fail("string transform Convert: unknown conversion \"" + how +
+              "\" (ToUpper, ToLower, ToBase64, FromBase64, ToJson, ToSha1, ToSha256, ToSha512, "
+              "ToAdler32)");
+}
+
+// A string transform's Regexp (`r`: its regexp object, may be null) over `str`.
+core::Result<Json> StringRegexp(const Json* r, const std::string& str) {
+  std::string pattern = r ? Str(*r, "match") : "";
+  if (pattern.empty()) return Fail("string transform Regexp needs regexp.match");
+  auto re = Compile(pattern);
+  if (!re) {
+    return Fail("string transform Regexp: invalid regexp \"" + pattern +
+                "\": " + cel::GoRegexpError(pattern));
+  }
+  int64_t group = 0;
+  if (r) {
+    if (const Json* g = Member(*r, "group")) group = AsInt(*g).value_or(0);
+  }
+  // Group 0 is the whole match; a group that took no part in the match is "" (as Go's
+  // FindStringSubmatch gives it).
+  const int groups = re->NumberOfCapturingGroups() + 1;
+  std::vector<re2::StringPiece> m(static_cast<size_t>(groups));
+  if (!re->Match(str, 0, str.size(), re2::RE2::UNANCHORED, m.data(), groups)) {
+    return Fail("regexp \"" + pattern + "\" had no matches in \"" + Excerpt(str) + "\"");
+  }
+  if (group < 0 || group >= groups) {
+    return Fail("regexp \"" + pattern + "\" has no group " + std::to_string(group));
+  }
+  const re2::StringPiece& hit = m[static_cast<size_t>(group)];
+  return Json(std::string(hit.data() ? hit.data() : "", hit.size()));
+}
+
 core::Result<Json> StringTransform(const Json& t, const Json& input) {
   const Json* s = Member(t, "string");
   if (!s || !s->is_object()) return Fail("string transform has no string");
@@ -207,35 +265,7 @@ core::Result<Json> StringTransform(const Json& t, const Json& input) {
     if (!fmt || !fmt->is_string()) return Fail("string transform Format needs fmt");
     return Json(machinery::GoSprintf(*fmt->get_ptr<const std::string*>(), {input}));
   }
-  if (type == "Convert") {
-    std::string how = Str(*s, "convert");
-    if (how == "ToUpper") {
-      std::string out = str;
-      for (char& c : out) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-      return Json(out);
-    }
-    if (how == "ToLower") {
-      std::string out = str;
-      for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      return Json(out);
-    }
-    if (how == "ToBase64") return Json(core::Base64Encode(str));
-    if (how == "FromBase64") {
-      auto decoded = core::Base64Decode(str);
-      if (!decoded) return Fail("string transform FromBase64: the input is not valid base64");
-      return Json(*decoded);
-    }
-    // Hashes and ToJson work on the JSON of non-string inputs.
-    const std::string raw = input.is_string() ? str : machinery::Dump(input);
-    if (how == "ToJson") return Json(machinery::Dump(input));
-    if (how == "ToSha1") return Json(Digest(EVP_sha1(), raw));
-    if (how == "ToSha256") return Json(Digest(EVP_sha256(), raw));
-    if (how == "ToSha512") return Json(Digest(EVP_sha512(), raw));
-    if (how == "ToAdler32") return Json(std::to_string(Adler32(raw)));
-    return Fail("string transform Convert: unknown conversion \"" + how +
-                "\" (ToUpper, ToLower, ToBase64, FromBase64, ToJson, ToSha1, ToSha256, ToSha512, "
-                "ToAdler32)");
-  }
+  if (type == "Convert") return StringConvert(Str(*s, "convert"), input, str);
   if (type == "TrimPrefix" || type == "TrimSuffix") {
     std::string trim = Str(*s, "trim");
     std::string out = str;
@@ -243,32 +273,7 @@ core::Result<Json> StringTransform(const Json& t, const Json& input) {
     if (type == "TrimSuffix" && out.ends_with(trim)) out = out.substr(0, out.size() - trim.size());
     return Json(out);
   }
-  if (type == "Regexp") {
-    const Json* r = Member(*s, "regexp");
-    std::string pattern = r ? Str(*r, "match") : "";
-    if (pattern.empty()) return Fail("string transform Regexp needs regexp.match");
-    auto re = Compile(pattern);
-    if (!re) {
-      return Fail("string transform Regexp: invalid regexp \"" + pattern +
-                  "\": " + cel::GoRegexpError(pattern));
-    }
-    int64_t group = 0;
-    if (r) {
-      if (const Json* g = Member(*r, "group")) group = AsInt(*g).value_or(0);
-    }
-    // Group 0 is the whole match; a group that took no part in the match is "" (as Go's
-    // FindStringSubmatch gives it).
-    const int groups = re->NumberOfCapturingGroups() + 1;
-    std::vector<re2::StringPiece> m(static_cast<size_t>(groups));
-    if (!re->Match(str, 0, str.size(), re2::RE2::UNANCHORED, m.data(), groups)) {
-      return Fail("regexp \"" + pattern + "\" had no matches in \"" + Excerpt(str) + "\"");
-    }
-    if (group < 0 || group >= groups) {
-      return Fail("regexp \"" + pattern + "\" has no group " + std::to_string(group));
-    }
-    const re2::StringPiece& hit = m[static_cast<size_t>(group)];
-    return Json(std::string(hit.data() ? hit.data() : "", hit.size()));
-  }
+  if (type == "Regexp") return StringRegexp(Member(*s, "regexp"), str);
   if (type == "Join") {
     if (!input.is_array()) return Fail("string transform Join: the input is not an array");
     const Json* j = Member(*s, "join");

@@ -177,6 +177,104 @@ struct Kind {
   std::string default_update_policy;
 };
 
+// The spec fields a claim adds: compositeDeletePolicy, resourceRef, writeConnectionSecretToRef.
+void AddClaimSpec(Json& props, const std::string& default_delete_policy) {
+  props["compositeDeletePolicy"] =
+      Json{{"type", "string"},
+           {"enum", Json::array({"Background", "Foreground"})},
+           {"default", default_delete_policy},
+           {"description",
+            "How deleting this claim deletes its composite resource: Background lets it go "
+            "after the claim is gone, Foreground keeps the claim until the composite resource "
+            "and the resources it composed are gone."}};
+  props["resourceRef"] =
+      Described(Obj(Json{{"apiVersion", Str("API version of the composite resource.")},
+                         {"kind", Str("Kind of the composite resource.")},
+                         {"name", Str("Name of the composite resource.")}},
+                    Json::array({"apiVersion", "kind", "name"})),
+                "The composite resource this claim is bound to; Crossplane sets it when it creates "
+                "the composite resource.");
+  props["writeConnectionSecretToRef"] =
+      Described(RefWithName("Secret"),
+                "The Secret, in the claim's namespace, that receives the connection details "
+                "(such as host, user and password) of the composed resources.");
+}
+
+// The spec fields an XR adds: claimRef, resourceRefs, writeConnectionSecretToRef.
+void AddCompositeSpec(Json& props) {
+  props["claimRef"] =
+      Described(Obj(Json{{"apiVersion", Str("API version of the claim.")},
+                         {"kind", Str("Kind of the claim.")},
+                         {"name", Str("Name of the claim.")},
+                         {"namespace", Str("Namespace of the claim.")}},
+                    Json::array({"apiVersion", "kind", "namespace", "name"})),
+                "The claim this composite resource is bound to, when a claim created it.");
+  props["resourceRefs"] =
+      Json{{"type", "array"},
+           {"description", "The resources this composite resource composed; set by Crossplane."},
+           {"items", Obj(Json{{"apiVersion", Str("API version of the composed resource.")},
+                              {"kind", Str("Kind of the composed resource.")},
+                              {"name", Str("Name of the composed resource.")}},
+                         Json::array({"apiVersion", "kind"}))},
+           {"x-kubernetes-list-type", "atomic"}};
+  props["writeConnectionSecretToRef"] =
+      Described(Obj(Json{{"name", Str("Name of the Secret.")},
+                         {"namespace", Str("Namespace of the Secret.")}},
+                    Json::array({"name", "namespace"})),
+                "The Secret that receives the connection details of the composed resources.");
+}
+
+// The status schema of a version: its own fields, conditions and connectionDetails (and an XR's
+// claimConditionTypes).
+Json XrdStatusSchema(const Json& schema, bool claim) {
+  const Json* status_in = Find(schema, {"properties", "status"});
+  Json xstatus = status_in ? *status_in : Json::object();
+  xstatus["type"] = "object";
+  if (!xstatus.contains("properties") || !xstatus["properties"].is_object()) {
+    xstatus["properties"] = Json::object();
+  }
+  xstatus["properties"]["conditions"] = ConditionsSchema();
+  xstatus["properties"]["connectionDetails"] = Described(
+      Obj(Json{{"lastPublishedTime",
+                Json{{"type", "string"},
+                     {"format", "date-time"},
+                     {"description", "When the connection details were last published."}}}}),
+      "Where the publication of connection details stands.");
+  if (!claim) {
+    xstatus["properties"]["claimConditionTypes"] =
+        Json{{"type", "array"},
+             {"items", Str()},
+             {"x-kubernetes-list-type", "set"},
+             {"description", "The condition types the claim copies from this composite resource."}};
+  }
+  return xstatus;
+}
+
+// The version's own printer columns, then SYNCED, READY, CONNECTION-SECRET or COMPOSITION, AGE.
+Json XrdPrinterColumns(const Json& v, bool claim) {
+  Json columns = Json::array();
+  if (const Json* own = Find(v, {"additionalPrinterColumns"}); own && own->is_array()) {
+    for (const auto& c : *own) columns.push_back(c);
+  }
+  columns.push_back(Json{{"name", "SYNCED"},
+                         {"type", "string"},
+                         {"jsonPath", ".status.conditions[?(@.type=='Synced')].status"}});
+  columns.push_back(Json{{"name", "READY"},
+                         {"type", "string"},
+                         {"jsonPath", ".status.conditions[?(@.type=='Ready')].status"}});
+  if (claim) {
+    columns.push_back(Json{{"name", "CONNECTION-SECRET"},
+                           {"type", "string"},
+                           {"jsonPath", ".spec.writeConnectionSecretToRef.name"}});
+  } else {
+    columns.push_back(Json{
+        {"name", "COMPOSITION"}, {"type", "string"}, {"jsonPath", ".spec.compositionRef.name"}});
+  }
+  columns.push_back(
+      Json{{"name", "AGE"}, {"type", "date"}, {"jsonPath", ".metadata.creationTimestamp"}});
+  return columns;
+}
+
 core::Result<Json> Version(const Json& v, size_t index, const Kind& kind) {
   const std::string where = "spec.versions[" + std::to_string(index) + "]";
   std::string name = GetString(v, {"name"});
@@ -195,67 +293,11 @@ core::Result<Json> Version(const Json& v, size_t index, const Kind& kind) {
     props["compositionUpdatePolicy"]["default"] = kind.default_update_policy;
   }
   if (kind.claim) {
-    props["compositeDeletePolicy"] =
-        Json{{"type", "string"},
-             {"enum", Json::array({"Background", "Foreground"})},
-             {"default", kind.default_delete_policy},
-             {"description",
-              "How deleting this claim deletes its composite resource: Background lets it go "
-              "after the claim is gone, Foreground keeps the claim until the composite resource "
-              "and the resources it composed are gone."}};
-    props["resourceRef"] = Described(
-        Obj(Json{{"apiVersion", Str("API version of the composite resource.")},
-                 {"kind", Str("Kind of the composite resource.")},
-                 {"name", Str("Name of the composite resource.")}},
-            Json::array({"apiVersion", "kind", "name"})),
-        "The composite resource this claim is bound to; Crossplane sets it when it creates "
-        "the composite resource.");
-    props["writeConnectionSecretToRef"] =
-        Described(RefWithName("Secret"),
-                  "The Secret, in the claim's namespace, that receives the connection details "
-                  "(such as host, user and password) of the composed resources.");
+    AddClaimSpec(props, kind.default_delete_policy);
   } else {
-    props["claimRef"] =
-        Described(Obj(Json{{"apiVersion", Str("API version of the claim.")},
-                           {"kind", Str("Kind of the claim.")},
-                           {"name", Str("Name of the claim.")},
-                           {"namespace", Str("Namespace of the claim.")}},
-                      Json::array({"apiVersion", "kind", "namespace", "name"})),
-                  "The claim this composite resource is bound to, when a claim created it.");
-    props["resourceRefs"] =
-        Json{{"type", "array"},
-             {"description", "The resources this composite resource composed; set by Crossplane."},
-             {"items", Obj(Json{{"apiVersion", Str("API version of the composed resource.")},
-                                {"kind", Str("Kind of the composed resource.")},
-                                {"name", Str("Name of the composed resource.")}},
-                           Json::array({"apiVersion", "kind"}))},
-             {"x-kubernetes-list-type", "atomic"}};
-    props["writeConnectionSecretToRef"] =
-        Described(Obj(Json{{"name", Str("Name of the Secret.")},
-                           {"namespace", Str("Namespace of the Secret.")}},
-                      Json::array({"name", "namespace"})),
-                  "The Secret that receives the connection details of the composed resources.");
+    AddCompositeSpec(props);
   }
-  const Json* status_in = Find(schema, {"properties", "status"});
-  Json xstatus = status_in ? *status_in : Json::object();
-  xstatus["type"] = "object";
-  if (!xstatus.contains("properties") || !xstatus["properties"].is_object()) {
-    xstatus["properties"] = Json::object();
-  }
-  xstatus["properties"]["conditions"] = ConditionsSchema();
-  xstatus["properties"]["connectionDetails"] = Described(
-      Obj(Json{{"lastPublishedTime",
-                Json{{"type", "string"},
-                     {"format", "date-time"},
-                     {"description", "When the connection details were last published."}}}}),
-      "Where the publication of connection details stands.");
-  if (!kind.claim) {
-    xstatus["properties"]["claimConditionTypes"] =
-        Json{{"type", "array"},
-             {"items", Str()},
-             {"x-kubernetes-list-type", "set"},
-             {"description", "The condition types the claim copies from this composite resource."}};
-  }
+  Json xstatus = XrdStatusSchema(schema, kind.claim);
   Json root = schema;
   root["type"] = "object";
   root["required"] = Json::array({"spec"});
@@ -268,26 +310,7 @@ core::Result<Json> Version(const Json& v, size_t index, const Kind& kind) {
   root["properties"]["spec"] = std::move(xspec);
   root["properties"]["status"] = std::move(xstatus);
 
-  Json columns = Json::array();
-  if (const Json* own = Find(v, {"additionalPrinterColumns"}); own && own->is_array()) {
-    for (const auto& c : *own) columns.push_back(c);
-  }
-  columns.push_back(Json{{"name", "SYNCED"},
-                         {"type", "string"},
-                         {"jsonPath", ".status.conditions[?(@.type=='Synced')].status"}});
-  columns.push_back(Json{{"name", "READY"},
-                         {"type", "string"},
-                         {"jsonPath", ".status.conditions[?(@.type=='Ready')].status"}});
-  if (kind.claim) {
-    columns.push_back(Json{{"name", "CONNECTION-SECRET"},
-                           {"type", "string"},
-                           {"jsonPath", ".spec.writeConnectionSecretToRef.name"}});
-  } else {
-    columns.push_back(Json{
-        {"name", "COMPOSITION"}, {"type", "string"}, {"jsonPath", ".spec.compositionRef.name"}});
-  }
-  columns.push_back(
-      Json{{"name", "AGE"}, {"type", "date"}, {"jsonPath", ".metadata.creationTimestamp"}});
+  Json columns = XrdPrinterColumns(v, kind.claim);
 
   const Json* served = Find(v, {"served"});
   const Json* referenceable = Find(v, {"referenceable"});
