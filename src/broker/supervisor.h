@@ -1,7 +1,9 @@
-// Supervisor: keeps the server processes of the broker's instances running. It starts a node
-// (or adopts the one a previous broker left running, found through its PID file), watches it
-// every 100 ms, restarts it with backoff when it dies, and tells a listener when a node goes
-// down and when it answers again. Stop ends one node; StopAll every node; the destructor only
+// Supervisor: keeps the server processes of the broker's instances running, on the one
+// process supervisor (core/process_supervisor.h) with the broker's numbers: every node
+// watched every 100 ms, restarted with backoff (200 ms doubling to 10 s, back to 200 ms after
+// a minute up) when it dies. It starts a node (or adopts the one a previous broker left
+// running, found through its PID file) and tells a listener when a node goes down and when
+// it answers again. Stop ends one node; StopAll every node, all at once; the destructor only
 // stops watching, so a broker that exits without StopAll leaves its instances running for the
 // next one to adopt. Thread-safe.
 #pragma once
@@ -11,6 +13,7 @@
 #include <string>
 
 #include "broker/engine.h"
+#include "core/process_supervisor.h"
 
 namespace klutch::broker {
 
@@ -40,10 +43,12 @@ class Supervisor final : public NodeRunner {
   bool InstanceUp(const std::string& instance) const;
   NodeCounts Counts() const;
 
-  class Impl;
-
  private:
-  std::unique_ptr<Impl> impl_;
+  void OnEvent(const core::SupervisorEvent& event);
+
+  Listener listener_;
+  // Last: destroyed first, so that its watcher never calls OnEvent on a listener that is gone.
+  core::ProcessSupervisor processes_;
 };
 
 }  // namespace klutch::broker

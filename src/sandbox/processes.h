@@ -1,7 +1,8 @@
 // ProcessSet: the long-running processes of the sandbox (API servers, identity provider,
 // backend, manager, broker, konnectors), each started from a core::ProcessSpec with its output
-// appended to a log file, watched, and restarted with backoff (1 s doubling to 30 s, reset
-// after a minute up) when it dies. Stop ends one; StopAll ends every one in the reverse order
+// appended to a log file, watched every 200 ms, and restarted with backoff (1 s doubling to
+// 30 s, reset after a minute up) when it dies, on the one process supervisor
+// (core/process_supervisor.h). Stop ends one; StopAll ends every one in the reverse order
 // of their start (SIGTERM, SIGKILL after each one's grace period). With LinkLogsInto, one
 // directory holds every process's log, also of those whose output file lies elsewhere (a
 // konnector's sits next to its credentials). Thread-safe.
@@ -15,7 +16,9 @@
 #include <vector>
 
 #include "core/process.h"
+#include "core/process_supervisor.h"
 #include "core/status.h"
+#include "core/sync.h"
 
 namespace klutch::sandbox {
 
@@ -60,10 +63,16 @@ class ProcessSet {
   bool Running(const std::string& name) const;
   std::vector<ProcessInfo> List() const;
 
-  class Impl;
-
  private:
-  std::unique_ptr<Impl> impl_;
+  void OnEvent(const core::SupervisorEvent& event);
+  // `log_dir_/<name>.log` -> the process's output file, when that lies elsewhere.
+  void LinkLog(const ProcessOptions& options) REQUIRES(mu_);
+
+  const ExitListener on_exit_;
+  mutable core::Mutex mu_;
+  std::filesystem::path log_dir_ GUARDED_BY(mu_);
+  // Last: destroyed first, so that its watcher never calls OnEvent on members that are gone.
+  core::ProcessSupervisor processes_;
 };
 
 }  // namespace klutch::sandbox
