@@ -4,8 +4,8 @@
   check-paths.py [--root DIR]   check the tree (default: the repository of this script)
   check-paths.py --self-test    run the check on broken trees and require it to fail
 
-1. A path a README.md or an ADR (docs/decisions/*.md) cites exists. A cited path is a backticked
-   span or a link target without whitespace that
+1. A path a README.md or a page under docs/ (ADRs, architecture.md, ...) cites exists. A cited
+   path is a backticked span or a link target without whitespace that
      - is no URL (`https:`), no absolute path (`/healthz`: rule 2), no home (`~/`) or outside
        (`../shared/...`) path, holds no placeholder (`<x>`, `$X`, `...`) and is no build output
        or installed package (`build/`, `build-fuzz/`, `.data/`, `node_modules`);
@@ -13,7 +13,7 @@
        src/ module (`core/status.cc`, as an #include names it) or an entry beside the citing file
        (`cel/skipped.txt`), or is a bare file name with a source extension (`engine.h`).
    It exists relative to the root, to src/ or to the citing file's folder; a bare file name
-   anywhere below that folder (an ADR's: anywhere in the tree); a path naming a klutch_test()
+   anywhere below that folder (a docs/ page's: anywhere in the tree); a path naming a klutch_test()
    target (`test/e2e/broker_e2e_test`) where that folder declares it. A glob (`*`, `?`, `{a,b}`)
    must match something: `test/support/xrd.*` with no such file is a stale citation too.
 2. No text file of the tree (build trees, hidden folders and installed packages aside) holds a
@@ -62,7 +62,7 @@ def walk(root, top="."):
 
 def cited_documents(files):
     return [f for f in files
-            if os.path.basename(f) == "README.md" or re.fullmatch(r"docs/decisions/.*\.md", f)]
+            if os.path.basename(f) == "README.md" or re.fullmatch(r"docs/.*\.md", f)]
 
 
 class Tree:
@@ -172,7 +172,8 @@ CLEAN = {
                  "run `build/bin/klutch` or `make`; served at `/healthz`; `https://x.io/a/b`;\n"
                  "state in `.data/pki/`, `DIR/pki`, `<dir>/x.h`, `~/.kube/config`, `$WORK/a`;\n"
                  "specs in `../shared/specs/bind-protocol.md` and `klutch.anynines.com/syncer`.\n",
-    "docs/architecture.md": "`src/gone.h` is not checked here.\n",
+    "docs/architecture.md": "`src/core/sub/x.cc`, [ADRs](decisions/), `status.h`.\n",
+    "docs/notes.txt": "`src/gone.h`: not a README nor a docs/ page, not checked.\n",
     "docs/decisions/0001-errors.md": "# ADR\n\n`core/status.h`, `status.h` and `src/core/`.\n",
     "src/core/status.h": f"// Errors. A directory under {TMP}; `\"{TMP}/\" + name`.\n",
     "src/core/README.md": "# core\n\n`status.h`, `sub/x.cc`, `*.h`, `test/e2e/{a,b}_test`, "
@@ -184,6 +185,8 @@ CLEAN = {
 BROKEN = {
     "moved file": ({"docs/decisions/0002-moved.md": "`core/protobuf.cc`\n"},
                    "docs/decisions/0002-moved.md:1: cites `core/protobuf.cc`"),
+    "architecture cites a gone file": ({"docs/architecture.md": "`src/core/engine.h`\n"},
+                                       "docs/architecture.md:1: cites `src/core/engine.h`"),
     "relative file gone": ({"src/core/README.md": "`sub/y.cc`\n"}, "cites `sub/y.cc`"),
     "bare file gone": ({"src/core/README.md": "`engine.h`\n"}, "cites `engine.h`"),
     "glob matching nothing": ({"test/README.md": "`test/support/xrd.*`\n"},
