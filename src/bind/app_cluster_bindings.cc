@@ -6,6 +6,10 @@
 #include <map>
 #include <set>
 
+#include "apis/klutch/apiservicebinding.h"
+#include "apis/klutch/appclusterbinding.h"
+#include "apis/klutch/clusterbinding.h"
+#include "apis/klutch/register.h"
 #include "bind/catalog.h"
 #include "bind/internal.h"
 #include "bind/names.h"
@@ -119,13 +123,14 @@ void MergeContainer(Json& base, const Json& overrides) {
 }
 
 Json Labels(const Json& acb) {
-  return {{std::string(kAppClusterBindingNameLabel), machinery::Name(acb)},
-          {std::string(kAppClusterBindingNamespaceLabel), machinery::Namespace(acb)}};
+  return {{std::string(apis::klutch::kAppClusterBindingNameLabel), machinery::Name(acb)},
+          {std::string(apis::klutch::kAppClusterBindingNamespaceLabel), machinery::Namespace(acb)}};
 }
 
 std::string LabelSelector(const Json& acb) {
-  return std::string(kAppClusterBindingNameLabel) + "=" + machinery::Name(acb) + "," +
-         std::string(kAppClusterBindingNamespaceLabel) + "=" + machinery::Namespace(acb);
+  return std::string(apis::klutch::kAppClusterBindingNameLabel) + "=" + machinery::Name(acb) + "," +
+         std::string(apis::klutch::kAppClusterBindingNamespaceLabel) + "=" +
+         machinery::Namespace(acb);
 }
 
 bool HasLabels(const Json& object, const Json& labels) {
@@ -152,7 +157,7 @@ SecretCheck CheckSecret(Context& ctx, const Json& acb) {
   const std::string ns = machinery::GetString(acb, {"spec", "kubeconfigSecretRef", "namespace"});
   const std::string name = machinery::GetString(acb, {"spec", "kubeconfigSecretRef", "name"});
   std::string key = machinery::GetString(acb, {"spec", "kubeconfigSecretRef", "key"});
-  if (key.empty()) key = kKubeconfigKey;
+  if (key.empty()) key = apis::klutch::kKubeconfigKey;
   const std::string where = "Secret " + ns + "/" + name;
   auto secret = client::ResourceClient(ctx.rest, resources::kSecrets, ns).Get(name);
   if (!secret.ok()) {
@@ -261,13 +266,13 @@ Json KonnectorDeployment(Context& ctx, const Json& acb, const std::string& root,
   Json labels = Labels(acb);
   labels["app"] = "konnector";
   Json selector = {{"app", "konnector"},
-                   {std::string(kAppClusterBindingNameLabel), machinery::Name(acb)}};
+                   {std::string(apis::klutch::kAppClusterBindingNameLabel), machinery::Name(acb)}};
   Json spec = {{"replicas", 1},
                {"selector", {{"matchLabels", selector}}},
                {"template",
                 {{"metadata", {{"labels", labels}}},
                  {"spec",
-                  {{"serviceAccountName", kBinderName},
+                  {{"serviceAccountName", apis::klutch::kBinderName},
                    {"restartPolicy", "Always"},
                    {"securityContext",
                     {{"runAsNonRoot", true},
@@ -288,8 +293,9 @@ Json KonnectorDeployment(Context& ctx, const Json& acb, const std::string& root,
 
 // Deletes what the binding made; Done once the root namespace is gone.
 core::Result<Result> Cleanup(Context& ctx, const Json& acb) {
-  const std::string root = BindingRootNamespace(machinery::Namespace(acb), machinery::Name(acb));
-  client::ResourceClient bindings(ctx.rest, kApiServiceBindings, root);
+  const std::string root =
+      apis::klutch::BindingRootNamespace(machinery::Namespace(acb), machinery::Name(acb));
+  client::ResourceClient bindings(ctx.rest, apis::klutch::kApiServiceBindings, root);
   auto listed = bindings.List({.label_selector = LabelSelector(acb)});
   if (!listed.ok() && !core::IsNotFound(listed.status())) return listed.status();
   if (listed.ok()) {
@@ -327,21 +333,23 @@ core::Result<Result> Cleanup(Context& ctx, const Json& acb) {
 core::Result<Result> ReconcileAppClusterBinding(Context& ctx, const Request& request) {
   ObjectPtr acb = ctx.app_cluster_bindings->indexer().Get(request.Key());
   if (!acb) return Result::Done();
-  reconcile::Committer committer(client::ResourceClient(ctx.rest, kAppClusterBindings),
-                                 std::string(kFieldManager));
+  reconcile::Committer committer(
+      client::ResourceClient(ctx.rest, apis::klutch::kAppClusterBindings),
+      std::string(kFieldManager));
   if (machinery::IsBeingDeleted(*acb)) {
-    if (!machinery::HasFinalizer(*acb, kAppClusterBindingFinalizer)) return Result::Done();
+    if (!machinery::HasFinalizer(*acb, apis::klutch::kAppClusterBindingFinalizer))
+      return Result::Done();
     KLUTCH_ASSIGN_OR_RETURN(Result cleaned, Cleanup(ctx, *acb));
     if (cleaned.requeue || cleaned.requeue_after.count() > 0) return cleaned;
     Json modified = *acb;
-    machinery::RemoveFinalizer(modified, kAppClusterBindingFinalizer);
+    machinery::RemoveFinalizer(modified, apis::klutch::kAppClusterBindingFinalizer);
     auto committed = committer.Commit(*acb, modified);
     if (!committed.ok()) return committed.status();
     return Result::Done();
   }
-  if (!machinery::HasFinalizer(*acb, kAppClusterBindingFinalizer)) {
+  if (!machinery::HasFinalizer(*acb, apis::klutch::kAppClusterBindingFinalizer)) {
     Json modified = *acb;
-    machinery::AddFinalizer(modified, kAppClusterBindingFinalizer);
+    machinery::AddFinalizer(modified, apis::klutch::kAppClusterBindingFinalizer);
     auto committed = committer.Commit(*acb, modified);
     if (!committed.ok()) return committed.status();
     return Result::Done();
@@ -349,7 +357,7 @@ core::Result<Result> ReconcileAppClusterBinding(Context& ctx, const Request& req
 
   Json modified = *acb;
   const std::string name = machinery::Name(*acb);
-  const std::string root = BindingRootNamespace(request.ns, name);
+  const std::string root = apis::klutch::BindingRootNamespace(request.ns, name);
   const Json labels = Labels(*acb);
   SecretCheck check = CheckSecret(ctx, *acb);
   std::vector<std::string> errors;
@@ -361,7 +369,7 @@ core::Result<Result> ReconcileAppClusterBinding(Context& ctx, const Request& req
   } else {
     secret_changed = reconcile::MarkTrue(modified, kSecretValid, ctx.clock);
     std::string key = machinery::GetString(*acb, {"spec", "kubeconfigSecretRef", "key"});
-    if (key.empty()) key = kKubeconfigKey;
+    if (key.empty()) key = apis::klutch::kKubeconfigKey;
     const std::string secret_name =
         machinery::GetString(*acb, {"spec", "kubeconfigSecretRef", "name"});
     auto note = [&](const core::Status& s, const std::string& what) {
@@ -382,7 +390,7 @@ core::Result<Result> ReconcileAppClusterBinding(Context& ctx, const Request& req
       note(GetOrCreate(client::ResourceClient(ctx.rest, resources::kServiceAccounts, root),
                        {{"apiVersion", "v1"},
                         {"kind", "ServiceAccount"},
-                        {"metadata", {{"name", kBinderName}, {"namespace", root}}}})
+                        {"metadata", {{"name", apis::klutch::kBinderName}, {"namespace", root}}}})
                .status(),
            "ServiceAccount " + root + "/klutch-binder");
       if (machinery::GetString(*acb, {"spec", "kubeconfigSecretRef", "namespace"}) != root) {
@@ -409,12 +417,13 @@ core::Result<Result> ReconcileAppClusterBinding(Context& ctx, const Request& req
       Json cb_spec = {{"kubeconfigSecretRef", {{"name", secret_name}, {"key", key}}},
                       {"providerPrettyName", name}};
       Json cb = {
-          {"apiVersion", kApiVersion},
+          {"apiVersion", apis::klutch::kApiVersion},
           {"kind", "ClusterBinding"},
-          {"metadata", {{"name", kClusterBindingName}, {"namespace", root}, {"labels", labels}}},
+          {"metadata",
+           {{"name", apis::klutch::kClusterBindingName}, {"namespace", root}, {"labels", labels}}},
           {"spec", cb_spec}};
       note(Upsert(
-               ctx.rest, kClusterBindings, cb,
+               ctx.rest, apis::klutch::kClusterBindings, cb,
                [&](const Json& have) {
                  return HasLabels(have, labels) && have.contains("spec") &&
                         machinery::Covers(have["spec"], cb_spec);
@@ -427,30 +436,31 @@ core::Result<Result> ReconcileAppClusterBinding(Context& ctx, const Request& req
 
       // Role and RoleBinding of the control-plane konnector.
       Json rules = Json::array(
-          {{{"apiGroups", {std::string(kGroup)}},
+          {{{"apiGroups", {std::string(apis::klutch::kGroup)}},
             {"resources", {"apiservicebindings"}},
             {"verbs", {"create", "delete", "get", "list", "patch", "update", "watch"}}},
-           {{"apiGroups", {std::string(kGroup)}},
+           {{"apiGroups", {std::string(apis::klutch::kGroup)}},
             {"resources", {"apiservicebindings/status"}},
             {"verbs", {"patch", "update"}}},
            {{"apiGroups", {"coordination.k8s.io"}},
             {"resources", {"leases"}},
             {"verbs", {"create", "delete", "get", "list", "patch", "update", "watch"}}},
            {{"apiGroups", {""}}, {"resources", {"events"}}, {"verbs", {"create", "patch"}}}});
-      Json role = {
-          {"apiVersion", "rbac.authorization.k8s.io/v1"},
-          {"kind", "Role"},
-          {"metadata",
-           {{"name", kControlPlaneConnectorName}, {"namespace", root}, {"labels", labels}}},
-          {"rules", rules}};
+      Json role = {{"apiVersion", "rbac.authorization.k8s.io/v1"},
+                   {"kind", "Role"},
+                   {"metadata",
+                    {{"name", apis::klutch::kControlPlaneConnectorName},
+                     {"namespace", root},
+                     {"labels", labels}}},
+                   {"rules", rules}};
       note(Upsert(
                ctx.rest, resources::kRoles, role,
                [&](const Json& have) { return have.contains("rules") && have["rules"] == rules; },
                [&](Json& have) { have["rules"] = rules; }),
            "Role " + root + "/control-plane-connector");
-      note(EnsureRoleBinding(ctx.rest, root, std::string(kControlPlaneConnectorName), "Role",
-                             std::string(kControlPlaneConnectorName), root,
-                             std::string(kBinderName), labels),
+      note(EnsureRoleBinding(ctx.rest, root, std::string(apis::klutch::kControlPlaneConnectorName),
+                             "Role", std::string(apis::klutch::kControlPlaneConnectorName), root,
+                             std::string(apis::klutch::kBinderName), labels),
            "RoleBinding " + root + "/control-plane-connector");
 
       // APIServiceBindings and export requests, one per offered API listed.
@@ -487,7 +497,7 @@ core::Result<Result> ReconcileAppClusterBinding(Context& ctx, const Request& req
           desired.emplace(export_name, std::move(api_info));
         }
       }
-      client::ResourceClient bindings(ctx.rest, kApiServiceBindings, root);
+      client::ResourceClient bindings(ctx.rest, apis::klutch::kApiServiceBindings, root);
       for (const auto& [export_name, api] : desired) {
         Json accepted = Json::array();
         for (Json claim : api.permission_claims) {
@@ -495,14 +505,14 @@ core::Result<Result> ReconcileAppClusterBinding(Context& ctx, const Request& req
           accepted.push_back(std::move(claim));
         }
         Json binding = {
-            {"apiVersion", kApiVersion},
+            {"apiVersion", apis::klutch::kApiVersion},
             {"kind", "APIServiceBinding"},
             {"metadata", {{"name", export_name}, {"namespace", root}, {"labels", labels}}},
             {"spec",
              {{"kubeconfigSecretRef", {{"name", secret_name}, {"key", key}, {"namespace", root}}},
               {"permissionClaims", accepted}}}};
         note(Upsert(
-                 ctx.rest, kApiServiceBindings, binding,
+                 ctx.rest, apis::klutch::kApiServiceBindings, binding,
                  [&](const Json& have) { return HasLabels(have, labels); },
                  [&](Json& have) { AddLabels(have, labels); }),
              "APIServiceBinding " + root + "/" + export_name);
@@ -517,7 +527,7 @@ core::Result<Result> ReconcileAppClusterBinding(Context& ctx, const Request& req
       }
       // Exports no longer wanted go; wanted ones without export or request get a request.
       std::set<std::string> requested;
-      client::ResourceClient requests(ctx.rest, kApiServiceExportRequests, root);
+      client::ResourceClient requests(ctx.rest, apis::klutch::kApiServiceExportRequests, root);
       for (const ObjectPtr& ser :
            ctx.export_requests.indexer().ByIndex(client::Indexer::kNamespaceIndex, root)) {
         const Json* resources_list = machinery::Find(*ser, {"spec", "resources"});
@@ -536,7 +546,7 @@ core::Result<Result> ReconcileAppClusterBinding(Context& ctx, const Request& req
         }
         if (machinery::GetString(*ser, {"status", "phase"}) != "Failed") requested.insert(first);
       }
-      client::ResourceClient exports(ctx.rest, kApiServiceExports, root);
+      client::ResourceClient exports(ctx.rest, apis::klutch::kApiServiceExports, root);
       for (const ObjectPtr& e :
            ctx.exports.indexer().ByIndex(client::Indexer::kNamespaceIndex, root)) {
         if (desired.contains(machinery::Name(*e))) continue;
@@ -551,7 +561,7 @@ core::Result<Result> ReconcileAppClusterBinding(Context& ctx, const Request& req
           continue;
         }
         Json ser = {
-            {"apiVersion", kApiVersion},
+            {"apiVersion", apis::klutch::kApiVersion},
             {"kind", "APIServiceExportRequest"},
             {"metadata",
              {{"name", RequestName(name, api.template_name)},

@@ -1,10 +1,9 @@
-// Pure parts of the backend: base-62 identifiers (vectors computed independently with
-// Python's int.from_bytes), the CRD snapshot and its hash, heartbeat health, binder rules.
+// Pure parts of the backend: the CRD snapshot and its hash, heartbeat health, binder rules.
 #include <gtest/gtest.h>
 
-#include "bind/ids.h"
+#include "apis/klutch/clusterbinding.h"
+#include "apis/klutch/ids.h"
 #include "bind/internal.h"
-#include "bind/names.h"
 #include "bind/snapshot.h"
 #include "core/clock.h"
 
@@ -12,35 +11,6 @@ namespace klutch::bind {
 namespace {
 
 using machinery::Json;
-
-TEST(Base62, MatchesIndependentlyComputedVectors) {
-  EXPECT_EQ(Base62(""), "0");
-  EXPECT_EQ(Base62(std::string("\x00", 1)), "0");
-  EXPECT_EQ(Base62("\x3d"), "Z");
-  EXPECT_EQ(Base62("\x3e"), "10");
-  EXPECT_EQ(Base62(std::string("\x01\x00", 2)), "48");
-  EXPECT_EQ(Base62(std::string("\x00\x00\xff", 3)), "47");
-  EXPECT_EQ(Base62("hello"), "7TqlfhZ");
-  std::string counting;
-  for (char c = 1; c <= 28; ++c) counting.push_back(c);
-  EXPECT_EQ(Base62(counting), "39XzPtAbOlZGJv7w3AQQdvGu2tXNGazdRJmUI");
-}
-
-TEST(Sha224Base62, MatchesIndependentlyComputedVectors) {
-  EXPECT_EQ(Sha224Base62(""), "aAkHCkvjglfF66mdhRcVKb0I3FT1lepYlWZNwj");
-  EXPECT_EQ(Sha224Base62("abc"), "1LSmnUo19xkFgHjJRSdyxph9XoxCFoFTvx6exN");
-  EXPECT_EQ(ClusterIdFromNamespaceUid("uid-1234"), "7qAxiN");
-}
-
-TEST(NewSessionId, IsSixBase62Characters) {
-  for (int i = 0; i < 20; ++i) {
-    const std::string id = NewSessionId();
-    EXPECT_LE(id.size(), 6u);
-    EXPECT_EQ(
-        id.find_first_not_of("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"),
-        std::string::npos);
-  }
-}
 
 Json Crd(std::string conversion = "None") {
   Json schema = {{"type", "object"}, {"description", "A database."}};
@@ -83,9 +53,11 @@ Json Crd(std::string conversion = "None") {
 // their time (a konnector installed later by a GitOps pipeline would find its space gone).
 TEST(UnconnectedDeadline, CountsFromTheLastBindAndNeverForSpacesWithoutOne) {
   Json cb = {{"metadata", {{"creationTimestamp", "2026-01-01T00:00:00Z"}}}};
-  Json ns = {{"metadata", {{"annotations", {{std::string(kIdentityAnnotation), "user"}}}}}};
+  Json ns = {
+      {"metadata", {{"annotations", {{std::string(apis::klutch::kIdentityAnnotation), "user"}}}}}};
   EXPECT_FALSE(internal::UnconnectedDeadline(cb, ns, std::chrono::hours(1)));
-  ns["metadata"]["annotations"][std::string(kLastBoundAnnotation)] = "2026-01-02T00:00:00Z";
+  ns["metadata"]["annotations"][std::string(apis::klutch::kLastBoundAnnotation)] =
+      "2026-01-02T00:00:00Z";
   auto due = internal::UnconnectedDeadline(cb, ns, std::chrono::hours(1));
   ASSERT_TRUE(due);
   EXPECT_EQ(core::FormatTime(*due), "2026-01-02T01:00:00Z");
@@ -148,7 +120,7 @@ TEST(SnapshotHash, IsStableAndFollowsEveryChange) {
   auto b = CrdSnapshot(Crd());
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_EQ(SnapshotHash(*a), SnapshotHash(*b));
-  EXPECT_EQ(SnapshotHash(*a), Sha224Base62(machinery::Dump(*a)));
+  EXPECT_EQ(SnapshotHash(*a), apis::klutch::Sha224Base62(machinery::Dump(*a)));
   Json changed = Crd();
   changed["spec"]["versions"][2]["schema"]["openAPIV3Schema"]["description"] = "Another.";
   EXPECT_NE(SnapshotHash(*CrdSnapshot(changed)), SnapshotHash(*a));

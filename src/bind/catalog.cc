@@ -5,7 +5,7 @@
 #include <map>
 #include <optional>
 
-#include "bind/names.h"
+#include "apis/klutch/register.h"
 #include "client/dynamic.h"
 #include "core/log.h"
 #include "core/strings.h"
@@ -220,16 +220,17 @@ std::vector<OfferedApi> OfferedApisFrom(const std::vector<Json>& templates,
 
 core::Result<std::vector<OfferedApi>> ListOfferedApis(client::RestClient& admin,
                                                       const std::string& consumer_scope) {
-  auto templates = client::ResourceClient(admin, kApiServiceExportTemplates).ListAll();
+  auto templates =
+      client::ResourceClient(admin, apis::klutch::kApiServiceExportTemplates).ListAll();
   if (!templates.ok()) {
     // No template CRD installed: nothing is offered (and the operator is told why).
     if (core::IsNotFound(templates.status())) {
       KLUTCH_LOG(kWarn, "bind", "no APIs offered: the CRD {} is not installed",
-                 kApiServiceExportTemplates.GroupResource());
+                 apis::klutch::kApiServiceExportTemplates.GroupResource());
       return std::vector<OfferedApi>{};
     }
     return core::Status(templates.status())
-        .Annotate("listing " + kApiServiceExportTemplates.GroupResource());
+        .Annotate("listing " + apis::klutch::kApiServiceExportTemplates.GroupResource());
   }
   auto crds = client::ResourceClient(admin, client::resources::kCustomResourceDefinitions)
                   .ListAll({.skip_managed_fields = true});

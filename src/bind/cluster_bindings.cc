@@ -4,6 +4,9 @@
 #include <map>
 #include <set>
 
+#include "apis/klutch/appclusterbinding.h"
+#include "apis/klutch/clusterbinding.h"
+#include "apis/klutch/register.h"
 #include "bind/internal.h"
 #include "bind/names.h"
 #include "core/duration.h"
@@ -33,14 +36,15 @@ Json OwnerIsNamespace(const Json& ns) {
 }
 
 Json BinderSubjects(const std::string& cluster_namespace) {
-  return Json::array(
-      {{{"kind", "ServiceAccount"}, {"name", kBinderName}, {"namespace", cluster_namespace}}});
+  return Json::array({{{"kind", "ServiceAccount"},
+                       {"name", apis::klutch::kBinderName},
+                       {"namespace", cluster_namespace}}});
 }
 
 // ClusterRole `klutch-binder-<ns>` with `rules`, owned by the cluster Namespace.
 core::Status EnsureBinderRole(Context& ctx, const Json& ns, const Json& rules) {
   client::ResourceClient roles(ctx.rest, resources::kClusterRoles);
-  const std::string name = BinderRoleName(machinery::Name(ns));
+  const std::string name = apis::klutch::BinderRoleName(machinery::Name(ns));
   auto existing = roles.Get(name);
   if (!existing.ok() && !core::IsNotFound(existing.status())) return existing.status();
   if (!existing.ok()) {
@@ -64,7 +68,7 @@ core::Status EnsureBinderRole(Context& ctx, const Json& ns, const Json& rules) {
 core::Status EnsureBinderClusterRoleBinding(Context& ctx, const Json& ns) {
   client::ResourceClient bindings(ctx.rest, resources::kClusterRoleBindings);
   const std::string cns = machinery::Name(ns);
-  const std::string name = BinderRoleName(cns);
+  const std::string name = apis::klutch::BinderRoleName(cns);
   auto existing = bindings.Get(name);
   if (!existing.ok() && !core::IsNotFound(existing.status())) return existing.status();
   if (ctx.consumer_scope != "Cluster") {
@@ -102,7 +106,8 @@ core::Status EnsureBinderClusterRoleBinding(Context& ctx, const Json& ns) {
 core::Result<Result> CollectUnconnected(Context& ctx, const Json& cached_ns,
                                         std::chrono::seconds grace) {
   const std::string name = machinery::Name(cached_ns);
-  auto live = client::ResourceClient(ctx.rest, kClusterBindings, name).Get(kClusterBindingName);
+  auto live = client::ResourceClient(ctx.rest, apis::klutch::kClusterBindings, name)
+                  .Get(apis::klutch::kClusterBindingName);
   if (!live.ok() && core::IsNotFound(live.status())) return Result::Done();
   if (!live.ok()) return live.status();
   // The live namespace too: a bind moments ago renewed its last-bound time, and the delete
@@ -117,7 +122,8 @@ core::Result<Result> CollectUnconnected(Context& ctx, const Json& cached_ns,
   KLUTCH_LOG(kInfo, "bind",
              "deleting cluster namespace {} of {}: no konnector connected within {} s of its "
              "last bind",
-             name, core::GoQuote(machinery::Annotation(ns, kIdentityAnnotation)), grace.count());
+             name, core::GoQuote(machinery::Annotation(ns, apis::klutch::kIdentityAnnotation)),
+             grace.count());
   auto deleted = client::ResourceClient(ctx.rest, resources::kNamespaces)
                      .Delete(name, {.precondition_uid = machinery::Uid(ns),
                                     .precondition_resource_version =
@@ -125,7 +131,7 @@ core::Result<Result> CollectUnconnected(Context& ctx, const Json& cached_ns,
   if (!deleted.ok() && core::IsConflict(deleted.status())) return Result::Requeue();  // look again
   if (!deleted.ok() && !core::IsNotFound(deleted.status())) return deleted.status();
   for (const auto& gvr : {resources::kClusterRoleBindings, resources::kClusterRoles}) {
-    auto gone = client::ResourceClient(ctx.rest, gvr).Delete(BinderRoleName(name));
+    auto gone = client::ResourceClient(ctx.rest, gvr).Delete(apis::klutch::BinderRoleName(name));
     if (!gone.ok() && !core::IsNotFound(gone.status())) return gone.status();
   }
   return Result::Done();
@@ -138,9 +144,10 @@ core::Result<Result> CollectUnconnected(Context& ctx, const Json& cached_ns,
 std::optional<core::SystemTime> UnconnectedDeadline(const Json& cb, const Json& ns,
                                                     std::chrono::seconds grace) {
   if (grace.count() <= 0) return std::nullopt;
-  if (machinery::Annotation(ns, kIdentityAnnotation).empty()) return std::nullopt;
+  if (machinery::Annotation(ns, apis::klutch::kIdentityAnnotation).empty()) return std::nullopt;
   const Json* labels = machinery::Find(cb, {"metadata", "labels"});
-  if (labels != nullptr && labels->is_object() && labels->contains(kAppClusterBindingNameLabel)) {
+  if (labels != nullptr && labels->is_object() &&
+      labels->contains(apis::klutch::kAppClusterBindingNameLabel)) {
     return std::nullopt;
   }
   if (!machinery::GetString(cb, {"status", "lastHeartbeatTime"}).empty()) return std::nullopt;
@@ -149,7 +156,7 @@ std::optional<core::SystemTime> UnconnectedDeadline(const Json& cb, const Json& 
   // Spaces made before binds recorded their time are never collected: an upgraded backend
   // must not delete, at its first pass, a space whose konnector a GitOps pipeline installs
   // later. Binding it again stamps it.
-  auto bound = core::ParseTime(machinery::Annotation(ns, kLastBoundAnnotation));
+  auto bound = core::ParseTime(machinery::Annotation(ns, apis::klutch::kLastBoundAnnotation));
   if (!bound) return std::nullopt;
   if (*bound > *since) since = bound;
   return *since + grace;
@@ -248,9 +255,9 @@ core::Result<Result> ReconcileClusterBinding(Context& ctx, const Request& reques
       reconcile::SetSeverityCondition(modified, health.condition, ctx.clock);
 
   // The consumer's RBAC (§2.7).
-  core::Status rbac =
-      EnsureRoleBinding(ctx.rest, request.ns, std::string(kBinderName), "ClusterRole",
-                        std::string(kBinderName), request.ns, std::string(kBinderName));
+  core::Status rbac = EnsureRoleBinding(
+      ctx.rest, request.ns, std::string(apis::klutch::kBinderName), "ClusterRole",
+      std::string(apis::klutch::kBinderName), request.ns, std::string(apis::klutch::kBinderName));
   if (rbac.ok()) {
     rbac = EnsureBinderRole(
         ctx, *ns,
@@ -268,9 +275,10 @@ core::Result<Result> ReconcileClusterBinding(Context& ctx, const Request& reques
         ctx.clock);
   }
   reconcile::SetSummary(modified, ctx.clock);
-  auto committed = reconcile::Committer(client::ResourceClient(ctx.rest, kClusterBindings),
-                                        std::string(kFieldManager))
-                       .CommitStatus(*cb, modified);
+  auto committed =
+      reconcile::Committer(client::ResourceClient(ctx.rest, apis::klutch::kClusterBindings),
+                           std::string(kFieldManager))
+          .CommitStatus(*cb, modified);
   if (!committed.ok()) return committed.status();
   if (health_changed && health.condition.status == "False" &&
       health.condition.severity != reconcile::kSeverityInfo) {
@@ -318,14 +326,15 @@ core::Result<Result> ReconcileConsumerQuota(Context& ctx, const Request& request
   if (!ns || machinery::IsBeingDeleted(*ns)) return Result::Done();
   // A cluster namespace made by /bind, or a provider namespace made for one.
   std::string cluster_ns;
-  if (!machinery::Annotation(*ns, kIdentityAnnotation).empty()) {
+  if (!machinery::Annotation(*ns, apis::klutch::kIdentityAnnotation).empty()) {
     cluster_ns = request.name;
   } else {
-    const std::string owner = machinery::Annotation(*ns, kApiServiceNamespaceAnnotation);
+    const std::string owner =
+        machinery::Annotation(*ns, apis::klutch::kApiServiceNamespaceAnnotation);
     const size_t slash = owner.find('/');
     if (slash == std::string::npos) return Result::Done();
     ObjectPtr cluster = ctx.namespaces.indexer().Get(owner.substr(0, slash));
-    if (!cluster || machinery::Annotation(*cluster, kIdentityAnnotation).empty()) {
+    if (!cluster || machinery::Annotation(*cluster, apis::klutch::kIdentityAnnotation).empty()) {
       return Result::Done();
     }
     cluster_ns = owner.substr(0, slash);
@@ -365,18 +374,21 @@ core::Result<Result> ReconcileKubeconfig(Context& ctx, const Request& request) {
   if (!cb || machinery::IsBeingDeleted(*cb)) return Result::Done();
   // In control-plane mode the Secret holds the App Cluster's kubeconfig, which is not ours.
   const Json* labels = machinery::Find(*cb, {"metadata", "labels"});
-  if (labels != nullptr && labels->contains(kAppClusterBindingNameLabel)) return Result::Done();
+  if (labels != nullptr && labels->contains(apis::klutch::kAppClusterBindingNameLabel))
+    return Result::Done();
   ObjectPtr ns = ctx.namespaces.indexer().Get(request.ns);
   if (!ns || machinery::IsBeingDeleted(*ns)) return Result::Done();
 
   std::string secret_name = machinery::GetString(*cb, {"spec", "kubeconfigSecretRef", "name"});
-  if (secret_name.empty()) secret_name = kKubeconfigSecretName;
+  if (secret_name.empty()) secret_name = apis::klutch::kKubeconfigSecretName;
   const auto now = ctx.clock.Now();
   auto secret = client::ResourceClient(ctx.rest, resources::kSecrets, request.ns).Get(secret_name);
   if (!secret.ok() && !core::IsNotFound(secret.status())) return secret.status();
   if (secret.ok()) {
-    auto issued = core::ParseTime(machinery::Annotation(*secret, kTokenIssuedAnnotation));
-    auto expires = core::ParseTime(machinery::Annotation(*secret, kTokenExpiresAnnotation));
+    auto issued =
+        core::ParseTime(machinery::Annotation(*secret, apis::klutch::kTokenIssuedAnnotation));
+    auto expires =
+        core::ParseTime(machinery::Annotation(*secret, apis::klutch::kTokenExpiresAnnotation));
     if (issued && expires && *expires > *issued) {
       const auto renew_at = *issued + (*expires - *issued) / 2;
       if (now < renew_at) return Result::RequeueAfter(Ms(renew_at - now));
@@ -389,7 +401,7 @@ core::Result<Result> ReconcileKubeconfig(Context& ctx, const Request& request) {
       GetOrCreate(client::ResourceClient(ctx.rest, resources::kServiceAccounts, request.ns),
                   {{"apiVersion", "v1"},
                    {"kind", "ServiceAccount"},
-                   {"metadata", {{"name", kBinderName}, {"namespace", request.ns}}}});
+                   {"metadata", {{"name", apis::klutch::kBinderName}, {"namespace", request.ns}}}});
   if (!account.ok()) {
     failed = account.status();
   } else {
@@ -433,7 +445,8 @@ core::Result<Result> ReconcileServiceNamespace(Context& ctx, const Request& requ
   }
   if (machinery::IsBeingDeleted(*asn)) return Result::Done();
   // Only cluster namespaces (those with a ClusterBinding) get provider namespaces.
-  if (!ctx.cluster_bindings.indexer().Get(cns + "/" + std::string(kClusterBindingName))) {
+  if (!ctx.cluster_bindings.indexer().Get(cns + "/" +
+                                          std::string(apis::klutch::kClusterBindingName))) {
     return Result::Done();
   }
   std::string target = machinery::GetString(*asn, {"status", "namespace"});
@@ -455,7 +468,8 @@ core::Result<Result> ReconcileServiceNamespace(Context& ctx, const Request& requ
         {"kind", "Namespace"},
         {"metadata",
          {{"name", target},
-          {"annotations", {{std::string(kApiServiceNamespaceAnnotation), owner_value}}}}}};
+          {"annotations",
+           {{std::string(apis::klutch::kApiServiceNamespaceAnnotation), owner_value}}}}}};
     auto created = namespaces.Create(desired, {.field_manager = std::string(kFieldManager)});
     if (!created.ok() && !core::IsAlreadyExists(created.status())) return created.status();
     if (created.ok()) {
@@ -465,22 +479,23 @@ core::Result<Result> ReconcileServiceNamespace(Context& ctx, const Request& requ
       ns = std::make_shared<const Json>(std::move(live));
     }
   }
-  if (machinery::Annotation(*ns, kApiServiceNamespaceAnnotation) != owner_value) {
+  if (machinery::Annotation(*ns, apis::klutch::kApiServiceNamespaceAnnotation) != owner_value) {
     return fail("NamespaceConflict", "namespace " + core::GoQuote(target) +
                                          " already exists on the provider and does not belong to " +
                                          owner_value + ": the provider has to remove or rename it");
   }
   if (machinery::IsBeingDeleted(*ns)) return Result::Done();  // its deletion event re-queues
   if (ctx.consumer_scope == "Namespaced") {
-    KLUTCH_RETURN_IF_ERROR(EnsureRoleBinding(ctx.rest, target, std::string(kBinderName),
-                                             "ClusterRole", BinderRoleName(cns), cns,
-                                             std::string(kBinderName)));
+    KLUTCH_RETURN_IF_ERROR(EnsureRoleBinding(
+        ctx.rest, target, std::string(apis::klutch::kBinderName), "ClusterRole",
+        apis::klutch::BinderRoleName(cns), cns, std::string(apis::klutch::kBinderName)));
   }
   Json modified = *asn;
   modified["status"]["namespace"] = target;
-  auto committed = reconcile::Committer(client::ResourceClient(ctx.rest, kApiServiceNamespaces),
-                                        std::string(kFieldManager))
-                       .CommitStatus(*asn, modified);
+  auto committed =
+      reconcile::Committer(client::ResourceClient(ctx.rest, apis::klutch::kApiServiceNamespaces),
+                           std::string(kFieldManager))
+          .CommitStatus(*asn, modified);
   if (!committed.ok()) return committed.status();
   return Result::Done();
 }

@@ -4,6 +4,9 @@
 
 #include <algorithm>
 
+#include "apis/klutch/appclusterbinding.h"
+#include "apis/klutch/clusterbinding.h"
+#include "apis/klutch/register.h"
 #include "apis/klutch_crds.h"
 #include "bind/internal.h"
 #include "bind/names.h"
@@ -93,14 +96,14 @@ Json BinderClusterRole() {
                 {"resources", Json::array({resource})},
                 {"verbs", std::move(verbs)}};
   };
-  const std::string g(kGroup);
+  const std::string g(apis::klutch::kGroup);
   const Json all = {"create", "delete", "get", "list", "patch", "update", "watch"};
   const Json read = {"get", "list", "watch"};
   const Json write_status = {"get", "patch", "update"};
   return {
       {"apiVersion", "rbac.authorization.k8s.io/v1"},
       {"kind", "ClusterRole"},
-      {"metadata", {{"name", kBinderName}}},
+      {"metadata", {{"name", apis::klutch::kBinderName}}},
       {"rules",
        Json::array(
            {rule(g, "apiserviceexportrequests", all), rule(g, "clusterbindings", read),
@@ -113,7 +116,7 @@ core::Status ApplyBinderClusterRole(client::RestClient& admin) {
   client::ResourceClient roles(admin, resources::kClusterRoles);
   Json desired = BinderClusterRole();
   for (int attempt = 0;; ++attempt) {
-    auto existing = roles.Get(kBinderName);
+    auto existing = roles.Get(apis::klutch::kBinderName);
     if (!existing.ok() && !core::IsNotFound(existing.status())) return existing.status();
     core::Result<Json> written = core::NotFound("");
     if (!existing.ok()) {
@@ -196,12 +199,12 @@ class BackendControllers::Impl {
     KLUTCH_RETURN_IF_ERROR(ApplyBinderClusterRole(manager_.rest()));
 
     client::InformerOptions o{.clock = &clock_};
-    auto& requests = manager_.Informer(kApiServiceExportRequests, o);
-    auto& exports = manager_.Informer(kApiServiceExports, o);
-    auto& service_namespaces = manager_.Informer(kApiServiceNamespaces, o);
-    auto& cluster_bindings = manager_.Informer(kClusterBindings, o);
+    auto& requests = manager_.Informer(apis::klutch::kApiServiceExportRequests, o);
+    auto& exports = manager_.Informer(apis::klutch::kApiServiceExports, o);
+    auto& service_namespaces = manager_.Informer(apis::klutch::kApiServiceNamespaces, o);
+    auto& cluster_bindings = manager_.Informer(apis::klutch::kClusterBindings, o);
     auto& crds = manager_.Informer(resources::kCustomResourceDefinitions, o);
-    auto& templates = manager_.Informer(kApiServiceExportTemplates, o);
+    auto& templates = manager_.Informer(apis::klutch::kApiServiceExportTemplates, o);
     auto& namespaces = manager_.Informer(resources::kNamespaces, o);
 
     auto crd_names_of_request = [](const Json& ser) {
@@ -228,13 +231,15 @@ class BackendControllers::Impl {
     }));
     KLUTCH_RETURN_IF_ERROR(
         namespaces.indexer().AddIndex(internal::kByServiceNamespaceIndex, [](const Json& ns) {
-          std::string owner = machinery::Annotation(ns, kApiServiceNamespaceAnnotation);
+          std::string owner =
+              machinery::Annotation(ns, apis::klutch::kApiServiceNamespaceAnnotation);
           return owner.empty() ? std::vector<std::string>{} : std::vector<std::string>{owner};
         }));
 
     KLUTCH_RETURN_IF_ERROR(
         namespaces.indexer().AddIndex(internal::kByClusterNamespaceIndex, [](const Json& ns) {
-          std::string owner = machinery::Annotation(ns, kApiServiceNamespaceAnnotation);
+          std::string owner =
+              machinery::Annotation(ns, apis::klutch::kApiServiceNamespaceAnnotation);
           const size_t slash = owner.find('/');
           return slash == std::string::npos ? std::vector<std::string>{}
                                             : std::vector<std::string>{owner.substr(0, slash)};
@@ -264,13 +269,13 @@ class BackendControllers::Impl {
                                              .templates = templates,
                                              .namespaces = namespaces});
     if (options_.control_plane_mode) {
-      ctx_->app_cluster_bindings = &manager_.Informer(kAppClusterBindings, o);
-      ctx_->api_service_bindings = &manager_.Informer(kApiServiceBindings, o);
+      ctx_->app_cluster_bindings = &manager_.Informer(apis::klutch::kAppClusterBindings, o);
+      ctx_->api_service_bindings = &manager_.Informer(apis::klutch::kApiServiceBindings, o);
       client::InformerOptions meta = o;
       meta.metadata_only = true;
       ctx_->secrets = &manager_.Informer(resources::kSecrets, meta);
       client::InformerOptions labelled = o;
-      labelled.label_selector = std::string(kAppClusterBindingNameLabel);
+      labelled.label_selector = std::string(apis::klutch::kAppClusterBindingNameLabel);
       ctx_->deployments = &manager_.Informer(resources::kDeployments, labelled);
       KLUTCH_RETURN_IF_ERROR(ctx_->app_cluster_bindings->indexer().AddIndex(
           internal::kBySecretIndex, [](const Json& acb) {
@@ -324,7 +329,8 @@ class BackendControllers::Impl {
     asn.For(service_namespaces);
     asn.Watches(namespaces, [](const Json& ns) {
       std::vector<Request> out;
-      const std::string owner = machinery::Annotation(ns, kApiServiceNamespaceAnnotation);
+      const std::string owner =
+          machinery::Annotation(ns, apis::klutch::kApiServiceNamespaceAnnotation);
       if (auto slash = owner.find('/'); slash != std::string::npos) {
         out.push_back({owner.substr(0, slash), owner.substr(slash + 1)});
       }
@@ -340,7 +346,8 @@ class BackendControllers::Impl {
     });
 
     auto to_cluster_binding = [](const Json& o) {
-      return std::vector<Request>{{machinery::Namespace(o), std::string(kClusterBindingName)}};
+      return std::vector<Request>{
+          {machinery::Namespace(o), std::string(apis::klutch::kClusterBindingName)}};
     };
     auto& cb = make("klutch-backend-clusterbinding", internal::ReconcileClusterBinding);
     cb.For(cluster_bindings);
@@ -350,8 +357,8 @@ class BackendControllers::Impl {
     // the cache saw it (the test that caught this lost the collection now and then).
     cb.Watches(namespaces, [](const Json& ns) {
       std::vector<Request> out;
-      if (!machinery::Annotation(ns, kIdentityAnnotation).empty()) {
-        out.push_back({machinery::Name(ns), std::string(kClusterBindingName)});
+      if (!machinery::Annotation(ns, apis::klutch::kIdentityAnnotation).empty()) {
+        out.push_back({machinery::Name(ns), std::string(apis::klutch::kClusterBindingName)});
       }
       return out;
     });
@@ -393,8 +400,9 @@ class BackendControllers::Impl {
         }
         return out;
       });
-      auto by_labels = reconcile::MapByLabels(std::string(kAppClusterBindingNamespaceLabel),
-                                              std::string(kAppClusterBindingNameLabel));
+      auto by_labels =
+          reconcile::MapByLabels(std::string(apis::klutch::kAppClusterBindingNamespaceLabel),
+                                 std::string(apis::klutch::kAppClusterBindingNameLabel));
       acb.Watches(*ctx_->api_service_bindings, by_labels);
       acb.Watches(*ctx_->deployments, by_labels);
       acb.Watches(requests, by_labels);

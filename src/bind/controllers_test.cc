@@ -16,6 +16,10 @@
 #include <sstream>
 #include <thread>
 
+#include "apis/klutch/apiserviceexport.h"
+#include "apis/klutch/appclusterbinding.h"
+#include "apis/klutch/clusterbinding.h"
+#include "apis/klutch/register.h"
 #include "bind/catalog.h"
 #include "bind/internal.h"
 #include "bind/names.h"
@@ -106,7 +110,7 @@ class BindControllersTest : public testing::ClusterTest {
 
   void OfferWidgets(Json claims = Json::array({SecretClaim()})) {
     Create(resources::kCustomResourceDefinitions, Crd("example.com", "widgets", "Widget"));
-    Create(kApiServiceExportTemplates, Template("example.com", "widgets", claims));
+    Create(apis::klutch::kApiServiceExportTemplates, Template("example.com", "widgets", claims));
     ASSERT_TRUE(AdvanceUntil([&] {
       auto crd = Resource(resources::kCustomResourceDefinitions).Get("widgets.example.com");
       return crd.ok() && reconcile::IsConditionTrue(*crd, "Established");
@@ -160,16 +164,18 @@ class BindControllersTest : public testing::ClusterTest {
 TEST_F(BindControllersTest, ExportRequestCreatesTheExportWithSnapshotHashAndTemplateClaims) {
   OfferWidgets();
   const std::string ns = Consumer();
-  Create(kApiServiceExportRequests, Request(ns, "widgets.example.com", "example.com", "widgets"));
+  Create(apis::klutch::kApiServiceExportRequests,
+         Request(ns, "widgets.example.com", "example.com", "widgets"));
   Json exported;
   ASSERT_TRUE(AdvanceUntil([&] {
-    exported = Get(kApiServiceExports, ns, "widgets.example.com");
+    exported = Get(apis::klutch::kApiServiceExports, ns, "widgets.example.com");
     return exported.is_object();
   }));
   Json crd = Get(resources::kCustomResourceDefinitions, "", "widgets.example.com");
   auto snapshot = CrdSnapshot(crd);
   ASSERT_TRUE(snapshot.ok());
-  EXPECT_EQ(machinery::Annotation(exported, kSourceSpecHashAnnotation), SnapshotHash(*snapshot));
+  EXPECT_EQ(machinery::Annotation(exported, apis::klutch::kSourceSpecHashAnnotation),
+            SnapshotHash(*snapshot));
   EXPECT_EQ(exported["spec"]["informerScope"], "Namespaced");
   EXPECT_EQ(exported["spec"]["group"], "example.com");
   EXPECT_EQ(exported["spec"]["permissionClaims"][0]["resource"], "secrets");
@@ -177,24 +183,24 @@ TEST_F(BindControllersTest, ExportRequestCreatesTheExportWithSnapshotHashAndTemp
 
   Json ser;
   ASSERT_TRUE(AdvanceUntil([&] {
-    ser = Get(kApiServiceExportRequests, ns, "widgets.example.com");
+    ser = Get(apis::klutch::kApiServiceExportRequests, ns, "widgets.example.com");
     return machinery::GetString(ser, {"status", "phase"}) == "Succeeded";
   }));
   EXPECT_EQ(Condition(ser, "ExportsReady"), "True");
   EXPECT_EQ(Condition(ser, "Ready"), "True");
   // The export reports itself in step with its CRD.
   ASSERT_TRUE(AdvanceUntil([&] {
-    return Condition(Get(kApiServiceExports, ns, "widgets.example.com"), "ProviderInSync") ==
-           "True";
+    return Condition(Get(apis::klutch::kApiServiceExports, ns, "widgets.example.com"),
+                     "ProviderInSync") == "True";
   }));
 }
 
 TEST_F(BindControllersTest, MissingCrdFailsAfterAMinuteAndTheRequestGoesAfterTenMinutes) {
   const std::string ns = Consumer();
-  Create(kApiServiceExportRequests, Request(ns, "gadgets", "example.com", "gadgets"));
+  Create(apis::klutch::kApiServiceExportRequests, Request(ns, "gadgets", "example.com", "gadgets"));
   Json ser;
   ASSERT_TRUE(AdvanceUntil([&] {
-    ser = Get(kApiServiceExportRequests, ns, "gadgets");
+    ser = Get(apis::klutch::kApiServiceExportRequests, ns, "gadgets");
     return Condition(ser, "ExportsReady", "reason") == "CRDNotFound";
   }));
   EXPECT_EQ(machinery::GetString(ser, {"status", "phase"}), "Pending");
@@ -206,15 +212,16 @@ TEST_F(BindControllersTest, MissingCrdFailsAfterAMinuteAndTheRequestGoesAfterTen
   // No event happens after this point: the controller's own timed requeue moves the phase.
   ASSERT_TRUE(AdvanceUntil(
       [&] {
-        ser = Get(kApiServiceExportRequests, ns, "gadgets");
+        ser = Get(apis::klutch::kApiServiceExportRequests, ns, "gadgets");
         return machinery::GetString(ser, {"status", "phase"}) == "Failed";
       },
       std::chrono::seconds(2)));
   EXPECT_NE(machinery::GetString(ser, {"status", "terminalMessage"}).find("does not exist"),
             std::string::npos);
   const auto failed_at = clock_.Now();
-  ASSERT_TRUE(AdvanceUntil([&] { return !Exists(kApiServiceExportRequests, ns, "gadgets"); },
-                           std::chrono::seconds(10)));
+  ASSERT_TRUE(
+      AdvanceUntil([&] { return !Exists(apis::klutch::kApiServiceExportRequests, ns, "gadgets"); },
+                   std::chrono::seconds(10)));
   EXPECT_GE(clock_.Now() - failed_at, std::chrono::minutes(8));
 }
 
@@ -224,22 +231,22 @@ TEST_F(BindControllersTest, CrdWithoutTemplateIsNotExported) {
   ASSERT_TRUE(AdvanceUntil([&] {
     return Resource(resources::kCustomResourceDefinitions).Get("secretthings.example.com").ok();
   }));
-  Create(kApiServiceExportRequests, Request(ns, "r", "example.com", "secretthings"));
+  Create(apis::klutch::kApiServiceExportRequests, Request(ns, "r", "example.com", "secretthings"));
   ASSERT_TRUE(AdvanceUntil([&] {
-    return Condition(Get(kApiServiceExportRequests, ns, "r"), "ExportsReady", "reason") ==
-           "CRDNotOffered";
+    return Condition(Get(apis::klutch::kApiServiceExportRequests, ns, "r"), "ExportsReady",
+                     "reason") == "CRDNotOffered";
   }));
-  EXPECT_FALSE(Exists(kApiServiceExports, ns, "secretthings.example.com"));
+  EXPECT_FALSE(Exists(apis::klutch::kApiServiceExports, ns, "secretthings.example.com"));
 }
 
 TEST_F(BindControllersTest, ExportFollowsItsCrdAndGoesWithIt) {
   OfferWidgets();
   const std::string ns = Consumer();
-  Create(kApiServiceExportRequests, Request(ns, "w", "example.com", "widgets"));
+  Create(apis::klutch::kApiServiceExportRequests, Request(ns, "w", "example.com", "widgets"));
   std::string hash;
   ASSERT_TRUE(AdvanceUntil([&] {
-    hash = machinery::Annotation(Get(kApiServiceExports, ns, "widgets.example.com"),
-                                 kSourceSpecHashAnnotation);
+    hash = machinery::Annotation(Get(apis::klutch::kApiServiceExports, ns, "widgets.example.com"),
+                                 apis::klutch::kSourceSpecHashAnnotation);
     return !hash.empty();
   }));
   ResourceClient crds = Resource(resources::kCustomResourceDefinitions);
@@ -248,36 +255,38 @@ TEST_F(BindControllersTest, ExportFollowsItsCrdAndGoesWithIt) {
   ASSERT_TRUE(crds.Update(crd).ok());
   Json exported;
   ASSERT_TRUE(AdvanceUntil([&] {
-    exported = Get(kApiServiceExports, ns, "widgets.example.com");
-    return machinery::Annotation(exported, kSourceSpecHashAnnotation) != hash;
+    exported = Get(apis::klutch::kApiServiceExports, ns, "widgets.example.com");
+    return machinery::Annotation(exported, apis::klutch::kSourceSpecHashAnnotation) != hash;
   }));
   EXPECT_EQ(exported["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["description"],
             "Widgets, v2.");
   EXPECT_EQ(exported["spec"]["permissionClaims"][0]["resource"], "secrets");  // kept
   ASSERT_TRUE(crds.Delete("widgets.example.com").ok());
-  ASSERT_TRUE(AdvanceUntil([&] { return !Exists(kApiServiceExports, ns, "widgets.example.com"); }));
+  ASSERT_TRUE(AdvanceUntil(
+      [&] { return !Exists(apis::klutch::kApiServiceExports, ns, "widgets.example.com"); }));
 }
 
 // ---- namespaces ----
 
 TEST_F(BindControllersTest, ServiceNamespaceGetsAProviderNamespaceWithRbac) {
   const std::string ns = Consumer();
-  Create(kApiServiceNamespaces, {{"apiVersion", "klutch.anynines.com/v1alpha1"},
-                                 {"kind", "APIServiceNamespace"},
-                                 {"metadata", {{"name", "dev"}, {"namespace", ns}}},
-                                 {"spec", Json::object()}});
+  Create(apis::klutch::kApiServiceNamespaces, {{"apiVersion", "klutch.anynines.com/v1alpha1"},
+                                               {"kind", "APIServiceNamespace"},
+                                               {"metadata", {{"name", "dev"}, {"namespace", ns}}},
+                                               {"spec", Json::object()}});
   const std::string target = ns + "-dev";
   ASSERT_TRUE(AdvanceUntil([&] {
-    return machinery::GetString(Get(kApiServiceNamespaces, ns, "dev"), {"status", "namespace"}) ==
-           target;
+    return machinery::GetString(Get(apis::klutch::kApiServiceNamespaces, ns, "dev"),
+                                {"status", "namespace"}) == target;
   }));
   Json provider_ns = Get(resources::kNamespaces, "", target);
-  EXPECT_EQ(machinery::Annotation(provider_ns, kApiServiceNamespaceAnnotation), ns + "/dev");
+  EXPECT_EQ(machinery::Annotation(provider_ns, apis::klutch::kApiServiceNamespaceAnnotation),
+            ns + "/dev");
   Json rb = Get(resources::kRoleBindings, target, "klutch-binder");
   EXPECT_EQ(rb["roleRef"]["name"], "klutch-binder-" + ns);
   EXPECT_EQ(rb["subjects"][0]["namespace"], ns);
 
-  ASSERT_TRUE(Resource(kApiServiceNamespaces, ns).Delete("dev").ok());
+  ASSERT_TRUE(Resource(apis::klutch::kApiServiceNamespaces, ns).Delete("dev").ok());
   ASSERT_TRUE(AdvanceUntil([&] {
     Json gone = Get(resources::kNamespaces, "", target);
     return !gone.is_object() || machinery::IsBeingDeleted(gone);
@@ -287,12 +296,13 @@ TEST_F(BindControllersTest, ServiceNamespaceGetsAProviderNamespaceWithRbac) {
 TEST_F(BindControllersTest, ServiceNamespaceNeverTakesOverAForeignNamespace) {
   const std::string ns = Consumer();
   Create(resources::kNamespaces, Namespace(ns + "-prod"));
-  Create(kApiServiceNamespaces, {{"apiVersion", "klutch.anynines.com/v1alpha1"},
-                                 {"kind", "APIServiceNamespace"},
-                                 {"metadata", {{"name", "prod"}, {"namespace", ns}}},
-                                 {"spec", Json::object()}});
+  Create(apis::klutch::kApiServiceNamespaces, {{"apiVersion", "klutch.anynines.com/v1alpha1"},
+                                               {"kind", "APIServiceNamespace"},
+                                               {"metadata", {{"name", "prod"}, {"namespace", ns}}},
+                                               {"spec", Json::object()}});
   ASSERT_TRUE(AdvanceUntil([&] { return HasEvent(ns, "prod", "NamespaceConflict"); }));
-  EXPECT_EQ(machinery::GetString(Get(kApiServiceNamespaces, ns, "prod"), {"status", "namespace"}),
+  EXPECT_EQ(machinery::GetString(Get(apis::klutch::kApiServiceNamespaces, ns, "prod"),
+                                 {"status", "namespace"}),
             "");
   EXPECT_FALSE(Exists(resources::kRoleBindings, ns + "-prod", "klutch-binder"));
 }
@@ -303,25 +313,25 @@ TEST_F(BindControllersTest, ClusterBindingHealthFollowsHeartbeatsAndTimesOutWith
   const std::string ns = Consumer();
   Json cb;
   ASSERT_TRUE(AdvanceUntil([&] {
-    cb = Get(kClusterBindings, ns, "cluster");
+    cb = Get(apis::klutch::kClusterBindings, ns, "cluster");
     return Condition(cb, "Healthy", "reason") == "FirstHeartbeatPending";
   }));
   EXPECT_EQ(cb["spec"]["providerPrettyName"], "test-provider");
   Json beat = {
       {"status",
        {{"lastHeartbeatTime", core::FormatTime(clock_.Now())}, {"heartbeatInterval", "30s"}}}};
-  ASSERT_TRUE(Resource(kClusterBindings, ns)
+  ASSERT_TRUE(Resource(apis::klutch::kClusterBindings, ns)
                   .Patch("cluster", client::PatchType::kMerge, machinery::Dump(beat), {}, "status")
                   .ok());
   ASSERT_TRUE(AdvanceUntil([&] {
-    cb = Get(kClusterBindings, ns, "cluster");
+    cb = Get(apis::klutch::kClusterBindings, ns, "cluster");
     return Condition(cb, "Healthy") == "True";
   }));
   EXPECT_EQ(Condition(cb, "Ready"), "True");
   // No more heartbeats: the timed recheck notices after 2 intervals.
   ASSERT_TRUE(AdvanceUntil(
       [&] {
-        cb = Get(kClusterBindings, ns, "cluster");
+        cb = Get(apis::klutch::kClusterBindings, ns, "cluster");
         return Condition(cb, "Healthy", "reason") == "HeartbeatTimeout";
       },
       std::chrono::seconds(1)));
@@ -332,7 +342,7 @@ TEST_F(BindControllersTest, ClusterBindingHealthFollowsHeartbeatsAndTimesOutWith
 TEST_F(BindControllersTest, BinderRbacIsExactAndNeverClusterWideInNamespacedScope) {
   OfferWidgets();
   const std::string ns = Consumer();
-  Create(kApiServiceExportRequests, Request(ns, "w", "example.com", "widgets"));
+  Create(apis::klutch::kApiServiceExportRequests, Request(ns, "w", "example.com", "widgets"));
   Json role;
   ASSERT_TRUE(AdvanceUntil([&] {
     role = Get(resources::kClusterRoles, "", "klutch-binder-" + ns);
@@ -361,7 +371,7 @@ TEST_F(BindControllersTest, BinderRbacIsExactAndNeverClusterWideInNamespacedScop
         {"status",
          {{"lastHeartbeatTime", core::FormatTime(clock_.Now())}, {"heartbeatInterval", "30s"}}}};
     ASSERT_TRUE(
-        Resource(kClusterBindings, ns)
+        Resource(apis::klutch::kClusterBindings, ns)
             .Patch("cluster", client::PatchType::kMerge, machinery::Dump(beat), {}, "status")
             .ok());
     ASSERT_TRUE(AdvanceAndSettle(std::chrono::seconds(5)));
@@ -391,11 +401,12 @@ TEST_F(BindControllersClusterScopeTest, ClusterScopeBindsTheRoleClusterWide) {
   Json crd = Crd("example.com", "clusterwidgets", "ClusterWidget");
   crd["spec"]["scope"] = "Cluster";
   Create(resources::kCustomResourceDefinitions, crd);
-  Create(kApiServiceExportTemplates, Template("example.com", "clusterwidgets"));
-  Create(kApiServiceExportRequests, Request(ns, "cw", "example.com", "clusterwidgets"));
+  Create(apis::klutch::kApiServiceExportTemplates, Template("example.com", "clusterwidgets"));
+  Create(apis::klutch::kApiServiceExportRequests,
+         Request(ns, "cw", "example.com", "clusterwidgets"));
   Json exported;
   ASSERT_TRUE(AdvanceUntil([&] {
-    exported = Get(kApiServiceExports, ns, "clusterwidgets.example.com");
+    exported = Get(apis::klutch::kApiServiceExports, ns, "clusterwidgets.example.com");
     return exported.is_object();
   }));
   EXPECT_EQ(exported["spec"]["informerScope"], "Cluster");
@@ -420,8 +431,8 @@ TEST_F(BindControllersTest, ProvisioningIsIdempotentPerIdentity) {
   EXPECT_TRUE(first->cluster_namespace.starts_with("cluster-"));
 
   Json ns = Get(resources::kNamespaces, "", first->cluster_namespace);
-  EXPECT_EQ(machinery::Annotation(ns, kIdentityAnnotation), "alice#c1");
-  EXPECT_EQ(machinery::Annotation(ns, kIssuerAnnotation), "https://idp");
+  EXPECT_EQ(machinery::Annotation(ns, apis::klutch::kIdentityAnnotation), "alice#c1");
+  EXPECT_EQ(machinery::Annotation(ns, apis::klutch::kIssuerAnnotation), "https://idp");
   auto kubeconfig = machinery::ParseYaml(first->kubeconfig);
   ASSERT_TRUE(kubeconfig.ok());
   EXPECT_EQ((*kubeconfig)["contexts"][0]["context"]["namespace"], first->cluster_namespace);
@@ -456,13 +467,16 @@ TEST_F(BindControllersTest, TokenIsRenewedWhenHalfItsLifetimeIsGone) {
   const std::string first = TokenOf(SecretKubeconfig(ns));
   ASSERT_FALSE(first.empty());
   Json secret = Get(resources::kSecrets, ns, "kubeconfig");
-  auto issued = core::ParseTime(machinery::Annotation(secret, kTokenIssuedAnnotation));
-  auto expires = core::ParseTime(machinery::Annotation(secret, kTokenExpiresAnnotation));
+  auto issued =
+      core::ParseTime(machinery::Annotation(secret, apis::klutch::kTokenIssuedAnnotation));
+  auto expires =
+      core::ParseTime(machinery::Annotation(secret, apis::klutch::kTokenExpiresAnnotation));
   ASSERT_TRUE(issued && expires);
   EXPECT_EQ(*expires - *issued, std::chrono::hours(1));
   // The token works at once: the konnector can read its ClusterBinding with it.
-  EXPECT_TRUE(
-      ResourceClient(*cluster_->ClientWithToken(first), kClusterBindings, ns).Get("cluster").ok());
+  EXPECT_TRUE(ResourceClient(*cluster_->ClientWithToken(first), apis::klutch::kClusterBindings, ns)
+                  .Get("cluster")
+                  .ok());
 
   // (Two tokens issued within one wall-clock second may be equal: the issue time tells.)
   std::string renewed;
@@ -470,22 +484,25 @@ TEST_F(BindControllersTest, TokenIsRenewedWhenHalfItsLifetimeIsGone) {
       [&] {
         Json now = Get(resources::kSecrets, ns, "kubeconfig");
         renewed = TokenOf(SecretKubeconfig(ns));
-        return machinery::Annotation(now, kTokenIssuedAnnotation) !=
-               machinery::Annotation(secret, kTokenIssuedAnnotation);
+        return machinery::Annotation(now, apis::klutch::kTokenIssuedAnnotation) !=
+               machinery::Annotation(secret, apis::klutch::kTokenIssuedAnnotation);
       },
       std::chrono::seconds(20)));
   EXPECT_FALSE(renewed.empty());
   // Renewed at half its lifetime, not before.
   Json renewed_secret = Get(resources::kSecrets, ns, "kubeconfig");
-  auto reissued = core::ParseTime(machinery::Annotation(renewed_secret, kTokenIssuedAnnotation));
+  auto reissued =
+      core::ParseTime(machinery::Annotation(renewed_secret, apis::klutch::kTokenIssuedAnnotation));
   ASSERT_TRUE(reissued);
   EXPECT_GE(*reissued - *issued, std::chrono::minutes(30));
   EXPECT_LE(*reissued - *issued, std::chrono::minutes(31));
-  EXPECT_GT(*core::ParseTime(machinery::Annotation(renewed_secret, kTokenExpiresAnnotation)),
+  EXPECT_GT(*core::ParseTime(
+                machinery::Annotation(renewed_secret, apis::klutch::kTokenExpiresAnnotation)),
             *expires);
-  EXPECT_TRUE(ResourceClient(*cluster_->ClientWithToken(renewed), kClusterBindings, ns)
-                  .Get("cluster")
-                  .ok());
+  EXPECT_TRUE(
+      ResourceClient(*cluster_->ClientWithToken(renewed), apis::klutch::kClusterBindings, ns)
+          .Get("cluster")
+          .ok());
 }
 
 TEST_F(BindControllersTest, DeletedKubeconfigSecretIsRecreatedWithAFreshToken) {
@@ -495,7 +512,7 @@ TEST_F(BindControllersTest, DeletedKubeconfigSecretIsRecreatedWithAFreshToken) {
   Json beat = {
       {"status",
        {{"lastHeartbeatTime", core::FormatTime(clock_.Now())}, {"heartbeatInterval", "30s"}}}};
-  ASSERT_TRUE(Resource(kClusterBindings, ns)
+  ASSERT_TRUE(Resource(apis::klutch::kClusterBindings, ns)
                   .Patch("cluster", client::PatchType::kMerge, machinery::Dump(beat), {}, "status")
                   .ok());
   ASSERT_TRUE(AdvanceUntil([&] { return !TokenOf(SecretKubeconfig(ns)).empty(); }));
@@ -516,7 +533,7 @@ TEST_F(BindControllersTest, ConcurrentFirstBindsOfOneIdentitySettleOnOneNamespac
   ASSERT_TRUE(list.ok());
   std::set<std::string> kept;
   for (const Json& ns : (*list)["items"]) {
-    if (machinery::Annotation(ns, kIdentityAnnotation) == "dave#same") {
+    if (machinery::Annotation(ns, apis::klutch::kIdentityAnnotation) == "dave#same") {
       kept.insert(machinery::Name(ns));
     }
   }
@@ -533,11 +550,11 @@ TEST_F(BindControllersTest, OneConsumerReachesNothingOfAnother) {
   ASSERT_TRUE(one.ok() && two.ok());
   const std::string ns1 = one->cluster_namespace, ns2 = two->cluster_namespace;
   for (const std::string& ns : {ns1, ns2}) {
-    Create(kApiServiceExportRequests, Request(ns, "w", "example.com", "widgets"));
-    Create(kApiServiceNamespaces, {{"apiVersion", "klutch.anynines.com/v1alpha1"},
-                                   {"kind", "APIServiceNamespace"},
-                                   {"metadata", {{"name", "dev"}, {"namespace", ns}}},
-                                   {"spec", Json::object()}});
+    Create(apis::klutch::kApiServiceExportRequests, Request(ns, "w", "example.com", "widgets"));
+    Create(apis::klutch::kApiServiceNamespaces, {{"apiVersion", "klutch.anynines.com/v1alpha1"},
+                                                 {"kind", "APIServiceNamespace"},
+                                                 {"metadata", {{"name", "dev"}, {"namespace", ns}}},
+                                                 {"spec", Json::object()}});
   }
   for (const std::string& ns : {ns1, ns2}) {
     ASSERT_TRUE(AdvanceUntil([&] {
@@ -563,17 +580,17 @@ TEST_F(BindControllersTest, OneConsumerReachesNothingOfAnother) {
     EXPECT_EQ(s.reason(), core::Reason::kForbidden) << what << ": " << s.ToString();
   };
   // Its own things work.
-  EXPECT_TRUE(ResourceClient(*consumer1, kClusterBindings, ns1).Get("cluster").ok());
+  EXPECT_TRUE(ResourceClient(*consumer1, apis::klutch::kClusterBindings, ns1).Get("cluster").ok());
   EXPECT_TRUE(ResourceClient(*consumer1, resources::kSecrets, ns1).List().ok());
   EXPECT_TRUE(ResourceClient(*consumer1, kWidgets, ns1 + "-dev").List().ok());
   EXPECT_TRUE(ResourceClient(*consumer1, resources::kSecrets, ns1 + "-dev").List().ok());
   // The other's do not.
-  forbidden(ResourceClient(*consumer1, kClusterBindings, ns2).Get("cluster").status(),
+  forbidden(ResourceClient(*consumer1, apis::klutch::kClusterBindings, ns2).Get("cluster").status(),
             "other ClusterBinding");
   forbidden(ResourceClient(*consumer1, resources::kSecrets, ns2).Get("kubeconfig").status(),
             "other kubeconfig Secret");
   forbidden(ResourceClient(*consumer1, resources::kSecrets, ns2).List().status(), "other Secrets");
-  forbidden(ResourceClient(*consumer1, kApiServiceExportRequests, ns2)
+  forbidden(ResourceClient(*consumer1, apis::klutch::kApiServiceExportRequests, ns2)
                 .Create(Request(ns2, "evil", "example.com", "widgets"))
                 .status(),
             "request in the other namespace");
@@ -591,7 +608,7 @@ TEST_F(BindControllersTest, OneConsumerReachesNothingOfAnother) {
   forbidden(ResourceClient(*consumer1, kWidgets).List().status(), "claims cluster-wide");
   forbidden(ResourceClient(*consumer1, resources::kNamespaces).List().status(), "namespaces");
   // Its own status subresource is writable only through status, not the provider's objects.
-  forbidden(ResourceClient(*consumer1, kApiServiceNamespaces, ns1)
+  forbidden(ResourceClient(*consumer1, apis::klutch::kApiServiceNamespaces, ns1)
                 .Patch("dev", client::PatchType::kMerge,
                        R"({"status":{"namespace":"crossplane-system"}})", {}, "status")
                 .status(),
@@ -611,8 +628,8 @@ TEST_F(BindControllersTest, UpstreamExampleTemplatesApplyUnchanged) {
     text << in.rdbuf();
     auto object = machinery::ParseYaml(text.str());
     ASSERT_TRUE(object.ok()) << file;
-    auto created =
-        Resource(kApiServiceExportTemplates, machinery::Namespace(*object)).Create(*object);
+    auto created = Resource(apis::klutch::kApiServiceExportTemplates, machinery::Namespace(*object))
+                       .Create(*object);
     EXPECT_TRUE(created.ok()) << file << ": " << created.status().ToString();
     ++applied;
   }
@@ -628,7 +645,8 @@ TEST_F(BindControllersTest, UpstreamExampleTemplatesApplyUnchanged) {
       ASSERT_TRUE(object.ok()) << entry.path();
       (*object)["metadata"]["name"] = "ours-" + machinery::Name(*object);
       auto created =
-          Resource(kApiServiceExportTemplates, machinery::Namespace(*object)).Create(*object);
+          Resource(apis::klutch::kApiServiceExportTemplates, machinery::Namespace(*object))
+              .Create(*object);
       EXPECT_TRUE(created.ok()) << entry.path() << ": " << created.status().ToString();
     }
   }
@@ -648,10 +666,10 @@ TEST_F(BindControllersTest, CatalogListsOfferedApisWithDescriptionPlansAndClaims
   Json cluster_crd = Crd("example.com", "clusterwidgets", "ClusterWidget");
   cluster_crd["spec"]["scope"] = "Cluster";
   Create(resources::kCustomResourceDefinitions, cluster_crd);
-  Create(kApiServiceExportTemplates,
+  Create(apis::klutch::kApiServiceExportTemplates,
          Template("example.com", "widgets", Json::array({SecretClaim()})));
-  Create(kApiServiceExportTemplates, Template("example.com", "clusterwidgets"));
-  Create(kApiServiceExportTemplates, Template("example.com", "nothere"));
+  Create(apis::klutch::kApiServiceExportTemplates, Template("example.com", "clusterwidgets"));
+  Create(apis::klutch::kApiServiceExportTemplates, Template("example.com", "nothere"));
 
   auto namespaced = ListOfferedApis(cluster_->admin(), "Namespaced");
   ASSERT_TRUE(namespaced.ok()) << namespaced.status().ToString();
@@ -713,34 +731,36 @@ class AppClusterBindingTest : public BindControllersTest {
 TEST_F(AppClusterBindingTest, CreatesTheRootNamespaceAndEverythingInItThenCleansUp) {
   OfferWidgets();
   Platform();
-  Create(kAppClusterBindings, Binding("app1", "app1-kubeconfig"));
+  Create(apis::klutch::kAppClusterBindings, Binding("app1", "app1-kubeconfig"));
   const std::string root = "klutch-bind-platform-app1";
   Json acb;
   ASSERT_TRUE(AdvanceUntil([&] {
-    acb = Get(kAppClusterBindings, "platform", "app1");
+    acb = Get(apis::klutch::kAppClusterBindings, "platform", "app1");
     return Condition(acb, "Ready") == "True";
   })) << acb.dump(1);
   EXPECT_EQ(Condition(acb, "SecretValid"), "True");
   EXPECT_EQ(Condition(acb, "KonnectorDeployed"), "True");
-  EXPECT_TRUE(machinery::HasFinalizer(acb, kAppClusterBindingFinalizer));
+  EXPECT_TRUE(machinery::HasFinalizer(acb, apis::klutch::kAppClusterBindingFinalizer));
 
   Json ns = Get(resources::kNamespaces, "", root);
-  EXPECT_EQ(ns["metadata"]["labels"][std::string(kAppClusterBindingNameLabel)], "app1");
-  EXPECT_EQ(ns["metadata"]["labels"][std::string(kAppClusterBindingNamespaceLabel)], "platform");
+  EXPECT_EQ(ns["metadata"]["labels"][std::string(apis::klutch::kAppClusterBindingNameLabel)],
+            "app1");
+  EXPECT_EQ(ns["metadata"]["labels"][std::string(apis::klutch::kAppClusterBindingNamespaceLabel)],
+            "platform");
   EXPECT_TRUE(Exists(resources::kServiceAccounts, root, "klutch-binder"));
   Json mirrored = Get(resources::kSecrets, root, "app1-kubeconfig");
   EXPECT_EQ(mirrored["data"], Get(resources::kSecrets, "platform", "app1-kubeconfig")["data"]);
-  Json cb = Get(kClusterBindings, root, "cluster");
+  Json cb = Get(apis::klutch::kClusterBindings, root, "cluster");
   EXPECT_EQ(cb["spec"]["providerPrettyName"], "app1");
   EXPECT_EQ(cb["spec"]["kubeconfigSecretRef"]["name"], "app1-kubeconfig");
   EXPECT_TRUE(Exists(resources::kRoles, root, "control-plane-connector"));
   EXPECT_EQ(Get(resources::kRoleBindings, root, "control-plane-connector")["subjects"][0]["name"],
             "klutch-binder");
-  Json binding = Get(kApiServiceBindings, root, "widgets.example.com");
+  Json binding = Get(apis::klutch::kApiServiceBindings, root, "widgets.example.com");
   EXPECT_EQ(binding["spec"]["kubeconfigSecretRef"]["namespace"], root);
   EXPECT_EQ(binding["spec"]["permissionClaims"][0]["state"], "Accepted");
-  ASSERT_TRUE(
-      AdvanceUntil([&] { return Exists(kApiServiceExports, root, "widgets.example.com"); }));
+  ASSERT_TRUE(AdvanceUntil(
+      [&] { return Exists(apis::klutch::kApiServiceExports, root, "widgets.example.com"); }));
 
   Json deployment = Get(resources::kDeployments, root, "konnector-app1");
   const Json& container = deployment["spec"]["template"]["spec"]["containers"][0];
@@ -762,10 +782,11 @@ TEST_F(AppClusterBindingTest, CreatesTheRootNamespaceAndEverythingInItThenCleans
   ASSERT_TRUE(AdvanceAndSettle(std::chrono::seconds(5)));
   EXPECT_EQ(Get(resources::kSecrets, root, "app1-kubeconfig")["data"], mirrored["data"]);
 
-  ASSERT_TRUE(Resource(kAppClusterBindings, "platform").Delete("app1").ok());
-  ASSERT_TRUE(AdvanceUntil([&] { return !Exists(kAppClusterBindings, "platform", "app1"); },
-                           std::chrono::milliseconds(500)));
-  EXPECT_FALSE(Exists(kApiServiceBindings, root, "widgets.example.com"));
+  ASSERT_TRUE(Resource(apis::klutch::kAppClusterBindings, "platform").Delete("app1").ok());
+  ASSERT_TRUE(
+      AdvanceUntil([&] { return !Exists(apis::klutch::kAppClusterBindings, "platform", "app1"); },
+                   std::chrono::milliseconds(500)));
+  EXPECT_FALSE(Exists(apis::klutch::kApiServiceBindings, root, "widgets.example.com"));
   EXPECT_FALSE(Exists(resources::kNamespaces, "", root));
 }
 
@@ -774,24 +795,24 @@ TEST_F(AppClusterBindingTest, RemovingAnApiDeletesItsBindingAndExport) {
   Platform();
   Json acb = Binding("app2", "app1-kubeconfig");
   acb["spec"]["konnector"]["deploy"] = false;
-  Create(kAppClusterBindings, acb);
+  Create(apis::klutch::kAppClusterBindings, acb);
   const std::string root = "klutch-bind-platform-app2";
-  ASSERT_TRUE(
-      AdvanceUntil([&] { return Exists(kApiServiceExports, root, "widgets.example.com"); }));
+  ASSERT_TRUE(AdvanceUntil(
+      [&] { return Exists(apis::klutch::kApiServiceExports, root, "widgets.example.com"); }));
   EXPECT_FALSE(Exists(resources::kDeployments, root, "konnector-app2"));
-  Json live = Get(kAppClusterBindings, "platform", "app2");
+  Json live = Get(apis::klutch::kAppClusterBindings, "platform", "app2");
   live["spec"]["apiExports"] = Json::array();
-  ASSERT_TRUE(Resource(kAppClusterBindings, "platform").Update(live).ok());
+  ASSERT_TRUE(Resource(apis::klutch::kAppClusterBindings, "platform").Update(live).ok());
   ASSERT_TRUE(AdvanceUntil([&] {
-    return !Exists(kApiServiceExports, root, "widgets.example.com") &&
-           !Exists(kApiServiceBindings, root, "widgets.example.com");
+    return !Exists(apis::klutch::kApiServiceExports, root, "widgets.example.com") &&
+           !Exists(apis::klutch::kApiServiceBindings, root, "widgets.example.com");
   }));
   // An API no template offers is reported.
-  live = Get(kAppClusterBindings, "platform", "app2");
+  live = Get(apis::klutch::kAppClusterBindings, "platform", "app2");
   live["spec"]["apiExports"] = Json::array({{{"group", "example.com"}, {"resource", "nothing"}}});
-  ASSERT_TRUE(Resource(kAppClusterBindings, "platform").Update(live).ok());
+  ASSERT_TRUE(Resource(apis::klutch::kAppClusterBindings, "platform").Update(live).ok());
   ASSERT_TRUE(AdvanceUntil([&] {
-    Json now = Get(kAppClusterBindings, "platform", "app2");
+    Json now = Get(apis::klutch::kAppClusterBindings, "platform", "app2");
     return Condition(now, "ResourcesReady", "reason") == "ProvisioningFailed" &&
            Condition(now, "ResourcesReady", "message").find("nothing.example.com") !=
                std::string::npos;
@@ -800,10 +821,10 @@ TEST_F(AppClusterBindingTest, RemovingAnApiDeletesItsBindingAndExport) {
 
 TEST_F(AppClusterBindingTest, MissingOrUnsafeKubeconfigIsReported) {
   Platform();
-  Create(kAppClusterBindings, Binding("nosecret", "missing"));
+  Create(apis::klutch::kAppClusterBindings, Binding("nosecret", "missing"));
   ASSERT_TRUE(AdvanceUntil([&] {
-    return Condition(Get(kAppClusterBindings, "platform", "nosecret"), "SecretValid", "reason") ==
-           "KubeconfigSecretNotFound";
+    return Condition(Get(apis::klutch::kAppClusterBindings, "platform", "nosecret"), "SecretValid",
+                     "reason") == "KubeconfigSecretNotFound";
   }));
   EXPECT_TRUE(
       AdvanceUntil([&] { return HasEvent("platform", "nosecret", "KubeconfigSecretNotFound"); }));
@@ -817,10 +838,10 @@ TEST_F(AppClusterBindingTest, MissingOrUnsafeKubeconfigIsReported) {
                                {"kind", "Secret"},
                                {"metadata", {{"name", "unsafe"}, {"namespace", "platform"}}},
                                {"data", {{"kubeconfig", core::Base64Encode(exec_config)}}}});
-  Create(kAppClusterBindings, Binding("unsafe", "unsafe"));
+  Create(apis::klutch::kAppClusterBindings, Binding("unsafe", "unsafe"));
   Json acb;
   ASSERT_TRUE(AdvanceUntil([&] {
-    acb = Get(kAppClusterBindings, "platform", "unsafe");
+    acb = Get(apis::klutch::kAppClusterBindings, "platform", "unsafe");
     return Condition(acb, "SecretValid", "reason") == "KubeconfigSecretInvalid";
   }));
   EXPECT_NE(Condition(acb, "SecretValid", "message").find("files"), std::string::npos);
@@ -846,7 +867,7 @@ class ConsumerLimitsTest : public BindControllersTest {
         {"status",
          {{"lastHeartbeatTime", core::FormatTime(clock_.Now())}, {"heartbeatInterval", "30s"}}}};
     ASSERT_TRUE(
-        Resource(kClusterBindings, ns)
+        Resource(apis::klutch::kClusterBindings, ns)
             .Patch("cluster", client::PatchType::kMerge, machinery::Dump(beat), {}, "status")
             .ok());
   }
@@ -889,7 +910,7 @@ TEST_F(ConsumerLimitsTest, ClustersPerUserAreLimitedAndRebindingIsNot) {
   auto list = Resource(resources::kNamespaces).List();
   ASSERT_TRUE(list.ok());
   for (const Json& ns : (*list)["items"]) {
-    EXPECT_NE(machinery::Annotation(ns, kIdentityAnnotation), "alice#c3");
+    EXPECT_NE(machinery::Annotation(ns, apis::klutch::kIdentityAnnotation), "alice#c3");
   }
   // Other users, and the same subject at another issuer, have limits of their own.
   EXPECT_TRUE(bind("bob#c1").ok());
@@ -927,7 +948,7 @@ TEST_F(ConsumerLimitsTest, ConcurrentNewClustersOfOneUserNeverExceedTheLimit) {
   ASSERT_TRUE(list.ok());
   int live = 0;
   for (const Json& ns : (*list)["items"]) {
-    if (machinery::Annotation(ns, kIdentityAnnotation).starts_with("erin#") &&
+    if (machinery::Annotation(ns, apis::klutch::kIdentityAnnotation).starts_with("erin#") &&
         !machinery::IsBeingDeleted(ns)) {
       ++live;
     }
@@ -942,7 +963,7 @@ TEST_F(ConsumerLimitsTest, SpacesNoKonnectorConnectedToAreCollectedAfterTheGrace
   Heartbeat(connected);
   // Its RBAC exists before it is collected.
   ASSERT_TRUE(AdvanceUntil([&] {
-    return Exists(resources::kClusterRoles, "", BinderRoleName(never)) &&
+    return Exists(resources::kClusterRoles, "", apis::klutch::BinderRoleName(never)) &&
            Exists(resources::kRoleBindings, never, "klutch-binder");
   }));
 
@@ -954,7 +975,7 @@ TEST_F(ConsumerLimitsTest, SpacesNoKonnectorConnectedToAreCollectedAfterTheGrace
   EXPECT_TRUE(Live(never)) << "collected before the grace period ended";
 
   ASSERT_TRUE(AdvanceUntil([&] { return !Live(never); }, std::chrono::seconds(30)));
-  EXPECT_FALSE(Exists(resources::kClusterRoles, "", BinderRoleName(never)));
+  EXPECT_FALSE(Exists(resources::kClusterRoles, "", apis::klutch::BinderRoleName(never)));
   EXPECT_TRUE(Live(rebound)) << "collected only an hour after its last bind";
   EXPECT_TRUE(Live(connected));
 
@@ -962,7 +983,7 @@ TEST_F(ConsumerLimitsTest, SpacesNoKonnectorConnectedToAreCollectedAfterTheGrace
   // A space whose konnector connected once stays, whatever its health.
   ASSERT_TRUE(AdvanceAndSettle(std::chrono::hours(5)));
   EXPECT_TRUE(Live(connected));
-  EXPECT_TRUE(Exists(kClusterBindings, connected, "cluster"));
+  EXPECT_TRUE(Exists(apis::klutch::kClusterBindings, connected, "cluster"));
   EXPECT_TRUE(Exists(resources::kSecrets, connected, "kubeconfig"));
   // Namespaces not made by /bind are never touched.
   EXPECT_TRUE(Live("crossplane-system"));
@@ -985,13 +1006,14 @@ TEST_F(ConsumerLimitsTest, ConsumerNamespacesKeepTheirObjectCountQuota) {
             "true");
 
   // A bound API adds its kind, here and in the provider namespaces.
-  Create(kApiServiceExportRequests, Request(ns, "widgets.example.com", "example.com", "widgets"));
+  Create(apis::klutch::kApiServiceExportRequests,
+         Request(ns, "widgets.example.com", "example.com", "widgets"));
   ASSERT_TRUE(AdvanceUntil([&] { return Hard(ns).contains("count/widgets.example.com"); }));
   EXPECT_EQ(Hard(ns)["count/widgets.example.com"], "7");
-  Create(kApiServiceNamespaces, {{"apiVersion", "klutch.anynines.com/v1alpha1"},
-                                 {"kind", "APIServiceNamespace"},
-                                 {"metadata", {{"name", "dev"}, {"namespace", ns}}},
-                                 {"spec", Json::object()}});
+  Create(apis::klutch::kApiServiceNamespaces, {{"apiVersion", "klutch.anynines.com/v1alpha1"},
+                                               {"kind", "APIServiceNamespace"},
+                                               {"metadata", {{"name", "dev"}, {"namespace", ns}}},
+                                               {"spec", Json::object()}});
   const std::string provider = ns + "-dev";
   ASSERT_TRUE(AdvanceUntil([&] {
     Json h = Hard(provider);
@@ -1092,7 +1114,7 @@ TEST_F(BackendRbacTest, DeployRbacAllowsTheConsumerLimits) {
       [&] {
         Json o = Get(resources::kNamespaces, "", ns);
         return (!o.is_object() || machinery::IsBeingDeleted(o)) &&
-               !Exists(resources::kClusterRoles, "", BinderRoleName(ns));
+               !Exists(resources::kClusterRoles, "", apis::klutch::BinderRoleName(ns));
       },
       std::chrono::seconds(30)));
 }

@@ -1,4 +1,6 @@
 // Export requests -> exports (§2.6.4) and exports kept in step with their CRDs (§2.6.3).
+#include "apis/klutch/apiserviceexport.h"
+#include "apis/klutch/register.h"
 #include "bind/catalog.h"
 #include "bind/internal.h"
 #include "bind/names.h"
@@ -36,14 +38,15 @@ std::optional<Failure> CreateExport(Context& ctx, const std::string& ns, const J
   spec["permissionClaims"] = offered.permission_claims;
   if (offered.scope == "Cluster") spec["clusterScopedIsolation"] = ctx.isolation;
   Json object = {
-      {"apiVersion", kApiVersion},
+      {"apiVersion", apis::klutch::kApiVersion},
       {"kind", "APIServiceExport"},
       {"metadata",
        {{"name", machinery::Name(crd)},
         {"namespace", ns},
-        {"annotations", {{std::string(kSourceSpecHashAnnotation), SnapshotHash(*snapshot)}}}}},
+        {"annotations",
+         {{std::string(apis::klutch::kSourceSpecHashAnnotation), SnapshotHash(*snapshot)}}}}},
       {"spec", std::move(spec)}};
-  auto created = client::ResourceClient(ctx.rest, kApiServiceExports, ns)
+  auto created = client::ResourceClient(ctx.rest, apis::klutch::kApiServiceExports, ns)
                      .Create(object, {.field_manager = std::string(kFieldManager)});
   if (!created.ok() && !core::IsAlreadyExists(created.status())) {
     error = core::Status(created.status())
@@ -64,7 +67,7 @@ core::Result<Result> ReconcileExportRequest(Context& ctx, const Request& request
   std::string phase = machinery::GetString(*ser, {"status", "phase"});
   if (phase.empty()) phase = "Pending";
 
-  client::ResourceClient requests(ctx.rest, kApiServiceExportRequests, request.ns);
+  client::ResourceClient requests(ctx.rest, apis::klutch::kApiServiceExportRequests, request.ns);
   if (phase != "Pending") {
     // Sessions are garbage: gone `request_retention` after they ended.
     if (age >= ctx.options.request_retention) {
@@ -146,7 +149,7 @@ core::Result<Result> ReconcileExportRequest(Context& ctx, const Request& request
 core::Result<Result> ReconcileExport(Context& ctx, const Request& request) {
   ObjectPtr exported = ctx.exports.indexer().Get(request.Key());
   if (!exported || machinery::IsBeingDeleted(*exported)) return Result::Done();
-  client::ResourceClient exports(ctx.rest, kApiServiceExports, request.ns);
+  client::ResourceClient exports(ctx.rest, apis::klutch::kApiServiceExports, request.ns);
   ObjectPtr crd = ctx.crds.indexer().Get(request.name);
   if (!crd) {
     // The provider withdrew the API: the export goes (the konnector stops syncing it).
@@ -178,9 +181,9 @@ core::Result<Result> ReconcileExport(Context& ctx, const Request& request) {
     return Result::Done();
   }
   const std::string hash = SnapshotHash(*snapshot);
-  if (machinery::Annotation(*exported, kSourceSpecHashAnnotation) != hash) {
+  if (machinery::Annotation(*exported, apis::klutch::kSourceSpecHashAnnotation) != hash) {
     modified["spec"] = WithSnapshot(modified.value("spec", Json::object()), *snapshot);
-    machinery::SetAnnotation(modified, kSourceSpecHashAnnotation, hash);
+    machinery::SetAnnotation(modified, apis::klutch::kSourceSpecHashAnnotation, hash);
     auto committed = committer.Commit(*exported, modified);
     if (!committed.ok()) return committed.status();
     return Result::Done();  // the update event brings the status pass

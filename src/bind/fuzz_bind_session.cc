@@ -1,13 +1,14 @@
 // libFuzzer target: what the bind backend reads from browsers and CLIs. Arbitrary bytes as a
 // sealed value (state, session cookie, device handle), a Cookie header, a form body, the
-// /authorize redirect parameters and a base64 payload. Nothing may crash, and no input may
-// unseal under keys generated at start-up (that would be a forgery). A value sealed at
+// /authorize redirect parameters, a base64 payload and a BindingResponse. Nothing may crash, and no
+// input may unseal under keys generated at start-up (that would be a forgery). A value sealed at
 // start-up, mutated by the fuzzer's bytes, exercises the decryption path too.
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
 
+#include "apis/klutch/binding_response.h"
 #include "bind/web_protocol.h"
 #include "bind/web_seal.h"
 #include "core/random.h"
@@ -56,10 +57,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)klutch::bind::CliRedirectUrl(input, std::nullopt);
   (void)klutch::bind::CliRedirectUrl(std::nullopt, input);
   (void)klutch::bind::AddQueryParameter(input, "response", input);
-  (void)klutch::bind::DecodeAnyBase64(input);
+  (void)klutch::apis::klutch::DecodeAnyBase64(input);
   auto json = klutch::machinery::ParseJson(input);
   if (json.ok()) {
-    std::string payload = klutch::bind::EncodeResponsePayload(*json);
+    (void)klutch::apis::klutch::DecodeBindingResponse(*json);
+    std::string payload = klutch::apis::klutch::EncodeResponsePayload(*json);
     auto standard = klutch::core::Base64Decode(payload);
     auto url = klutch::core::Base64UrlDecode(payload);
     // Both alphabets must read the same text.

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 
-#include "bind/ids.h"
+#include "apis/klutch/apiservicebinding.h"
+#include "apis/klutch/clusterbinding.h"
+#include "apis/klutch/ids.h"
+#include "apis/klutch/register.h"
 #include "bind/internal.h"
-#include "bind/names.h"
 #include "client/dynamic.h"
 #include "core/log.h"
 #include "core/strings.h"
@@ -42,19 +44,22 @@ std::vector<Json> Items(const Json& list) {
 core::Result<std::vector<Json>> NamespacesOf(client::RestClient& admin,
                                              const std::string& identity) {
   ResourceClient namespaces(admin, resources::kNamespaces);
-  const std::string hash = Sha224Base62(identity);
+  const std::string hash = apis::klutch::Sha224Base62(identity);
   KLUTCH_ASSIGN_OR_RETURN(
-      Json list, namespaces.ListAll({.label_selector = std::string(kIdentityHashLabel) + "=" + hash,
-                                     .skip_managed_fields = true}));
+      Json list, namespaces.ListAll(
+                     {.label_selector = std::string(apis::klutch::kIdentityHashLabel) + "=" + hash,
+                      .skip_managed_fields = true}));
   std::vector<Json> out;
   for (Json& ns : Items(list)) {
-    if (machinery::Annotation(ns, kIdentityAnnotation) == identity) out.push_back(std::move(ns));
+    if (machinery::Annotation(ns, apis::klutch::kIdentityAnnotation) == identity)
+      out.push_back(std::move(ns));
   }
   if (out.empty()) {
     KLUTCH_ASSIGN_OR_RETURN(Json all, namespaces.ListAll({.skip_managed_fields = true}));
     for (Json& ns : Items(all)) {
-      if (machinery::Annotation(ns, kIdentityAnnotation) != identity) continue;
-      Json patch = {{"metadata", {{"labels", {{std::string(kIdentityHashLabel), hash}}}}}};
+      if (machinery::Annotation(ns, apis::klutch::kIdentityAnnotation) != identity) continue;
+      Json patch = {
+          {"metadata", {{"labels", {{std::string(apis::klutch::kIdentityHashLabel), hash}}}}}};
       auto labelled =
           namespaces.Patch(machinery::Name(ns), client::PatchType::kMerge, machinery::Dump(patch));
       out.push_back(labelled.ok() ? *std::move(labelled) : std::move(ns));
@@ -85,15 +90,16 @@ core::Result<std::vector<Json>> UserNamespaces(client::RestClient& admin,
                                                const std::string& identity,
                                                const std::string& issuer) {
   ResourceClient namespaces(admin, resources::kNamespaces);
-  KLUTCH_ASSIGN_OR_RETURN(Json list,
-                          namespaces.ListAll({.label_selector = std::string(kIdentityHashLabel),
-                                              .skip_managed_fields = true}));
+  KLUTCH_ASSIGN_OR_RETURN(
+      Json list,
+      namespaces.ListAll({.label_selector = std::string(apis::klutch::kIdentityHashLabel),
+                          .skip_managed_fields = true}));
   const std::string subject = SubjectOf(identity);
   std::vector<Json> out;
   for (Json& ns : Items(list)) {
-    const std::string owner = machinery::Annotation(ns, kIdentityAnnotation);
+    const std::string owner = machinery::Annotation(ns, apis::klutch::kIdentityAnnotation);
     if (owner.empty() || SubjectOf(owner) != subject || machinery::IsBeingDeleted(ns)) continue;
-    const std::string recorded = machinery::Annotation(ns, kIssuerAnnotation);
+    const std::string recorded = machinery::Annotation(ns, apis::klutch::kIssuerAnnotation);
     if (!issuer.empty() && !recorded.empty() && recorded != issuer) continue;
     out.push_back(std::move(ns));
   }
@@ -108,7 +114,7 @@ core::Result<std::vector<Json>> UserNamespaces(client::RestClient& admin,
 core::Status ClusterLimitReached(const std::vector<Json>& mine, int max) {
   std::string clusters;
   for (const Json& ns : mine) {
-    const std::string identity = machinery::Annotation(ns, kIdentityAnnotation);
+    const std::string identity = machinery::Annotation(ns, apis::klutch::kIdentityAnnotation);
     const size_t hash = identity.rfind('#');
     if (!clusters.empty()) clusters += ", ";
     clusters += (hash == std::string::npos ? identity : identity.substr(hash + 1)) +
@@ -174,21 +180,22 @@ core::Result<std::string> EnsureClusterNamespace(client::RestClient& admin,
   };
 
   const std::string prefix = Prefix(options);
-  const std::string hash = Sha224Base62(identity);
+  const std::string hash = apis::klutch::Sha224Base62(identity);
   Json ns = {{"apiVersion", "v1"},
              {"kind", "Namespace"},
              {"metadata",
               {{"name", prefix + core::ToLower(hash.substr(0, 12))},
-               {"labels", {{std::string(kIdentityHashLabel), hash}}},
-               {"annotations", {{std::string(kIdentityAnnotation), identity}}}}}};
-  if (!issuer.empty()) ns["metadata"]["annotations"][std::string(kIssuerAnnotation)] = issuer;
+               {"labels", {{std::string(apis::klutch::kIdentityHashLabel), hash}}},
+               {"annotations", {{std::string(apis::klutch::kIdentityAnnotation), identity}}}}}};
+  if (!issuer.empty())
+    ns["metadata"]["annotations"][std::string(apis::klutch::kIssuerAnnotation)] = issuer;
   ResourceClient namespaces(admin, resources::kNamespaces);
   auto created = namespaces.Create(ns);
   if (created.ok()) return keep(*created);
   if (!core::IsAlreadyExists(created.status())) return created.status();
   const std::string name = machinery::Name(ns);
   KLUTCH_ASSIGN_OR_RETURN(Json existing, namespaces.Get(name));
-  if (machinery::Annotation(existing, kIdentityAnnotation) == identity) {
+  if (machinery::Annotation(existing, apis::klutch::kIdentityAnnotation) == identity) {
     if (machinery::IsBeingDeleted(existing)) {
       return core::Conflict("the cluster namespace " + name +
                             " of this identity is still being deleted; bind again once it is "
@@ -243,17 +250,17 @@ core::Result<IssuedKubeconfig> IssueKubeconfig(client::RestClient& admin,
   auto response =
       admin.DoJson({.verb = "POST",
                     .path = client::ResourcePath(resources::kServiceAccounts, cluster_namespace,
-                                                 kBinderName, "token"),
+                                                 apis::klutch::kBinderName, "token"),
                     .body = machinery::Dump(request)});
   if (!response.ok()) {
     return core::Status(response.status())
         .Annotate("requesting a token for ServiceAccount " + cluster_namespace + "/" +
-                  std::string(kBinderName));
+                  std::string(apis::klutch::kBinderName));
   }
   const std::string token = machinery::GetString(*response, {"status", "token"});
   if (token.empty()) {
     return core::Internal("the TokenRequest for ServiceAccount " + cluster_namespace + "/" +
-                          std::string(kBinderName) + " returned no token");
+                          std::string(apis::klutch::kBinderName) + " returned no token");
   }
   // The lifetime granted (servers cap it); the request's when the answer does not say.
   std::chrono::seconds granted = options.token_ttl;
@@ -280,9 +287,10 @@ core::Result<Json> WriteKubeconfigSecret(client::RestClient& admin,
                                          const std::string& secret_name,
                                          const IssuedKubeconfig& issued) {
   ResourceClient secrets(admin, resources::kSecrets, cluster_namespace);
-  Json annotations = {{std::string(kTokenIssuedAnnotation), core::FormatTime(issued.issued)},
-                      {std::string(kTokenExpiresAnnotation), core::FormatTime(issued.expires)}};
-  Json data = {{std::string(kKubeconfigKey), core::Base64Encode(issued.kubeconfig)}};
+  Json annotations = {
+      {std::string(apis::klutch::kTokenIssuedAnnotation), core::FormatTime(issued.issued)},
+      {std::string(apis::klutch::kTokenExpiresAnnotation), core::FormatTime(issued.expires)}};
+  Json data = {{std::string(apis::klutch::kKubeconfigKey), core::Base64Encode(issued.kubeconfig)}};
   Json desired = {
       {"apiVersion", "v1"},
       {"kind", "Secret"},
@@ -313,10 +321,10 @@ core::Result<ConsumerAccess> ProvisionConsumer(client::RestClient& admin,
                           EnsureClusterNamespace(admin, options, identity, issuer));
   const std::string& ns = out.cluster_namespace;
   {
-    Json patch = {
-        {"metadata",
-         {{"annotations",
-           {{std::string(kLastBoundAnnotation), core::FormatTime(ClockOf(options).Now())}}}}}};
+    Json patch = {{"metadata",
+                   {{"annotations",
+                     {{std::string(apis::klutch::kLastBoundAnnotation),
+                       core::FormatTime(ClockOf(options).Now())}}}}}};
     auto marked = ResourceClient(admin, resources::kNamespaces)
                       .Patch(ns, client::PatchType::kMerge, machinery::Dump(patch));
     if (!marked.ok()) return marked.status();
@@ -324,26 +332,27 @@ core::Result<ConsumerAccess> ProvisionConsumer(client::RestClient& admin,
 
   // The kubeconfig Secret is written before a new ClusterBinding appears, so the token
   // refresh finds a fresh token there instead of issuing a second one.
-  ResourceClient cluster_bindings(admin, kClusterBindings, ns);
-  auto existing = cluster_bindings.Get(kClusterBindingName);
+  ResourceClient cluster_bindings(admin, apis::klutch::kClusterBindings, ns);
+  auto existing = cluster_bindings.Get(apis::klutch::kClusterBindingName);
   if (!existing.ok() && !core::IsNotFound(existing.status())) return existing.status();
   std::string secret_name;
   if (existing.ok()) {
     secret_name = machinery::GetString(*existing, {"spec", "kubeconfigSecretRef", "name"});
   }
-  if (secret_name.empty()) secret_name = kKubeconfigSecretName;
+  if (secret_name.empty()) secret_name = apis::klutch::kKubeconfigSecretName;
 
-  KLUTCH_ASSIGN_OR_RETURN(Json account,
-                          GetOrCreate(ResourceClient(admin, resources::kServiceAccounts, ns),
-                                      {{"apiVersion", "v1"},
-                                       {"kind", "ServiceAccount"},
-                                       {"metadata", {{"name", kBinderName}, {"namespace", ns}}}}));
+  KLUTCH_ASSIGN_OR_RETURN(
+      Json account,
+      GetOrCreate(ResourceClient(admin, resources::kServiceAccounts, ns),
+                  {{"apiVersion", "v1"},
+                   {"kind", "ServiceAccount"},
+                   {"metadata", {{"name", apis::klutch::kBinderName}, {"namespace", ns}}}}));
   (void)account;
   // The konnector may use its kubeconfig at once: the ClusterBinding controller would grant
   // this too, a moment later.
-  KLUTCH_RETURN_IF_ERROR(internal::EnsureRoleBinding(admin, ns, std::string(kBinderName),
-                                                     "ClusterRole", std::string(kBinderName), ns,
-                                                     std::string(kBinderName)));
+  KLUTCH_RETURN_IF_ERROR(internal::EnsureRoleBinding(
+      admin, ns, std::string(apis::klutch::kBinderName), "ClusterRole",
+      std::string(apis::klutch::kBinderName), ns, std::string(apis::klutch::kBinderName)));
   KLUTCH_ASSIGN_OR_RETURN(IssuedKubeconfig issued, IssueKubeconfig(admin, options, ns));
   KLUTCH_ASSIGN_OR_RETURN(Json secret, WriteKubeconfigSecret(admin, ns, secret_name, issued));
   (void)secret;
@@ -351,11 +360,12 @@ core::Result<ConsumerAccess> ProvisionConsumer(client::RestClient& admin,
     KLUTCH_ASSIGN_OR_RETURN(
         Json created,
         GetOrCreate(cluster_bindings,
-                    {{"apiVersion", kApiVersion},
+                    {{"apiVersion", apis::klutch::kApiVersion},
                      {"kind", "ClusterBinding"},
-                     {"metadata", {{"name", kClusterBindingName}, {"namespace", ns}}},
+                     {"metadata", {{"name", apis::klutch::kClusterBindingName}, {"namespace", ns}}},
                      {"spec",
-                      {{"kubeconfigSecretRef", {{"name", secret_name}, {"key", kKubeconfigKey}}},
+                      {{"kubeconfigSecretRef",
+                        {{"name", secret_name}, {"key", apis::klutch::kKubeconfigKey}}},
                        {"providerPrettyName", options.pretty_name}}}}));
     (void)created;
   }

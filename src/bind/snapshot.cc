@@ -2,7 +2,7 @@
 
 #include <string_view>
 
-#include "bind/ids.h"
+#include "apis/klutch/ids.h"
 #include "machinery/object.h"
 
 namespace klutch::bind {
@@ -86,7 +86,9 @@ core::Result<Json> CrdSnapshot(const Json& crd) {
   return out;
 }
 
-std::string SnapshotHash(const Json& snapshot) { return Sha224Base62(machinery::Dump(snapshot)); }
+std::string SnapshotHash(const Json& snapshot) {
+  return apis::klutch::Sha224Base62(machinery::Dump(snapshot));
+}
 
 Json WithSnapshot(Json export_spec, const Json& snapshot) {
   if (!export_spec.is_object()) export_spec = Json::object();

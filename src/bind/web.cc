@@ -12,14 +12,20 @@
 #include <variant>
 #include <vector>
 
+#include "apis/klutch/apiserviceexport.h"
+#include "apis/klutch/binding_provider.h"
+#include "apis/klutch/binding_response.h"
+#include "apis/klutch/clusterbinding.h"
+#include "apis/klutch/export_request.h"
+#include "apis/klutch/register.h"
 #include "bind/catalog.h"
-#include "bind/names.h"
 #include "bind/web_html.h"
 #include "bind/web_protocol.h"
 #include "client/dynamic.h"
 #include "core/log.h"
 #include "core/strings.h"
 #include "core/sync.h"
+#include "http/html.h"
 #include "machinery/object.h"
 #include "machinery/validation.h"
 
@@ -105,7 +111,7 @@ http::Response Redirect(int status, const std::string& location) {
   r.status = status;
   r.headers.Set("Location", location);
   r.headers.Set("Content-Type", "text/html; charset=utf-8");
-  r.body = "<a href=\"" + HtmlEscape(location) + "\">Continue</a>\n";
+  r.body = "<a href=\"" + http::HtmlEscape(location) + "\">Continue</a>\n";
   CommonHeaders(r);
   return r;
 }
@@ -335,13 +341,15 @@ class WebBackend::Impl {
     const std::string base = BaseUrl(request);
     const std::string authorize =
         options_.authorize_url.empty() ? base + "/authorize" : options_.authorize_url;
-    std::optional<DeviceGrantUrls> device;
+    apis::klutch::BindingProvider provider{.pretty_name = options_.pretty_name,
+                                           .version = std::string(kBackendVersion),
+                                           .authenticated_url = authorize};
     if (idp_.SupportsDeviceGrant()) {
-      device = DeviceGrantUrls{base + "/device/authorize", base + "/device/token",
-                               base + "/device/bind"};
+      provider.device_authorization_url = base + "/device/authorize";
+      provider.device_token_url = base + "/device/token";
+      provider.device_bind_url = base + "/device/bind";
     }
-    return JsonResponse(200, BindingProviderJson(options_.pretty_name, std::string(kBackendVersion),
-                                                 authorize, device));
+    return JsonResponse(200, apis::klutch::EncodeBindingProvider(provider));
   }
 
   std::string SetCookie(std::string_view name, std::string_view value,
@@ -665,10 +673,13 @@ class WebBackend::Impl {
     KLUTCH_LOG(kInfo, "bind", "bound {}.{} for {} in {}", resource, group, core::GoQuote(subject),
                access->cluster_namespace);
     RecordClusterName(access->cluster_namespace, cluster_name);
-    return BindingResponseJson(
-        sid, issuer + "/" + subject, access->kubeconfig,
-        Json::array({ExportRequestJson(api->group, api->resource, api->permission_claims)}),
-        display_name);
+    return apis::klutch::EncodeBindingResponse(
+        {.session_id = sid,
+         .id = issuer + "/" + subject,
+         .display_name = display_name,
+         .kubeconfig = access->kubeconfig,
+         .requests = {apis::klutch::EncodeExportRequest(
+             apis::klutch::ExportRequestFor(api->group, api->resource, api->permission_claims))}});
   }
 
   // The cluster's name for the consumer page, on its namespace; a failure only costs the name.
@@ -676,10 +687,11 @@ class WebBackend::Impl {
     if (name.empty()) return;
     client::ResourceClient namespaces(admin_, client::resources::kNamespaces);
     if (auto ns = namespaces.Get(cluster_namespace);
-        ns.ok() && machinery::Annotation(*ns, kClusterNameAnnotation) == name) {
+        ns.ok() && machinery::Annotation(*ns, apis::klutch::kClusterNameAnnotation) == name) {
       return;
     }
-    Json patch = {{"metadata", {{"annotations", {{std::string(kClusterNameAnnotation), name}}}}}};
+    Json patch = {{"metadata",
+                   {{"annotations", {{std::string(apis::klutch::kClusterNameAnnotation), name}}}}}};
     if (auto r =
             namespaces.Patch(cluster_namespace, client::PatchType::kMerge, machinery::Dump(patch));
         !r.ok()) {
@@ -712,8 +724,9 @@ class WebBackend::Impl {
     if (auto* e = std::get_if<BindError>(&result))
       return Error(e->status, e->title, e->what, e->todo);
     const Json& response = std::get<Json>(result);
-    return Redirect(redirect_status,
-                    AddQueryParameter(s.redirect, "response", EncodeResponsePayload(response)));
+    return Redirect(
+        redirect_status,
+        AddQueryParameter(s.redirect, "response", apis::klutch::EncodeResponsePayload(response)));
   }
 
   http::Response Consumer(const http::Request& request) {
@@ -777,13 +790,13 @@ class WebBackend::Impl {
     const Json* items = machinery::Find(list, {"items"});
     if (items == nullptr || !items->is_array()) return core::Status::Ok();
     for (const auto& ns : *items) {
-      const std::string identity = machinery::Annotation(ns, kIdentityAnnotation);
+      const std::string identity = machinery::Annotation(ns, apis::klutch::kIdentityAnnotation);
       const size_t hash = identity.rfind('#');
       if (hash == std::string::npos || identity.substr(0, hash) != s.subject) continue;
-      const std::string issuer = machinery::Annotation(ns, kIssuerAnnotation);
+      const std::string issuer = machinery::Annotation(ns, apis::klutch::kIssuerAnnotation);
       if (!issuer.empty() && issuer != s.issuer) continue;
       ClusterView c;
-      c.name = machinery::Annotation(ns, kClusterNameAnnotation);
+      c.name = machinery::Annotation(ns, apis::klutch::kClusterNameAnnotation);
       c.cluster_namespace = machinery::Name(ns);
       c.cluster_id = identity.substr(hash + 1);
       GatherCluster(c);
@@ -800,7 +813,8 @@ class WebBackend::Impl {
 
   void GatherCluster(ClusterView& c) {
     const std::string& ns = c.cluster_namespace;
-    if (auto cb = client::ResourceClient(admin_, kClusterBindings, ns).Get(kClusterBindingName);
+    if (auto cb = client::ResourceClient(admin_, apis::klutch::kClusterBindings, ns)
+                      .Get(apis::klutch::kClusterBindingName);
         cb.ok()) {
       c.last_heartbeat = machinery::GetString(*cb, {"status", "lastHeartbeatTime"});
       c.heartbeat_age = Age(Now(), c.last_heartbeat);
@@ -811,7 +825,8 @@ class WebBackend::Impl {
     }
     // APIServiceNamespaces are named after the App Cluster namespace; their status names the
     // Control Plane namespace made for it.
-    if (auto l = client::ResourceClient(admin_, kApiServiceNamespaces, ns).ListAll(); l.ok()) {
+    if (auto l = client::ResourceClient(admin_, apis::klutch::kApiServiceNamespaces, ns).ListAll();
+        l.ok()) {
       if (const Json* items = machinery::Find(*l, {"items"}); items && items->is_array()) {
         for (const auto& asn : *items) {
           std::string provider = machinery::GetString(asn, {"status", "namespace"});
@@ -822,7 +837,7 @@ class WebBackend::Impl {
     }
     std::sort(c.namespaces.begin(), c.namespaces.end(),
               [](const NamespaceView& a, const NamespaceView& b) { return a.app < b.app; });
-    auto exports = client::ResourceClient(admin_, kApiServiceExports, ns).ListAll();
+    auto exports = client::ResourceClient(admin_, apis::klutch::kApiServiceExports, ns).ListAll();
     if (!exports.ok()) return;
     const Json* items = machinery::Find(*exports, {"items"});
     if (items == nullptr || !items->is_array()) return;
@@ -881,7 +896,7 @@ class WebBackend::Impl {
       if (!l.ok()) return;
       if (const Json* items = machinery::Find(*l, {"items"}); items && items->is_array()) {
         for (const auto& obj : *items) {
-          if (machinery::Annotation(obj, "klutch.anynines.com/cluster-namespace") == cluster_ns) {
+          if (machinery::Annotation(obj, apis::klutch::kClusterNamespaceAnnotation) == cluster_ns) {
             add(obj, "");
           }
         }

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "apis/crossplane_crds.h"
+#include "apis/klutch/register.h"
 #include "apis/manifests.h"
 #include "bind/web.h"
 #include "bind/web_oidc.h"
@@ -67,7 +68,7 @@ core::Status SetUpKlutchApis(client::RestClient& admin) {
         {"metadata", {{"name", plural}, {"namespace", "crossplane-system"}}},
         {"spec", {{"APIServiceSelector", {{"group", "anynines.com"}, {"resource", plural}}}}}};
     KLUTCH_RETURN_IF_ERROR(
-        client::ResourceClient(admin, kApiServiceExportTemplates, "crossplane-system")
+        client::ResourceClient(admin, apis::klutch::kApiServiceExportTemplates, "crossplane-system")
             .Create(tmpl)
             .status());
   }

@@ -1,6 +1,7 @@
 #include "bind/web_html.h"
 
 #include "core/strings.h"
+#include "http/html.h"
 #include "machinery/object.h"
 
 namespace klutch::bind {
@@ -57,7 +58,7 @@ std::string Status(std::string_view ready) {
                      : ready == "False" ? "Not ready"
                      : ready.empty()    ? "No status yet"
                                         : "Unknown";
-  return "<span class=\"pill " + cls + "\">" + HtmlEscape(text) + "</span>";
+  return "<span class=\"pill " + cls + "\">" + http::HtmlEscape(text) + "</span>";
 }
 
 std::string ClaimsList(const machinery::Json& claims) {
@@ -69,8 +70,9 @@ std::string ClaimsList(const machinery::Json& claims) {
     std::string owner = machinery::GetString(c, {"selector", "owner"});
     const auto* required = c.is_object() ? machinery::Find(c, {"required"}) : nullptr;
     bool is_required = required != nullptr && required->is_boolean() && *required == true;
-    out += "<li><code>" + HtmlEscape(group.empty() ? resource : resource + "." + group) + "</code>";
-    if (!owner.empty()) out += " owned by the " + HtmlEscape(core::ToLower(owner));
+    out += "<li><code>" + http::HtmlEscape(group.empty() ? resource : resource + "." + group) +
+           "</code>";
+    if (!owner.empty()) out += " owned by the " + http::HtmlEscape(core::ToLower(owner));
     out += is_required ? " (required)" : " (optional)";
     out += "</li>";
   }
@@ -82,7 +84,7 @@ std::string List(const std::vector<std::string>& items) {
   std::string out;
   for (size_t i = 0; i < items.size(); ++i) {
     if (i > 0) out += ", ";
-    out += "<code>" + HtmlEscape(items[i]) + "</code>";
+    out += "<code>" + http::HtmlEscape(items[i]) + "</code>";
   }
   return out;
 }
@@ -92,7 +94,7 @@ std::string PlanList(const std::vector<std::string>& plans) {
   if (plans.empty()) return "none";
   std::string out;
   for (size_t i = 0; i < plans.size(); ++i) {
-    out += "<span class=\"plan\"><code>" + HtmlEscape(plans[i]) + "</code>" +
+    out += "<span class=\"plan\"><code>" + http::HtmlEscape(plans[i]) + "</code>" +
            (i + 1 < plans.size() ? ",</span> " : "</span>");
   }
   return out;
@@ -105,7 +107,7 @@ std::string Plans(const OfferedApi& api) {
   for (const auto& g : api.plans_by_composition) {
     out += "<div>" + PlanList(g.plans);
     if (!g.composition.empty()) {
-      out += " <span class=\"muted\">with Composition <code>" + HtmlEscape(g.composition) +
+      out += " <span class=\"muted\">with Composition <code>" + http::HtmlEscape(g.composition) +
              "</code></span>";
     }
     out += "</div>";
@@ -115,39 +117,12 @@ std::string Plans(const OfferedApi& api) {
 
 }  // namespace
 
-std::string HtmlEscape(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
 std::string HtmlPage(std::string_view title, std::string_view body_html) {
   std::string out =
       "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
       "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
       "<meta name=\"referrer\" content=\"no-referrer\"><title>";
-  out += HtmlEscape(title);
+  out += http::HtmlEscape(title);
   out += " - Klutch</title><style>";
   out += kStyle;
   out +=
@@ -160,15 +135,16 @@ std::string HtmlPage(std::string_view title, std::string_view body_html) {
 
 namespace {
 std::string ActionLink(const PageAction& a) {
-  return "<a class=\"action\" href=\"" + HtmlEscape(a.href) + "\">" + HtmlEscape(a.label) + "</a>";
+  return "<a class=\"action\" href=\"" + http::HtmlEscape(a.href) + "\">" +
+         http::HtmlEscape(a.label) + "</a>";
 }
 }  // namespace
 
 std::string ErrorPage(std::string_view title, std::string_view what_happened,
                       std::string_view what_to_do, const PageAction* action) {
-  std::string body = "<h1>" + HtmlEscape(title) + "</h1><div class=\"card error\"><p>" +
-                     HtmlEscape(what_happened) + "</p><p><strong>What to do:</strong> " +
-                     HtmlEscape(what_to_do) + "</p>";
+  std::string body = "<h1>" + http::HtmlEscape(title) + "</h1><div class=\"card error\"><p>" +
+                     http::HtmlEscape(what_happened) + "</p><p><strong>What to do:</strong> " +
+                     http::HtmlEscape(what_to_do) + "</p>";
   if (action != nullptr) body += "<p>" + ActionLink(*action) + "</p>";
   body += "</div>";
   return HtmlPage(title, body);
@@ -176,7 +152,7 @@ std::string ErrorPage(std::string_view title, std::string_view what_happened,
 
 std::string LandingPage(const LandingView& view) {
   const std::string command = "kubectl bind " + view.export_url;
-  std::string body = "<h1>" + HtmlEscape(view.pretty_name) +
+  std::string body = "<h1>" + http::HtmlEscape(view.pretty_name) +
                      " data services for your Kubernetes clusters</h1>"
                      "<p>This is the bind backend of a Klutch Control Plane. Bind your cluster "
                      "(an App Cluster) to it, then create claims such as a "
@@ -190,12 +166,12 @@ std::string LandingPage(const LandingView& view) {
   body += ActionLink({"/resources", "Catalog of services"}) +
           ActionLink({"/consumer", "Your clusters and claims"}) + "</nav>";
   if (!view.user.empty()) {
-    body += "<p class=\"muted\">Logged in as " + HtmlEscape(view.user) + ".</p>";
+    body += "<p class=\"muted\">Logged in as " + http::HtmlEscape(view.user) + ".</p>";
   }
   body +=
       "<section class=\"card\"><h2>Bind a cluster</h2><p>With the <code>kubectl-bind</code> "
       "plugin on your PATH and your kubeconfig pointing at your cluster, run:</p><pre><code>" +
-      HtmlEscape(command) +
+      http::HtmlEscape(command) +
       "</code></pre><p>A browser opens to log in; then choose the service to bind on the "
       "catalog page. kubectl bind installs the konnector and the service's API in your "
       "cluster.";
@@ -213,20 +189,20 @@ std::string CatalogPage(const CatalogView& view) {
   std::string body;
   if (read_only) {
     body = "<h1>Services you can bind</h1><p class=\"muted\">Logged in as " +
-           HtmlEscape(view.user) + ". To bind one to your cluster, run <code>kubectl bind " +
-           HtmlEscape(view.export_url) +
+           http::HtmlEscape(view.user) + ". To bind one to your cluster, run <code>kubectl bind " +
+           http::HtmlEscape(view.export_url) +
            "</code> against it and choose it on the page that opens. <a "
            "href=\"/consumer\">Your clusters and claims</a></p>";
   } else {
     body = "<h1>Choose a service to bind</h1><p class=\"muted\">Logged in as " +
-           HtmlEscape(view.user) + " for cluster <code>" + HtmlEscape(view.cluster_id) +
+           http::HtmlEscape(view.user) + " for cluster <code>" + http::HtmlEscape(view.cluster_id) +
            "</code>. Binding an API installs it in your cluster through kubectl bind. "
            "<a href=\"/consumer?s=" +
-           HtmlEscape(core::PercentEncode(view.sid)) + "\">Your clusters and claims</a></p>";
+           http::HtmlEscape(core::PercentEncode(view.sid)) + "\">Your clusters and claims</a></p>";
   }
   if (!view.destination.empty()) {
     body += "<p class=\"muted\">The credentials go to kubectl bind at <code>" +
-            HtmlEscape(view.destination) + "</code> on your machine.</p>";
+            http::HtmlEscape(view.destination) + "</code> on your machine.</p>";
   }
   if (view.apis.empty()) {
     body +=
@@ -237,11 +213,11 @@ std::string CatalogPage(const CatalogView& view) {
   }
   body += "<div class=\"grid\">";
   for (const auto& api : view.apis) {
-    body += "<section class=\"card\" id=\"" + HtmlEscape(api.resource + "." + api.group) +
-            "\"><h2>" + HtmlEscape(api.kind) + "</h2><div class=\"muted\"><code>" +
-            HtmlEscape(api.resource + "." + api.group) + "</code></div>";
-    if (!api.description.empty()) body += "<p>" + HtmlEscape(api.description) + "</p>";
-    body += "<dl><dt>Scope</dt><dd>" + HtmlEscape(api.scope) + "</dd><dt>Versions</dt><dd>" +
+    body += "<section class=\"card\" id=\"" + http::HtmlEscape(api.resource + "." + api.group) +
+            "\"><h2>" + http::HtmlEscape(api.kind) + "</h2><div class=\"muted\"><code>" +
+            http::HtmlEscape(api.resource + "." + api.group) + "</code></div>";
+    if (!api.description.empty()) body += "<p>" + http::HtmlEscape(api.description) + "</p>";
+    body += "<dl><dt>Scope</dt><dd>" + http::HtmlEscape(api.scope) + "</dd><dt>Versions</dt><dd>" +
             List(api.versions) + "</dd><dt>Plans</dt><dd class=\"plans\">" + Plans(api) +
             "</dd><dt>Needs access to</dt>" + ClaimsList(api.permission_claims) + "</dl>";
     if (read_only) {
@@ -249,11 +225,11 @@ std::string CatalogPage(const CatalogView& view) {
       continue;
     }
     body += "<form method=\"post\" action=\"/bind\"><input type=\"hidden\" name=\"s\" value=\"" +
-            HtmlEscape(view.sid) + "\"><input type=\"hidden\" name=\"group\" value=\"" +
-            HtmlEscape(api.group) + "\"><input type=\"hidden\" name=\"resource\" value=\"" +
-            HtmlEscape(api.resource) + "\"><input type=\"hidden\" name=\"csrf\" value=\"" +
-            HtmlEscape(view.csrf) + "\"><button type=\"submit\" class=\"bind " +
-            HtmlEscape(api.resource) + "\">Bind " + HtmlEscape(api.kind) +
+            http::HtmlEscape(view.sid) + "\"><input type=\"hidden\" name=\"group\" value=\"" +
+            http::HtmlEscape(api.group) + "\"><input type=\"hidden\" name=\"resource\" value=\"" +
+            http::HtmlEscape(api.resource) + "\"><input type=\"hidden\" name=\"csrf\" value=\"" +
+            http::HtmlEscape(view.csrf) + "\"><button type=\"submit\" class=\"bind " +
+            http::HtmlEscape(api.resource) + "\">Bind " + http::HtmlEscape(api.kind) +
             "</button></form></section>";
   }
   body += "</div>";
@@ -262,16 +238,16 @@ std::string CatalogPage(const CatalogView& view) {
 
 std::string ConsumerPage(const ConsumerView& view) {
   std::string body =
-      "<h1>Your clusters</h1><p class=\"muted\">Logged in as " + HtmlEscape(view.user) + ".";
+      "<h1>Your clusters</h1><p class=\"muted\">Logged in as " + http::HtmlEscape(view.user) + ".";
   if (!view.sid.empty()) {
-    body += " <a href=\"/resources?s=" + HtmlEscape(core::PercentEncode(view.sid)) +
+    body += " <a href=\"/resources?s=" + http::HtmlEscape(core::PercentEncode(view.sid)) +
             "\">Back to the catalog</a>";
   } else {
     body += " <a href=\"/resources\">Catalog of services</a>";
   }
   body += "</p>";
   if (!view.error.empty()) {
-    body += "<div class=\"card error\"><p>" + HtmlEscape(view.error) +
+    body += "<div class=\"card error\"><p>" + http::HtmlEscape(view.error) +
             "</p><p><strong>What to do:</strong> reload this page; if it keeps failing, tell "
             "the platform team.</p></div>";
   }
@@ -280,46 +256,47 @@ std::string ConsumerPage(const ConsumerView& view) {
     body +=
         "<div class=\"card\"><p>You have not bound any cluster yet.</p><p><strong>What to "
         "do:</strong> run <code>kubectl bind " +
-        HtmlEscape(url) + "</code> against your cluster.</p></div>";
+        http::HtmlEscape(url) + "</code> against your cluster.</p></div>";
   }
   for (const auto& c : view.clusters) {
     // Titled with the name the user gave the cluster; the cluster ID stays as detail.
     body += "<section class=\"card cluster\" style=\"margin-bottom:1rem\"><h2>" +
-            (c.name.empty() ? "Cluster <code>" + HtmlEscape(c.cluster_id) + "</code>"
-                            : HtmlEscape(c.name)) +
+            (c.name.empty() ? "Cluster <code>" + http::HtmlEscape(c.cluster_id) + "</code>"
+                            : http::HtmlEscape(c.name)) +
             " " + Status(c.ready) + "</h2><dl>";
     if (!c.name.empty()) {
-      body += "<dt>Cluster ID</dt><dd><code>" + HtmlEscape(c.cluster_id) + "</code></dd>";
+      body += "<dt>Cluster ID</dt><dd><code>" + http::HtmlEscape(c.cluster_id) + "</code></dd>";
     }
     body += "<dt>Namespaces</dt><dd>";
     if (c.namespaces.empty()) body += "none yet";
     for (size_t i = 0; i < c.namespaces.size(); ++i) {
       if (i > 0) body += ", ";
-      body += "<code>" + HtmlEscape(c.namespaces[i].app) + "</code>";
+      body += "<code>" + http::HtmlEscape(c.namespaces[i].app) + "</code>";
     }
     body += "</dd><dt>Last heartbeat</dt><dd>" +
             (c.last_heartbeat.empty()
                  ? std::string("never (the konnector has not connected yet)")
-                 : HtmlEscape(c.last_heartbeat) +
-                       (c.heartbeat_age.empty() ? "" : " (" + HtmlEscape(c.heartbeat_age) + ")")) +
+                 : http::HtmlEscape(c.last_heartbeat) +
+                       (c.heartbeat_age.empty() ? ""
+                                                : " (" + http::HtmlEscape(c.heartbeat_age) + ")")) +
             "</dd>";
     if (!c.konnector_version.empty()) {
-      body += "<dt>Konnector</dt><dd>" + HtmlEscape(c.konnector_version) + "</dd>";
+      body += "<dt>Konnector</dt><dd>" + http::HtmlEscape(c.konnector_version) + "</dd>";
     }
     if (!c.ready_message.empty()) {
-      body += "<dt>Status</dt><dd>" + HtmlEscape(c.ready_message) + "</dd>";
+      body += "<dt>Status</dt><dd>" + http::HtmlEscape(c.ready_message) + "</dd>";
     }
     body += "<dt>On the Control Plane</dt><dd class=\"muted\">namespace <code>" +
-            HtmlEscape(c.cluster_namespace) + "</code>";
+            http::HtmlEscape(c.cluster_namespace) + "</code>";
     for (const auto& n : c.namespaces) {
-      body += "<span class=\"sub\"><code>" + HtmlEscape(n.app) + "</code> in <code>" +
-              HtmlEscape(n.provider) + "</code></span>";
+      body += "<span class=\"sub\"><code>" + http::HtmlEscape(n.app) + "</code> in <code>" +
+              http::HtmlEscape(n.provider) + "</code></span>";
     }
     body += "</dd></dl>";
     if (c.exports.empty()) body += "<p class=\"muted\">No APIs bound yet.</p>";
     for (const auto& e : c.exports) {
-      body += "<h3><code>" + HtmlEscape(e.name) + "</code> " + Status(e.ready) + "</h3>";
-      if (!e.message.empty()) body += "<p class=\"muted\">" + HtmlEscape(e.message) + "</p>";
+      body += "<h3><code>" + http::HtmlEscape(e.name) + "</code> " + Status(e.ready) + "</h3>";
+      if (!e.message.empty()) body += "<p class=\"muted\">" + http::HtmlEscape(e.message) + "</p>";
       if (e.claims.empty()) {
         body += "<p class=\"muted\">No claims yet.</p>";
         continue;
@@ -329,14 +306,15 @@ std::string ConsumerPage(const ConsumerView& view) {
           "</tr></thead><tbody>";
       for (const auto& claim : e.claims) {
         const std::string& shown = claim.ns.empty() ? claim.provider_ns : claim.ns;
-        body += "<tr><td><code>" + HtmlEscape(shown) + "</code>";
+        body += "<tr><td><code>" + http::HtmlEscape(shown) + "</code>";
         if (!claim.ns.empty() && !claim.provider_ns.empty() && claim.provider_ns != claim.ns) {
           body += "<span class=\"sub muted\">Control Plane: <code>" +
-                  HtmlEscape(claim.provider_ns) + "</code></span>";
+                  http::HtmlEscape(claim.provider_ns) + "</code></span>";
         }
-        body += "</td><td><code>" + HtmlEscape(claim.name) + "</code></td><td>" +
-                Status(claim.ready) + (claim.reason.empty() ? "" : " " + HtmlEscape(claim.reason)) +
-                "</td><td>" + HtmlEscape(claim.message) + "</td></tr>";
+        body += "</td><td><code>" + http::HtmlEscape(claim.name) + "</code></td><td>" +
+                Status(claim.ready) +
+                (claim.reason.empty() ? "" : " " + http::HtmlEscape(claim.reason)) + "</td><td>" +
+                http::HtmlEscape(claim.message) + "</td></tr>";
       }
       body += "</tbody></table>";
     }

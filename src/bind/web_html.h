@@ -2,7 +2,7 @@
 // (/consumer) and error pages. Plain server-rendered HTML with one embedded stylesheet, no
 // JavaScript, readable on a phone (viewport meta, one-column layout on narrow screens). Every
 // piece of text that comes from users, clusters or the identity provider goes through
-// HtmlEscape.
+// http::HtmlEscape.
 //
 // Pure functions of their views; thread-safe.
 #pragma once
@@ -14,10 +14,6 @@
 #include "bind/catalog.h"
 
 namespace klutch::bind {
-
-// `text` with & < > " ' written as character references (safe in element content and in
-// quoted attribute values).
-std::string HtmlEscape(std::string_view text);
 
 // A whole HTML document: `title` (escaped) and `body_html` (trusted markup) in the layout.
 std::string HtmlPage(std::string_view title, std::string_view body_html);

@@ -10,8 +10,6 @@
 namespace klutch::bind {
 namespace {
 
-using machinery::Json;
-
 constexpr size_t kMaxFormBytes = 64 * 1024;
 constexpr size_t kMaxUrlBytes = 2048;
 
@@ -32,99 +30,6 @@ bool IsIpv4Loopback(std::string_view host) {
 }
 
 }  // namespace
-
-Json BindingProviderJson(const std::string& pretty_name, const std::string& version,
-                         const std::string& authenticated_url,
-                         const std::optional<DeviceGrantUrls>& device) {
-  Json methods = Json::array();
-  methods.push_back({{"method", "OAuth2CodeGrant"},
-                     {"oauth2CodeGrant", {{"authenticatedURL", authenticated_url}}}});
-  if (device) {
-    methods.push_back({{"method", "OAuth2DeviceGrant"},
-                       {"oauth2DeviceGrant",
-                        {{"deviceAuthorizationURL", device->authorize},
-                         {"tokenURL", device->token},
-                         {"bindURL", device->bind}}}});
-  }
-  return Json{{"kind", "BindingProvider"},
-              {"apiVersion", kBindingProviderApiVersion},
-              {"providerPrettyName", pretty_name},
-              {"version", version},
-              {"authenticationMethods", std::move(methods)}};
-}
-
-Json ExportRequestJson(const std::string& group, const std::string& resource, const Json& claims) {
-  Json entry = {{"group", group}, {"resource", resource}};
-  if (claims.is_array() && !claims.empty()) entry["permissionClaims"] = claims;
-  return Json{{"kind", "APIServiceExportRequest"},
-              {"apiVersion", kBindApiVersion},
-              {"metadata", {{"name", resource + "." + group}}},
-              {"spec", {{"resources", Json::array({std::move(entry)})}}},
-              {"status", Json::object()}};
-}
-
-Json BindingResponseJson(const std::string& sid, const std::string& id,
-                         const std::string& kubeconfig, const Json& requests,
-                         const std::string& display_name) {
-  Json grant = {{"sid", sid}, {"id", id}};
-  if (!display_name.empty()) grant["displayName"] = display_name;
-  return Json{{"kind", "BindingResponse"},
-              {"apiVersion", kBindApiVersion},
-              {"authentication", {{"oauth2CodeGrant", std::move(grant)}}},
-              {"kubeconfig", core::Base64Encode(kubeconfig)},
-              {"requests", requests}};
-}
-
-std::string AlphabetSafeJson(const Json& value) {
-  // ensure_ascii: every byte of the text is ASCII; the replaced characters can only occur
-  // inside strings, where the \u escape means the same.
-  const std::string text = value.dump(-1, ' ', true, Json::error_handler_t::replace);
-  std::string out;
-  out.reserve(text.size() + 16);
-  for (char c : text) {
-    switch (c) {
-      case '<':
-        out += "\\u003c";
-        break;
-      case '>':
-        out += "\\u003e";
-        break;
-      case '&':
-        out += "\\u0026";
-        break;
-      case '?':
-        out += "\\u003f";
-        break;
-      case '~':
-        out += "\\u007e";
-        break;
-      case '\x7f':
-        out += "\\u007f";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
-std::string EncodeResponsePayload(const Json& response) {
-  std::string b64 = core::Base64Encode(AlphabetSafeJson(response));
-  for (char& c : b64) {
-    if (c == '+') c = '-';
-    if (c == '/') c = '_';
-  }
-  return b64;
-}
-
-std::optional<std::string> DecodeAnyBase64(std::string_view text) {
-  std::string s(text);
-  for (char& c : s) {
-    if (c == '-') c = '+';
-    if (c == '_') c = '/';
-  }
-  return core::Base64Decode(s);
-}
 
 core::Result<std::string> ClusterNameParameter(std::optional<std::string_view> n) {
   if (!n) return std::string();

@@ -1,6 +1,7 @@
-// The wire values of the bind backend's HTTP surface (bind-protocol.md §1.8, §1.9, §2.2) and
-// the parsing of what browsers and CLIs send it: BindingProvider and BindingResponse JSON, the
-// `response=` payload, the CLI redirect URL, session and cluster IDs, cookies and forms.
+// The wire values of the bind backend's HTTP surface (bind-protocol.md §2.2) and the parsing of
+// what browsers and CLIs send it: the CLI redirect URL, the cluster name, session and cluster
+// IDs, cookies and forms. The documents it answers with (BindingProvider, BindingResponse, the
+// export requests, the `response=` payload) are the protocol's, in src/apis/klutch/.
 //
 // Everything here reads untrusted input without trusting it (the fuzz target
 // fuzz_bind_session covers it). Pure functions; thread-safe.
@@ -18,56 +19,11 @@
 
 namespace klutch::bind {
 
-// The apiVersion of BindingResponse and of the requests in it.
-inline constexpr std::string_view kBindApiVersion = "klutch.anynines.com/v1alpha1";
-// BindingProvider's apiVersion: literally "v1alpha1", the Klutch CLI rejects anything else.
-inline constexpr std::string_view kBindingProviderApiVersion = "v1alpha1";
-
 // Cookie names: the session of CLI session <sid> (as upstream), and the pre-login cookie that
 // binds an OIDC `state` to the browser that started the login.
 inline constexpr std::string_view kSessionCookiePrefix = "klutch-bind-";
 inline constexpr std::string_view kLoginCookiePrefix = "klutch-bind-login-";
 
-struct DeviceGrantUrls {
-  std::string authorize;  // POST: starts a device authorization
-  std::string token;      // POST: polls it
-  std::string bind;       // POST: binds an API after a poll that named none
-};
-
-// GET /export (§1.8): the OAuth2CodeGrant method first, then, when `device` is set, ours:
-// {"method":"OAuth2DeviceGrant","oauth2DeviceGrant":{"deviceAuthorizationURL":...,
-// "tokenURL":...,"bindURL":...}} (upstream CLIs take the first method they know).
-machinery::Json BindingProviderJson(const std::string& pretty_name, const std::string& version,
-                                    const std::string& authenticated_url,
-                                    const std::optional<DeviceGrantUrls>& device);
-
-// One APIServiceExportRequestResponse (§1.1): metadata.name "<resource>.<group>", one resource
-// with the template's permission claims (`claims`: a JSON array, may be empty or null).
-machinery::Json ExportRequestJson(const std::string& group, const std::string& resource,
-                                  const machinery::Json& claims);
-
-// BindingResponse (§1.9): authentication.oauth2CodeGrant {sid, id}, the kubeconfig as standard
-// base64, and `requests`. Ours: oauth2CodeGrant.displayName, the name kubectl bind greets the
-// user with (DisplayNameOf the ID token's claims), when `display_name` is not empty.
-machinery::Json BindingResponseJson(const std::string& sid, const std::string& id,
-                                    const std::string& kubeconfig, const machinery::Json& requests,
-                                    const std::string& display_name = "");
-
-// JSON text safe for both base64 alphabets (§6 quirk 2): ASCII only, with '<', '>', '&', '?',
-// '~' and DEL written as \u escapes (they occur only inside strings), so base64url and
-// standard base64 of it are the same text but for the two alphabet-specific characters, which
-// then never occur.
-std::string AlphabetSafeJson(const machinery::Json& value);
-// The `response` query value: base64url with padding of AlphabetSafeJson(response), which the
-// Klutch CLI decodes with the standard alphabet and upstream's with the URL one.
-std::string EncodeResponsePayload(const machinery::Json& response);
-// Decodes base64 in either alphabet, padded or not (what the CLI side should accept).
-std::optional<std::string> DecodeAnyBase64(std::string_view text);
-
-// On a cluster namespace: the App Cluster's name as its user knows it (the kubeconfig context
-// kubectl bind used), sent as `n` to /authorize or /device/authorize and recorded at bind time
-// (ours; the consumer page titles the cluster with it).
-inline constexpr std::string_view kClusterNameAnnotation = "klutch.anynines.com/cluster-name";
 // The cluster name parameter `n`, trimmed: "" when absent; kBadRequest naming `n` when longer
 // than 253 bytes or holding control characters (any other text is kept; pages escape it).
 core::Result<std::string> ClusterNameParameter(std::optional<std::string_view> n);

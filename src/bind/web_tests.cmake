@@ -8,6 +8,8 @@ klutch_test(bind_web_test SOURCES web_test.cc DEPS klutch_bind klutch_test_clust
 # The fuzzer compiles what parses untrusted input itself (no client or HTTP transport).
 klutch_fuzzer(fuzz_bind_session
   SOURCES fuzz_bind_session.cc web_seal.cc web_protocol.cc ${PROJECT_SOURCE_DIR}/src/http/message.cc
+          ${PROJECT_SOURCE_DIR}/src/apis/klutch/binding_response.cc
+          ${PROJECT_SOURCE_DIR}/src/apis/klutch/export_request.cc
   DEPS klutch_machinery OpenSSL::Crypto)
 
 # `klutch backend` as a process (flags, serving line, HTTPS routes), slow tier.

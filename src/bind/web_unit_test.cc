@@ -1,10 +1,11 @@
-// The bind backend's HTTP side without an identity provider: sealed values, the wire formats,
-// the pages, and the routes driven by a browser against the in-process TestCluster with a fake
-// issuer that checks PKCE and nonces as a real one does.
+// The bind backend's HTTP side without an identity provider: sealed values, the pages, and the
+// routes driven by a browser against the in-process TestCluster with a fake issuer that checks
+// PKCE and nonces as a real one does. The wire documents are tested in src/apis/klutch/.
 #include <gtest/gtest.h>
 
 #include <map>
 
+#include "apis/klutch/clusterbinding.h"
 #include "apis/manifests.h"
 #include "bind/catalog.h"
 #include "bind/web.h"
@@ -147,51 +148,6 @@ TEST(Pkce, S256MatchesRfc7636Example) {
 
 // ---- wire formats ----
 
-TEST(BindingProvider, HasUpstreamShapeAndOurDeviceMethodLast) {
-  Json j = BindingProviderJson("anynines", "v0.0.0", "https://b/authorize", std::nullopt);
-  EXPECT_EQ(j, Json::parse(R"({"kind":"BindingProvider","apiVersion":"v1alpha1",
-    "providerPrettyName":"anynines","version":"v0.0.0","authenticationMethods":[
-    {"method":"OAuth2CodeGrant","oauth2CodeGrant":{"authenticatedURL":"https://b/authorize"}}]})"));
-  Json d = BindingProviderJson("x", "v0.0.0", "https://b/authorize",
-                               DeviceGrantUrls{"https://b/device/authorize",
-                                               "https://b/device/token", "https://b/device/bind"});
-  ASSERT_EQ(d["authenticationMethods"].size(), 2u);
-  EXPECT_EQ(d["authenticationMethods"][0]["method"], "OAuth2CodeGrant");
-  EXPECT_EQ(d["authenticationMethods"][1],
-            Json::parse(R"({"method":"OAuth2DeviceGrant","oauth2DeviceGrant":{
-              "deviceAuthorizationURL":"https://b/device/authorize","tokenURL":"https://b/device/token",
-              "bindURL":"https://b/device/bind"}})"));
-}
-
-TEST(BindingResponse, HasSpecShape) {
-  Json claims = Json::array({{{"group", ""}, {"resource", "secrets"}, {"version", "v1"}}});
-  Json r = BindingResponseJson(
-      "aB3xZ9", "https://idp/1234", "apiVersion: v1\n",
-      Json::array({ExportRequestJson("anynines.com", "postgresqlinstances", claims)}));
-  EXPECT_EQ(r["kind"], "BindingResponse");
-  EXPECT_EQ(r["apiVersion"], "klutch.anynines.com/v1alpha1");
-  EXPECT_EQ(r["authentication"]["oauth2CodeGrant"]["sid"], "aB3xZ9");
-  EXPECT_EQ(r["authentication"]["oauth2CodeGrant"]["id"], "https://idp/1234");
-  EXPECT_EQ(r["kubeconfig"], core::Base64Encode("apiVersion: v1\n"));
-  const Json& req = r["requests"][0];
-  EXPECT_EQ(req["kind"], "APIServiceExportRequest");
-  EXPECT_EQ(req["apiVersion"], "klutch.anynines.com/v1alpha1");
-  EXPECT_EQ(req["metadata"], Json::parse(R"({"name":"postgresqlinstances.anynines.com"})"));
-  EXPECT_EQ(req["spec"]["resources"][0]["group"], "anynines.com");
-  EXPECT_EQ(req["spec"]["resources"][0]["resource"], "postgresqlinstances");
-  EXPECT_EQ(req["spec"]["resources"][0]["permissionClaims"], claims);
-  EXPECT_FALSE(ExportRequestJson("g", "r", Json::array())["spec"]["resources"][0].contains(
-      "permissionClaims"));
-}
-
-// Issue #23: kubectl bind greeted the user with the subject ("as Mne2w2..."), a name nobody knows.
-TEST(BindingResponse, CarriesTheDisplayNameOnlyWhenKnown) {
-  Json named = BindingResponseJson("aB3xZ9", "https://idp/1234", "k", Json::array(), "alice");
-  EXPECT_EQ(named["authentication"]["oauth2CodeGrant"]["displayName"], "alice");
-  Json unnamed = BindingResponseJson("aB3xZ9", "https://idp/1234", "k", Json::array());
-  EXPECT_FALSE(unnamed["authentication"]["oauth2CodeGrant"].contains("displayName"));
-}
-
 TEST(IdTokenClaims, DisplayNameIsPreferredUsernameElseEmailElseNameElseSubject) {
   IdTokenClaims c{.subject = "Mne2w2",
                   .email = "alice@example.test",
@@ -204,27 +160,6 @@ TEST(IdTokenClaims, DisplayNameIsPreferredUsernameElseEmailElseNameElseSubject) 
   EXPECT_EQ(DisplayNameOf(c), "Alice W");
   c.name = std::string(257, 'x');
   EXPECT_EQ(DisplayNameOf(c), "Mne2w2");
-}
-
-TEST(ResponsePayload, DecodesWithBothAlphabetsToTheSameJson) {
-  // Characters whose base64 differs between the alphabets at some offsets, at every offset.
-  for (int pad = 0; pad < 3; ++pad) {
-    Json v = {{"x", std::string(pad, 'a') + ">?~\x7f<&é\xff end"}};
-    std::string payload = EncodeResponsePayload(v);
-    EXPECT_EQ(payload.find_first_of("+/"), std::string::npos);
-    auto standard = core::Base64Decode(payload);
-    ASSERT_TRUE(standard.has_value()) << payload;
-    auto url = core::Base64UrlDecode(payload);
-    ASSERT_TRUE(url.has_value());
-    EXPECT_EQ(*standard, *url);
-    auto parsed = machinery::ParseJson(*standard);
-    ASSERT_TRUE(parsed.ok());
-    Json want = v;
-    want["x"] = std::string(pad, 'a') + ">?~\x7f<&é\xef\xbf\xbd end";  // invalid byte replaced
-    EXPECT_EQ(*parsed, want);
-    EXPECT_EQ(standard->find_first_of("<>&?~\x7f"), std::string::npos) << *standard;
-  }
-  EXPECT_EQ(*DecodeAnyBase64("-_8="), *core::Base64Decode("+/8="));
 }
 
 TEST(Ids, AcceptLettersAndDigitsOnly) {
@@ -308,11 +243,6 @@ TEST(Forms, ParseAndRefuseHugeBodies) {
 }
 
 // ---- pages ----
-
-TEST(Html, EscapesEverySpecialCharacter) {
-  EXPECT_EQ(HtmlEscape("<a href=\"x\">'&'</a>"),
-            "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;");
-}
 
 TEST(Html, CatalogEscapesAndHasFormsPerApi) {
   OfferedApi api;
@@ -815,7 +745,7 @@ TEST_F(WebRoutes, ConsumerPageNamesClustersAndNamespacesAsTheUserKnowsThem) {
   const std::string ns = namespaces[0];
   auto got = client::ResourceClient(cluster_->admin(), client::resources::kNamespaces).Get(ns);
   ASSERT_TRUE(got.ok());
-  EXPECT_EQ(machinery::Annotation(*got, kClusterNameAnnotation), "kind-app<dev>");
+  EXPECT_EQ(machinery::Annotation(*got, apis::klutch::kClusterNameAnnotation), "kind-app<dev>");
   SeedExportAndClaim(ns);
 
   http::Response page = browser.Get("/consumer");
@@ -848,7 +778,7 @@ TEST_F(WebRoutes, ConsumerPageNamesClustersAndNamespacesAsTheUserKnowsThem) {
   ASSERT_EQ(token.status, 200) << token.body;
   got = client::ResourceClient(cluster_->admin(), client::resources::kNamespaces).Get(ns);
   ASSERT_TRUE(got.ok());
-  EXPECT_EQ(machinery::Annotation(*got, kClusterNameAnnotation), "prod");
+  EXPECT_EQ(machinery::Annotation(*got, apis::klutch::kClusterNameAnnotation), "prod");
 
   // A name that cannot be one is refused, naming the parameter.
   http::Response bad =

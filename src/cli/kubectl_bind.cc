@@ -14,8 +14,7 @@
 #include <sstream>
 #include <thread>
 
-#include "bind/ids.h"
-#include "bind/web_html.h"
+#include "apis/klutch/ids.h"
 #include "cli/bind_client.h"
 #include "client/dynamic.h"
 #include "client/kubeconfig.h"
@@ -24,6 +23,7 @@
 #include "core/process.h"
 #include "core/strings.h"
 #include "core/sync.h"
+#include "http/html.h"
 #include "http/server.h"
 #include "http/url.h"
 #include "machinery/object.h"
@@ -430,7 +430,7 @@ class CallbackState {
       // shown and ignored; the login goes on waiting for the backend's.
       response.status = 400;
       response.body = "<h1>This is not the answer kubectl bind is waiting for.</h1><p>" +
-                      klutch::bind::HtmlEscape(decoded.status().message()) +
+                      http::HtmlEscape(decoded.status().message()) +
                       "</p><p>Finish the login in the window kubectl bind opened, or run it "
                       "again.</p>";
       std::cerr << "\nkubectl bind: ignored a request to the callback that does not carry this "
@@ -731,7 +731,7 @@ int RunBind(BindFlags& f) {
   if (f.common.dry_run) {
     auto ns =
         client::ResourceClient(**app, client::resources::kNamespaces).Get(bind::kBindNamespace);
-    cluster_id = ns.ok() ? klutch::bind::ClusterIdFromNamespaceUid(machinery::Uid(*ns)) : "";
+    cluster_id = ns.ok() ? apis::klutch::ClusterIdFromNamespaceUid(machinery::Uid(*ns)) : "";
     if (cluster_id.empty()) {
       return Fail(core::BadRequest(
           "--dry-run needs namespace klutch-bind in the App Cluster (it identifies the cluster "
@@ -740,9 +740,9 @@ int RunBind(BindFlags& f) {
   } else {
     auto uid = bind::EnsureBindNamespace(**app);
     if (!uid.ok()) return Fail(uid.status());
-    cluster_id = klutch::bind::ClusterIdFromNamespaceUid(*uid);
+    cluster_id = apis::klutch::ClusterIdFromNamespaceUid(*uid);
   }
-  std::string session_id = klutch::bind::NewSessionId();
+  std::string session_id = apis::klutch::NewSessionId();
   auto timeout = ParseTimeout(f.common.timeout);
   if (f.headless) {
     bind::ClaimAnswers answers;

@@ -1,8 +1,8 @@
 #include "konnector/claims.h"
 
+#include "apis/klutch/apiserviceexport.h"
 #include "client/dynamic.h"
 #include "core/log.h"
-#include "konnector/names.h"
 
 namespace klutch::konnector::internal {
 namespace {
@@ -55,7 +55,7 @@ ClaimSyncer::ClaimSyncer(Connection& connection, const Json& claim)
 ClaimSyncer::~ClaimSyncer() { Stop(); }
 
 std::string ClaimSyncer::EffectiveOwner(const Json& object, bool provider_side) {
-  std::string a = Annotation(object, kResourceOwnerAnnotation);
+  std::string a = Annotation(object, apis::klutch::kResourceOwnerAnnotation);
   if (a == kProvider || a == kConsumer) return a;
   return std::string(provider_side ? kProvider : kConsumer);
 }
@@ -137,8 +137,8 @@ core::Result<Result> ClaimSyncer::Reconcile(const Request& request) {
   if (!p && !c) return Result::Done();
   // The owner is what the source says. A copy edited to claim otherwise is still a copy:
   // P annotated Provider owns C whatever C's annotation now says, and the other way round.
-  const std::string p_owner = p ? Annotation(*p, kResourceOwnerAnnotation) : "";
-  const std::string c_owner = c ? Annotation(*c, kResourceOwnerAnnotation) : "";
+  const std::string p_owner = p ? Annotation(*p, apis::klutch::kResourceOwnerAnnotation) : "";
+  const std::string c_owner = c ? Annotation(*c, apis::klutch::kResourceOwnerAnnotation) : "";
   std::string owner;
   if (p_owner == kProvider || (p && p_owner.empty() && c_owner != kConsumer)) {
     owner = kProvider;
@@ -198,18 +198,20 @@ core::Result<Result> ClaimSyncer::Sync(const ObjectPtr& source, const ObjectPtr&
     }
     return Result::Done();
   }
-  if (Annotation(*source, kResourceOwnerAnnotation) != owner) {
+  if (Annotation(*source, apis::klutch::kResourceOwnerAnnotation) != owner) {
     Json patch = {
-        {"metadata", {{"annotations", {{std::string(kResourceOwnerAnnotation), owner}}}}}};
+        {"metadata",
+         {{"annotations", {{std::string(apis::klutch::kResourceOwnerAnnotation), owner}}}}}};
     auto r = source_rc.Patch(name, client::PatchType::kMerge, machinery::Dump(patch),
-                             {.field_manager = std::string(kFieldManager)});
+                             {.field_manager = std::string(apis::klutch::kKonnectorFieldManager)});
     ctx_.metrics.writes.Increment({{"cluster", source_cluster}, {"verb", "patch"}});
     if (!r.ok()) return r.status();
     return Result::Done();  // the annotated object's event brings us back
   }
   Json desired = CleanCopy(*source, provider_owns ? cns : pns);
   if (!copy) {
-    auto r = copy_rc.Create(desired, {.field_manager = std::string(kFieldManager)});
+    auto r = copy_rc.Create(desired,
+                            {.field_manager = std::string(apis::klutch::kKonnectorFieldManager)});
     ctx_.metrics.writes.Increment({{"cluster", copy_cluster}, {"verb", "create"}});
     if (!r.ok() && !core::IsAlreadyExists(r.status())) return r.status();
     return Result::Done();
@@ -226,7 +228,8 @@ core::Result<Result> ClaimSyncer::Sync(const ObjectPtr& source, const ObjectPtr&
     meta.erase(key);
     if (const Json* v = machinery::Find(desired, {"metadata", key})) meta[key] = *v;
   }
-  auto r = copy_rc.Update(replaced, {.field_manager = std::string(kFieldManager)});
+  auto r = copy_rc.Update(replaced,
+                          {.field_manager = std::string(apis::klutch::kKonnectorFieldManager)});
   ctx_.metrics.writes.Increment({{"cluster", copy_cluster}, {"verb", "update"}});
   if (!r.ok()) {
     if (core::IsInvalid(r.status())) {

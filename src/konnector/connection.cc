@@ -2,10 +2,12 @@
 // deletion, CRDs from exports, export status, and the syncers of each export.
 #include <thread>
 
+#include "apis/klutch/apiserviceexport.h"
+#include "apis/klutch/clusterbinding.h"
+#include "apis/klutch/register.h"
 #include "client/dynamic.h"
 #include "core/log.h"
 #include "konnector/internal.h"
-#include "konnector/names.h"
 #include "reconcile/committer.h"
 #include "reconcile/conditions.h"
 
@@ -77,9 +79,11 @@ Connection::Connection(Context& ctx, std::string kubeconfig, client::RestClient&
                                   EnqueueBindingsAndExports();
                                 },
                             .clock = &ctx_.clock};
-  cluster_bindings_ = std::make_unique<client::Informer>(provider_, kClusterBindings, o);
-  exports_ = std::make_unique<client::Informer>(provider_, kApiServiceExports, o);
-  service_namespaces_ = std::make_unique<client::Informer>(provider_, kApiServiceNamespaces, o);
+  cluster_bindings_ =
+      std::make_unique<client::Informer>(provider_, apis::klutch::kClusterBindings, o);
+  exports_ = std::make_unique<client::Informer>(provider_, apis::klutch::kApiServiceExports, o);
+  service_namespaces_ =
+      std::make_unique<client::Informer>(provider_, apis::klutch::kApiServiceNamespaces, o);
   (void)service_namespaces_->indexer().AddIndex(kByProviderNamespaceIndex, [](const Json& asn) {
     std::string ns = machinery::GetString(asn, {"status", "namespace"});
     return ns.empty() ? std::vector<std::string>{} : std::vector<std::string>{ns};
@@ -339,8 +343,8 @@ core::Status Connection::MirrorKubeconfig(const Json& cluster_binding, Json& sta
 
 core::Result<Result> Connection::ReconcileHeartbeat() {
   if (!CachesSynced()) return Result::Done();
-  ObjectPtr cb =
-      cluster_bindings_->indexer().Get(provider_ns_ + "/" + std::string(kClusterBindingName));
+  ObjectPtr cb = cluster_bindings_->indexer().Get(provider_ns_ + "/" +
+                                                  std::string(apis::klutch::kClusterBindingName));
   if (!cb) return Result::Done();  // the backend creates it; its add event brings us back
   Json modified = *cb;
   core::Status mirror = core::Status::Ok();
@@ -367,9 +371,10 @@ core::Result<Result> Connection::ReconcileHeartbeat() {
     reconcile::MarkTrue(modified, "ValidVersion", ctx_.clock);
   }
   reconcile::SetSummary(modified, ctx_.clock);
-  auto committed = reconcile::Committer(client::ResourceClient(provider_, kClusterBindings),
-                                        std::string(kFieldManager))
-                       .CommitStatus(*cb, modified);
+  auto committed =
+      reconcile::Committer(client::ResourceClient(provider_, apis::klutch::kClusterBindings),
+                           std::string(apis::klutch::kKonnectorFieldManager))
+          .CommitStatus(*cb, modified);
   ctx_.metrics.heartbeats.Increment({{"result", committed.ok() ? "ok" : "error"}});
   reconcile::SeverityCondition heartbeating{.type = "Heartbeating", .status = "True"};
   if (!committed.ok() && !core::IsConflict(committed.status())) {
@@ -402,9 +407,10 @@ void Connection::SetBindingCondition(const std::string& binding_key,
   Json modified = *binding;
   if (!reconcile::SetSeverityCondition(modified, c, ctx_.clock)) return;
   reconcile::SetSummary(modified, ctx_.clock);
-  auto r = reconcile::Committer(client::ResourceClient(ctx_.binding, kApiServiceBindings),
-                                std::string(kFieldManager))
-               .CommitStatus(*binding, modified);
+  auto r =
+      reconcile::Committer(client::ResourceClient(ctx_.binding, apis::klutch::kApiServiceBindings),
+                           std::string(apis::klutch::kKonnectorFieldManager))
+          .CommitStatus(*binding, modified);
   if (!r.ok() && !core::IsConflict(r.status())) {
     KLUTCH_LOG(kWarn, "konnector", "updating status of APIServiceBinding {}: {}", binding_key,
                r.status().message());
@@ -419,7 +425,8 @@ core::Result<Result> Connection::ReconcileNamespace(const Request& request) {
   if (!CachesSynced() || !ctx_.app_namespaces.HasSynced()) return Result::Done();
   if (ctx_.app_namespaces.indexer().Get(ns)) return Result::Done();
   if (!service_namespaces_->indexer().Get(provider_ns_ + "/" + ns)) return Result::Done();
-  auto r = client::ResourceClient(provider_, kApiServiceNamespaces, provider_ns_).Delete(ns);
+  auto r = client::ResourceClient(provider_, apis::klutch::kApiServiceNamespaces, provider_ns_)
+               .Delete(ns);
   ctx_.metrics.writes.Increment({{"cluster", "provider"}, {"verb", "delete"}});
   if (!r.ok() && !core::IsNotFound(r.status())) return r.status();
   return Result::Done();
@@ -526,9 +533,10 @@ core::Result<Result> Connection::ReconcileCrd(const Request& request) {
       cb ? machinery::GetString(*cb, {"spec", "providerPrettyName"}) : "";
   reconcile::MarkTrue(modified, "InformersSynced", ctx_.clock);
   reconcile::SetSummary(modified, ctx_.clock);
-  auto r = reconcile::Committer(client::ResourceClient(ctx_.binding, kApiServiceBindings),
-                                std::string(kFieldManager))
-               .CommitStatus(*binding, modified);
+  auto r =
+      reconcile::Committer(client::ResourceClient(ctx_.binding, apis::klutch::kApiServiceBindings),
+                           std::string(apis::klutch::kKonnectorFieldManager))
+          .CommitStatus(*binding, modified);
   if (!r.ok()) return r.status();
   if (!retry.ok()) return retry;
   return Result::Done();
@@ -633,8 +641,8 @@ core::Result<Result> Connection::ReconcileExport(const Request& request) {
     reconcile::RemoveCondition(modified, "Syncing");
   }
   reconcile::SetSummary(modified, ctx_.clock);
-  auto r = reconcile::Committer(client::ResourceClient(provider_, kApiServiceExports),
-                                std::string(kFieldManager))
+  auto r = reconcile::Committer(client::ResourceClient(provider_, apis::klutch::kApiServiceExports),
+                                std::string(apis::klutch::kKonnectorFieldManager))
                .CommitStatus(*exp, modified);
   if (!r.ok()) return r.status();
   if (!start_error.ok()) return start_error;

@@ -4,11 +4,12 @@
 
 #include <thread>
 
+#include "apis/klutch/apiserviceexport.h"
+#include "apis/klutch/register.h"
 #include "apis/klutch_crds.h"
 #include "client/dynamic.h"
 #include "core/log.h"
 #include "konnector/internal.h"
-#include "konnector/names.h"
 #include "reconcile/committer.h"
 #include "reconcile/conditions.h"
 #include "reconcile/crd_installer.h"
@@ -64,7 +65,7 @@ class Konnector::Impl {
 
   core::Status Setup() {
     client::InformerOptions scoped{.ns = options_.binding_namespace, .clock = &clock_};
-    bindings_ = &manager_.Informer(kApiServiceBindings, scoped);
+    bindings_ = &manager_.Informer(apis::klutch::kApiServiceBindings, scoped);
     secrets_ = &manager_.Informer(client::resources::kSecrets, scoped);
     core::Status s = bindings_->indexer().AddIndex(internal::kBySecretIndex, [](const Json& b) {
       return std::vector<std::string>{internal::SecretKeyOf(b)};
@@ -168,8 +169,9 @@ class Konnector::Impl {
                                      reconcile::kSeverityError, check.message, clock_);
     }
     reconcile::SetSummary(modified, clock_);
-    auto r = reconcile::Committer(client::ResourceClient(manager_.rest(), kApiServiceBindings),
-                                  std::string(kFieldManager))
+    auto r = reconcile::Committer(
+                 client::ResourceClient(manager_.rest(), apis::klutch::kApiServiceBindings),
+                 std::string(apis::klutch::kKonnectorFieldManager))
                  .CommitStatus(*binding, modified);
     if (!r.ok()) return r.status();
     if (changed && !check.valid)

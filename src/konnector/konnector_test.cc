@@ -8,10 +8,11 @@
 
 #include <thread>
 
+#include "apis/klutch/apiserviceexport.h"
+#include "apis/klutch/register.h"
 #include "client/dynamic.h"
 #include "core/file.h"
 #include "core/strings.h"
-#include "konnector/names.h"
 #include "reconcile/conditions.h"
 #include "reconcile/manager.h"
 #include "serving/kubeconfig.h"
@@ -92,7 +93,7 @@ class KonnectorTest : public ::testing::Test {
           .Create(KubeconfigSecret("app-cluster", AppKubeconfig(), ns()))
           .status()
           .ok();
-      ASSERT_TRUE(ResourceClient(cp_->admin(), kApiServiceBindings, ns())
+      ASSERT_TRUE(ResourceClient(cp_->admin(), apis::klutch::kApiServiceBindings, ns())
                       .Create(Binding(kBindingName, "app-cluster", claims, ns()))
                       .ok());
       manager_ = std::make_unique<reconcile::Manager>(
@@ -110,7 +111,8 @@ class KonnectorTest : public ::testing::Test {
           {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "klutch-bind"}}}});
       CreateApp(client::resources::kSecrets,
                 KubeconfigSecret("kubeconfig-provider", provider_.kubeconfig));
-      CreateApp(kApiServiceBindings, Binding(kBindingName, "kubeconfig-provider", claims));
+      CreateApp(apis::klutch::kApiServiceBindings,
+                Binding(kBindingName, "kubeconfig-provider", claims));
       manager_ = std::make_unique<reconcile::Manager>(
           app_->admin(), reconcile::ManagerOptions{.name = "klutch-konnector", .clock = &clock_});
       konnector_ = std::make_unique<Konnector>(
@@ -199,7 +201,7 @@ class KonnectorTest : public ::testing::Test {
   }
   bool BindingCondition(const std::string& name, const std::string& type, const std::string& status,
                         const std::string& reason = "") {
-    auto b = App(kApiServiceBindings, "klutch-bind").Get(name);
+    auto b = App(apis::klutch::kApiServiceBindings, "klutch-bind").Get(name);
     if (!b.ok()) return false;
     auto c = reconcile::FindSeverityCondition(*b, type);
     return c && c->status == status && (reason.empty() || c->reason == reason);
@@ -226,20 +228,21 @@ TEST_F(KonnectorTest, BindingConnectsAndClaimsSyncBothWays) {
     return e.ok() && reconcile::IsConditionTrue(*e, "Connected") &&
            reconcile::IsConditionTrue(*e, "Established");
   }));
-  EXPECT_EQ(
-      Get(App(kApiServiceBindings, "klutch-bind"), kBindingName, {"status", "providerPrettyName"}),
-      "klutch-test-provider");
+  EXPECT_EQ(Get(App(apis::klutch::kApiServiceBindings, "klutch-bind"), kBindingName,
+                {"status", "providerPrettyName"}),
+            "klutch-test-provider");
 
   // Create flows up, with the bound annotation; the consumer object gets the finalizer.
   CreateApp(kInstances, Instance("dev", "db", "14"));
   EXPECT_TRUE(Until([&] {
     return Get(Cp(kInstances, Mapped("dev")), "db", {"spec", "version"}) == "14";
   }));
-  EXPECT_EQ(Get(Cp(kInstances, Mapped("dev")), "db", {"metadata", "annotations", kBoundAnnotation}),
+  EXPECT_EQ(Get(Cp(kInstances, Mapped("dev")), "db",
+                {"metadata", "annotations", apis::klutch::kBoundAnnotation}),
             "true");
   auto db = App(kInstances, "dev").Get("db");
   ASSERT_TRUE(db.ok());
-  EXPECT_TRUE(machinery::HasFinalizer(*db, kSyncerFinalizer));
+  EXPECT_TRUE(machinery::HasFinalizer(*db, apis::klutch::kSyncerFinalizer));
 
   // Spec edits flow up, removed fields included; an edit of the consumer's fields on the
   // Control Plane copy is reverted, while fields the provider adds (as Crossplane adds
@@ -284,7 +287,8 @@ TEST_F(KonnectorTest, BindingConnectsAndClaimsSyncBothWays) {
   }));
   EXPECT_TRUE(Until([&] {
     auto d = App(kInstances, "dev").Get("db");
-    return d.ok() && reconcile::ConditionStatus(*d, kControlPlaneSyncedCondition) == "True";
+    return d.ok() &&
+           reconcile::ConditionStatus(*d, apis::klutch::kControlPlaneSyncedCondition) == "True";
   }));
 
   // Deleting the Control Plane copy re-creates it.
@@ -354,9 +358,9 @@ TEST_F(KonnectorTest, ProviderObjectsAreAdoptedAndClaimedSecretsFollowTheirOwner
       Cp(kInstances, Mapped("dev")).Create(Instance(Mapped("dev"), "made-upstream", "13")).ok());
   EXPECT_TRUE(Until([&] {
     return Get(App(kInstances, "dev"), "made-upstream",
-               {"metadata", "annotations", kBoundAnnotation}) == "true" &&
+               {"metadata", "annotations", apis::klutch::kBoundAnnotation}) == "true" &&
            Get(Cp(kInstances, Mapped("dev")), "made-upstream",
-               {"metadata", "annotations", kBoundAnnotation}) == "true";
+               {"metadata", "annotations", apis::klutch::kBoundAnnotation}) == "true";
   }));
 
   // A provider-owned Secret comes down, and is restored when deleted there.
@@ -370,7 +374,7 @@ TEST_F(KonnectorTest, ProviderObjectsAreAdoptedAndClaimedSecretsFollowTheirOwner
   };
   EXPECT_TRUE(Until([&] { return app_secret("db-creds") == core::Base64Encode("postgres://x"); }));
   EXPECT_EQ(Get(App(client::resources::kSecrets, "dev"), "db-creds",
-                {"metadata", "annotations", kResourceOwnerAnnotation}),
+                {"metadata", "annotations", apis::klutch::kResourceOwnerAnnotation}),
             "Provider");
   ASSERT_TRUE(App(client::resources::kSecrets, "dev").Delete("db-creds").ok());
   EXPECT_TRUE(Until([&] { return app_secret("db-creds") == core::Base64Encode("postgres://x"); }));
@@ -387,7 +391,7 @@ TEST_F(KonnectorTest, ProviderObjectsAreAdoptedAndClaimedSecretsFollowTheirOwner
                {"metadata",
                 {{"name", "app-config"},
                  {"namespace", "dev"},
-                 {"annotations", {{kResourceOwnerAnnotation, "Consumer"}}}}},
+                 {"annotations", {{apis::klutch::kResourceOwnerAnnotation, "Consumer"}}}}},
                {"data", {{"uri", core::Base64Encode("mine")}}}};
   CreateApp(client::resources::kSecrets, mine);
   EXPECT_TRUE(Until([&] {
@@ -424,14 +428,15 @@ TEST_F(KonnectorTest, ClaimedCopiesStayCopiesAndConsumerSecretsOfTheSameNameAreL
   ASSERT_TRUE(
       App(client::resources::kSecrets, "dev")
           .Patch("creds", client::PatchType::kMerge,
-                 Json{{"metadata", {{"annotations", {{kResourceOwnerAnnotation, "Consumer"}}}}},
+                 Json{{"metadata",
+                       {{"annotations", {{apis::klutch::kResourceOwnerAnnotation, "Consumer"}}}}},
                       {"data", {{"v", core::Base64Encode("hijacked")}}}}
                      .dump())
           .ok());
   EXPECT_TRUE(Until([&] {
     return app_value("creds") == core::Base64Encode("p") &&
            Get(App(client::resources::kSecrets, "dev"), "creds",
-               {"metadata", "annotations", kResourceOwnerAnnotation}) == "Provider";
+               {"metadata", "annotations", apis::klutch::kResourceOwnerAnnotation}) == "Provider";
   }));
   EXPECT_EQ(Get(Cp(client::resources::kSecrets, Mapped("dev")), "creds", {"data", "v"}),
             core::Base64Encode("p"))
@@ -479,18 +484,20 @@ TEST_F(KonnectorTest, HeartbeatAdvancesAtTheInterval) {
 
 TEST_F(KonnectorTest, BadBindingsSayWhatIsWrongAndLeaveOthersAlone) {
   ASSERT_TRUE(Until([&] { return BindingCondition(kBindingName, "Connected", "True"); }));
-  CreateApp(kApiServiceBindings, Binding("widgets.example.com", "no-such-secret", Json::array()));
+  CreateApp(apis::klutch::kApiServiceBindings,
+            Binding("widgets.example.com", "no-such-secret", Json::array()));
   EXPECT_TRUE(Until([&] {
     return BindingCondition("widgets.example.com", "SecretValid", "False",
                             "KubeconfigSecretNotFound");
   }));
   CreateApp(client::resources::kSecrets, KubeconfigSecret("garbage", "{{{"));
-  CreateApp(kApiServiceBindings, Binding("gadgets.example.com", "garbage", Json::array()));
+  CreateApp(apis::klutch::kApiServiceBindings,
+            Binding("gadgets.example.com", "garbage", Json::array()));
   EXPECT_TRUE(Until([&] {
     return BindingCondition("gadgets.example.com", "SecretValid", "False",
                             "KubeconfigSecretInvalid");
   }));
-  auto b = App(kApiServiceBindings, "klutch-bind").Get("gadgets.example.com");
+  auto b = App(apis::klutch::kApiServiceBindings, "klutch-bind").Get("gadgets.example.com");
   ASSERT_TRUE(b.ok());
   EXPECT_NE(reconcile::FindSeverityCondition(*b, "SecretValid")->message.find("kubectl bind"),
             std::string::npos);
@@ -505,24 +512,26 @@ TEST_F(KonnectorTest, ABindingMadeAgainAdoptsTheCrdItsPredecessorLeft) {
   CreateApp(kInstances, Instance("dev", "kept", "14"));
   ASSERT_TRUE(Until([&] { return Cp(kInstances, Mapped("dev")).Get("kept").ok(); }));
   std::string first_uid =
-      Get(App(kApiServiceBindings, "klutch-bind"), kBindingName, {"metadata", "uid"});
+      Get(App(apis::klutch::kApiServiceBindings, "klutch-bind"), kBindingName, {"metadata", "uid"});
 
   // Unbind: the binding goes, the CRD and the claims stay (upstream too).
-  ASSERT_TRUE(App(kApiServiceBindings, "klutch-bind").Delete(kBindingName).ok());
+  ASSERT_TRUE(App(apis::klutch::kApiServiceBindings, "klutch-bind").Delete(kBindingName).ok());
   ASSERT_TRUE(Until([&] {
-    return core::IsNotFound(App(kApiServiceBindings, "klutch-bind").Get(kBindingName).status());
+    return core::IsNotFound(
+        App(apis::klutch::kApiServiceBindings, "klutch-bind").Get(kBindingName).status());
   }));
   ASSERT_TRUE(App(client::resources::kCustomResourceDefinitions).Get(kBindingName).ok());
   EXPECT_TRUE(App(kInstances, "dev").Get("kept").ok());
   EXPECT_TRUE(Cp(kInstances, Mapped("dev")).Get("kept").ok());
 
   // Bound again under the same name: the new binding takes the CRD over and syncing resumes.
-  CreateApp(kApiServiceBindings, Binding(kBindingName, "kubeconfig-provider", Json::array()));
+  CreateApp(apis::klutch::kApiServiceBindings,
+            Binding(kBindingName, "kubeconfig-provider", Json::array()));
   EXPECT_TRUE(Until([&] { return BindingCondition(kBindingName, "Connected", "True"); }));
   auto crd = App(client::resources::kCustomResourceDefinitions).Get(kBindingName);
   ASSERT_TRUE(crd.ok());
   std::string second_uid =
-      Get(App(kApiServiceBindings, "klutch-bind"), kBindingName, {"metadata", "uid"});
+      Get(App(apis::klutch::kApiServiceBindings, "klutch-bind"), kBindingName, {"metadata", "uid"});
   EXPECT_NE(second_uid, first_uid);
   EXPECT_EQ(machinery::GetString((*crd)["metadata"]["ownerReferences"][0], {"uid"}), second_uid);
   EXPECT_TRUE(Until([&] { return HasEvent("klutch-bind", "AdoptedCustomResourceDefinition"); }));
@@ -609,7 +618,7 @@ TEST_F(KonnectorTest, TwoProvidersSyncIndependentlyAndOneFailingDoesNotStallTheO
   bind::NamespaceMapper mapper(cp_->admin(), second->cluster_namespace);
   mapper.Start();
   CreateApp(client::resources::kSecrets, KubeconfigSecret("kubeconfig-second", second->kubeconfig));
-  CreateApp(kApiServiceBindings,
+  CreateApp(apis::klutch::kApiServiceBindings,
             Binding("redisinstances.anynines.com", "kubeconfig-second", Json::array()));
   const client::GroupVersionResource redis{"anynines.com", "v1", "redisinstances"};
   ASSERT_TRUE(Until([&] { return App(redis, "dev").List().ok(); }));
@@ -638,13 +647,14 @@ TEST_F(KonnectorTest, AnExportTheAppClusterRefusesReportsTheServersReason) {
   Json bad = bind::ExportFromCrd(InstanceCrd("brokeninstances", "BrokenInstance"));
   bad["spec"]["versions"][0]["schema"]["openAPIV3Schema"] = {{"type", "not-a-type"}};
   ASSERT_TRUE(bind::CreateExport(cp_->admin(), ns(), bad).ok());
-  CreateApp(kApiServiceBindings,
+  CreateApp(apis::klutch::kApiServiceBindings,
             Binding("brokeninstances.anynines.com", "kubeconfig-provider", Json::array()));
   EXPECT_TRUE(Until([&] {
     return BindingCondition("brokeninstances.anynines.com", "Connected", "False",
                             "CustomResourceDefinitionCreateFailed");
   }));
-  auto b = App(kApiServiceBindings, "klutch-bind").Get("brokeninstances.anynines.com");
+  auto b =
+      App(apis::klutch::kApiServiceBindings, "klutch-bind").Get("brokeninstances.anynines.com");
   ASSERT_TRUE(b.ok());
   EXPECT_NE(reconcile::FindSeverityCondition(*b, "Connected")->message.find("not-a-type"),
             std::string::npos)
@@ -664,7 +674,7 @@ class ControlPlaneModeTest : public KonnectorTest {
 
 TEST_F(ControlPlaneModeTest, SyncsThroughTheAppClusterKubeconfig) {
   auto binding_ok = [&] {
-    auto b = Cp(kApiServiceBindings, ns()).Get(kBindingName);
+    auto b = Cp(apis::klutch::kApiServiceBindings, ns()).Get(kBindingName);
     return b.ok() && reconcile::IsConditionTrue(*b, "SecretValid") &&
            reconcile::IsConditionTrue(*b, "Connected");
   };

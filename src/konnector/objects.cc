@@ -1,7 +1,8 @@
 #include "konnector/objects.h"
 
+#include "apis/klutch/apiserviceexport.h"
+#include "apis/klutch/register.h"
 #include "core/strings.h"
-#include "konnector/names.h"
 #include "machinery/validation.h"
 
 namespace klutch::konnector {
@@ -118,7 +119,7 @@ Json ExportToCrd(const Json& export_object, const Json& binding) {
     }
     crd_spec["versions"] = std::move(versions);
   }
-  Json owner = {{"apiVersion", std::string(kApiVersion)},
+  Json owner = {{"apiVersion", std::string(apis::klutch::kApiVersion)},
                 {"kind", "APIServiceBinding"},
                 {"name", machinery::Name(binding)},
                 {"uid", machinery::Uid(binding)},
@@ -145,7 +146,8 @@ bool CrdOwnedBy(const Json& crd, const Json& binding) {
   if (!refs || !refs->is_array()) return false;
   for (const Json& ref : *refs) {
     if (!BoolField(ref, "controller")) continue;
-    return machinery::ParseApiVersion(machinery::GetString(ref, {"apiVersion"})).group == kGroup &&
+    return machinery::ParseApiVersion(machinery::GetString(ref, {"apiVersion"})).group ==
+               apis::klutch::kGroup &&
            machinery::GetString(ref, {"kind"}) == "APIServiceBinding" &&
            machinery::GetString(ref, {"name"}) == machinery::Name(binding) &&
            machinery::GetString(ref, {"uid"}) == machinery::Uid(binding);
@@ -159,11 +161,11 @@ std::string EarlierBindingUid(const Json& crd, const Json& binding) {
   for (const Json& ref : *refs) {
     if (!BoolField(ref, "controller")) continue;
     std::string uid = machinery::GetString(ref, {"uid"});
-    bool earlier =
-        machinery::ParseApiVersion(machinery::GetString(ref, {"apiVersion"})).group == kGroup &&
-        machinery::GetString(ref, {"kind"}) == "APIServiceBinding" &&
-        machinery::GetString(ref, {"name"}) == machinery::Name(binding) && !uid.empty() &&
-        uid != machinery::Uid(binding);
+    bool earlier = machinery::ParseApiVersion(machinery::GetString(ref, {"apiVersion"})).group ==
+                       apis::klutch::kGroup &&
+                   machinery::GetString(ref, {"kind"}) == "APIServiceBinding" &&
+                   machinery::GetString(ref, {"name"}) == machinery::Name(binding) &&
+                   !uid.empty() && uid != machinery::Uid(binding);
     return earlier ? uid : "";
   }
   return "";
@@ -206,7 +208,7 @@ Json CleanCopy(const Json& object, const std::string& ns) {
 }
 
 bool HasBoundAnnotation(const Json& object) {
-  return Annotation(object, kBoundAnnotation) == "true";
+  return Annotation(object, apis::klutch::kBoundAnnotation) == "true";
 }
 
 std::string PrefixedName(std::string_view provider_ns, std::string_view name) {
@@ -225,7 +227,7 @@ void InjectClusterNamespace(Json& object, const std::string& provider_ns,
                             const std::string& namespace_uid) {
   Json& meta = machinery::MutableMetadata(object);
   meta["name"] = PrefixedName(provider_ns, machinery::Name(object));
-  SetAnnotation(object, kClusterNamespaceAnnotation, provider_ns);
+  SetAnnotation(object, apis::klutch::kClusterNamespaceAnnotation, provider_ns);
   auto it = meta.find("ownerReferences");
   if (it == meta.end() || !it->is_array()) meta["ownerReferences"] = Json::array();
   meta["ownerReferences"].push_back(
@@ -234,9 +236,9 @@ void InjectClusterNamespace(Json& object, const std::string& provider_ns,
 
 void ClearClusterNamespace(Json& object) {
   Json& meta = machinery::MutableMetadata(object);
-  const std::string provider_ns = Annotation(object, kClusterNamespaceAnnotation);
+  const std::string provider_ns = Annotation(object, apis::klutch::kClusterNamespaceAnnotation);
   if (auto a = meta.find("annotations"); a != meta.end() && a->is_object()) {
-    a->erase(std::string(kClusterNamespaceAnnotation));
+    a->erase(std::string(apis::klutch::kClusterNamespaceAnnotation));
     if (a->empty()) meta.erase("annotations");
   }
   if (auto refs = meta.find("ownerReferences"); refs != meta.end() && refs->is_array()) {

@@ -2,8 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "apis/klutch/apiserviceexport.h"
 #include "core/strings.h"
-#include "konnector/names.h"
 
 namespace klutch::konnector {
 namespace {
@@ -67,7 +67,7 @@ TEST(ClusterScoped, PrefixRoundTrip) {
   Json o = {{"metadata", {{"name", "db"}}}};
   InjectClusterNamespace(o, "klutch-bind-x", "ns-uid");
   EXPECT_EQ(o["metadata"]["name"], "klutch-bind-x-db");
-  EXPECT_EQ(Annotation(o, kClusterNamespaceAnnotation), "klutch-bind-x");
+  EXPECT_EQ(Annotation(o, apis::klutch::kClusterNamespaceAnnotation), "klutch-bind-x");
   EXPECT_EQ(o["metadata"]["ownerReferences"][0]["uid"], "ns-uid");
   ClearClusterNamespace(o);
   EXPECT_EQ(o, Json({{"metadata", {{"name", "db"}}}}));
@@ -157,19 +157,21 @@ TEST(FalseConditionNews, TellsOfNewFalseConditionsOnce) {
     {"type": "Ready", "status": "False", "reason": "Unavailable", "message": "broker failed"},
     {"type": "Synced", "status": "False", "reason": "ReconcileError", "message": "no such key"},
     {"type": "ControlPlaneSynced", "status": "False", "reason": "Invalid", "message": "x"}]})");
-  auto news = FalseConditionNews(&before, &after, kControlPlaneSyncedCondition);
+  auto news = FalseConditionNews(&before, &after, apis::klutch::kControlPlaneSyncedCondition);
   ASSERT_EQ(news.size(), 2u);
   EXPECT_EQ(news[0].type, "Ready");
   EXPECT_EQ(news[0].event_type, "Warning");
   EXPECT_EQ(news[0].reason, "Unavailable");
   EXPECT_EQ(news[0].message, "broker failed");
   EXPECT_EQ(news[1].reason, "ReconcileError");
-  EXPECT_TRUE(FalseConditionNews(&after, &after, kControlPlaneSyncedCondition).empty());
+  EXPECT_TRUE(
+      FalseConditionNews(&after, &after, apis::klutch::kControlPlaneSyncedCondition).empty());
   // Progress is Normal; a condition that is True or absent says nothing.
-  auto progress = FalseConditionNews(nullptr, &before, kControlPlaneSyncedCondition);
+  auto progress = FalseConditionNews(nullptr, &before, apis::klutch::kControlPlaneSyncedCondition);
   ASSERT_EQ(progress.size(), 1u);
   EXPECT_EQ(progress[0].event_type, "Normal");
-  EXPECT_TRUE(FalseConditionNews(&after, nullptr, kControlPlaneSyncedCondition).empty());
+  EXPECT_TRUE(
+      FalseConditionNews(&after, nullptr, apis::klutch::kControlPlaneSyncedCondition).empty());
 }
 
 TEST(ClusterManaged, WhatEachClusterMakesForItselfIsNeverClaimed) {

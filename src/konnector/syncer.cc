@@ -1,11 +1,12 @@
 // The syncers of one export (§4.8-§4.12): spec up to the provider, status down to the
 // consumer, provider-created objects adopted. Keys: the spec controller works on consumer
 // keys, status and adopt on provider keys; events of either side are mapped to both.
+#include "apis/klutch/apiserviceexport.h"
+#include "apis/klutch/register.h"
 #include "client/dynamic.h"
 #include "core/log.h"
 #include "konnector/claims.h"
 #include "konnector/internal.h"
-#include "konnector/names.h"
 #include "reconcile/committer.h"
 #include "reconcile/conditions.h"
 
@@ -16,7 +17,7 @@ using client::ObjectPtr;
 using reconcile::Request;
 using reconcile::Result;
 
-constexpr std::string_view kSyncedCondition = kControlPlaneSyncedCondition;
+constexpr std::string_view kSyncedCondition = apis::klutch::kControlPlaneSyncedCondition;
 
 bool Deleting(const Json& o) { return machinery::IsBeingDeleted(o); }
 
@@ -29,14 +30,14 @@ const Json& SpecOf(const Json& o) {
 // `object` with our finalizer and the bound annotation (added when missing).
 Json WithFinalizerAndBound(const Json& object) {
   Json modified = object;
-  if (!machinery::HasFinalizer(object, kSyncerFinalizer)) {
+  if (!machinery::HasFinalizer(object, apis::klutch::kSyncerFinalizer)) {
     Json& meta = machinery::MutableMetadata(modified);
     if (!meta.contains("finalizers") || !meta["finalizers"].is_array()) {
       meta["finalizers"] = Json::array();
     }
-    meta["finalizers"].push_back(std::string(kSyncerFinalizer));
+    meta["finalizers"].push_back(std::string(apis::klutch::kSyncerFinalizer));
   }
-  if (!HasBoundAnnotation(object)) SetAnnotation(modified, kBoundAnnotation, "true");
+  if (!HasBoundAnnotation(object)) SetAnnotation(modified, apis::klutch::kBoundAnnotation, "true");
   return modified;
 }
 
@@ -45,7 +46,7 @@ Json WithoutFinalizer(const Json& object) {
   Json& meta = machinery::MutableMetadata(modified);
   Json kept = Json::array();
   for (const auto& f : machinery::Finalizers(object)) {
-    if (f != kSyncerFinalizer) kept.push_back(f);
+    if (f != apis::klutch::kSyncerFinalizer) kept.push_back(f);
   }
   meta["finalizers"] = std::move(kept);
   return modified;
@@ -87,8 +88,8 @@ std::string ExportSyncer::ConsumerKey(const std::string& provider_key) const {
 bool ExportSyncer::Ours(const Json& provider_object) const {
   // Cluster-scoped copies of every consumer share one provider scope: a prefix match alone
   // would take "team-a-x" of connection "team-a" for "a-x" of connection "team".
-  return namespaced_ ||
-         Annotation(provider_object, kClusterNamespaceAnnotation) == connection_.provider_ns();
+  return namespaced_ || Annotation(provider_object, apis::klutch::kClusterNamespaceAnnotation) ==
+                            connection_.provider_ns();
 }
 
 ObjectPtr ExportSyncer::ProviderGet(const std::string& key) const {
@@ -245,7 +246,8 @@ void ExportSyncer::MarkSynced(const Json& consumer, bool ok, std::string_view re
     if (!existing || existing->status == reconcile::kConditionTrue) return;
   }
   if (!reconcile::SetCondition(modified, c, ctx_.clock)) return;
-  auto r = reconcile::Committer(client::ResourceClient(ctx_.app, gvr_), std::string(kFieldManager))
+  auto r = reconcile::Committer(client::ResourceClient(ctx_.app, gvr_),
+                                std::string(apis::klutch::kKonnectorFieldManager))
                .CommitStatus(consumer, modified);
   ctx_.metrics.writes.Increment({{"cluster", "app"}, {"verb", "patch"}});
   if (!ok) {
@@ -269,8 +271,9 @@ core::Result<Result> ExportSyncer::ReconcileSpec(const Request& request) {
     return Result::Done();
   }
   client::ResourceClient consumer_rc(ctx_.app, gvr_);
-  reconcile::Committer consumer_commit(consumer_rc, std::string(kFieldManager));
-  const bool has_finalizer = machinery::HasFinalizer(*d, kSyncerFinalizer);
+  reconcile::Committer consumer_commit(consumer_rc,
+                                       std::string(apis::klutch::kKonnectorFieldManager));
+  const bool has_finalizer = machinery::HasFinalizer(*d, apis::klutch::kSyncerFinalizer);
   std::string pns;
   std::string pname = request.name;
   if (namespaced_) {
@@ -278,11 +281,11 @@ core::Result<Result> ExportSyncer::ReconcileSpec(const Request& request) {
                                                                    request.ns);
     if (!asn) {
       if (Deleting(*d) && !has_finalizer) return Result::Done();
-      Json object = {{"apiVersion", std::string(kApiVersion)},
+      Json object = {{"apiVersion", std::string(apis::klutch::kApiVersion)},
                      {"kind", "APIServiceNamespace"},
                      {"metadata", {{"name", request.ns}, {"namespace", connection_.provider_ns()}}},
                      {"spec", Json::object()}};
-      auto r = client::ResourceClient(connection_.provider(), kApiServiceNamespaces,
+      auto r = client::ResourceClient(connection_.provider(), apis::klutch::kApiServiceNamespaces,
                                       connection_.provider_ns())
                    .Create(object);
       ctx_.metrics.writes.Increment({{"cluster", "provider"}, {"verb", "create"}});
@@ -330,10 +333,10 @@ core::Result<Result> ExportSyncer::ReconcileSpec(const Request& request) {
           }
         }
         if (!changed.empty()) {
-          auto r =
-              provider_rc.Patch(pname, client::PatchType::kMerge,
-                                machinery::Dump(Json{{"metadata", {{"annotations", changed}}}}),
-                                {.field_manager = std::string(kFieldManager)});
+          auto r = provider_rc.Patch(
+              pname, client::PatchType::kMerge,
+              machinery::Dump(Json{{"metadata", {{"annotations", changed}}}}),
+              {.field_manager = std::string(apis::klutch::kKonnectorFieldManager)});
           ctx_.metrics.writes.Increment({{"cluster", "provider"}, {"verb", "patch"}});
           if (!r.ok() && !core::IsNotFound(r.status())) return r.status();
         }
@@ -373,7 +376,7 @@ core::Result<Result> ExportSyncer::ReconcileSpec(const Request& request) {
     copied.erase("kubectl.kubernetes.io/last-applied-configuration");
     if (!copied.empty()) apply["metadata"]["annotations"] = std::move(copied);
   }
-  SetAnnotation(apply, kBoundAnnotation, "true");
+  SetAnnotation(apply, apis::klutch::kBoundAnnotation, "true");
   if (namespaced_) {
     apply["metadata"]["namespace"] = pns;
   } else {
@@ -381,14 +384,16 @@ core::Result<Result> ExportSyncer::ReconcileSpec(const Request& request) {
   }
   if (!SpecOf(current).is_null()) apply["spec"] = SpecOf(current);
   const std::string hash = JsonHash(apply);
-  if (u && Annotation(*u, kAppliedHashAnnotation) == hash && Covers(SpecOf(*u), SpecOf(current))) {
+  if (u && Annotation(*u, apis::klutch::kAppliedHashAnnotation) == hash &&
+      Covers(SpecOf(*u), SpecOf(current))) {
     Observe("up", request.Key());
     MarkSynced(current, true, "Synced", "spec is in sync with the Control Plane");
     return Result::Done();
   }
-  SetAnnotation(apply, kAppliedHashAnnotation, hash);
-  auto r = provider_rc.Patch(pname, client::PatchType::kApply, machinery::Dump(apply),
-                             {.field_manager = std::string(kFieldManager), .force = true});
+  SetAnnotation(apply, apis::klutch::kAppliedHashAnnotation, hash);
+  auto r = provider_rc.Patch(
+      pname, client::PatchType::kApply, machinery::Dump(apply),
+      {.field_manager = std::string(apis::klutch::kKonnectorFieldManager), .force = true});
   ctx_.metrics.writes.Increment({{"cluster", "provider"}, {"verb", u ? "apply" : "create"}});
   if (!r.ok()) {
     if (core::IsInvalid(r.status())) {
@@ -462,7 +467,8 @@ core::Result<Result> ExportSyncer::ReconcileStatus(const Request& request) {
                              .message = "spec is in sync with the Control Plane"},
                             ctx_.clock);
   }
-  auto r = reconcile::Committer(client::ResourceClient(ctx_.app, gvr_), std::string(kFieldManager))
+  auto r = reconcile::Committer(client::ResourceClient(ctx_.app, gvr_),
+                                std::string(apis::klutch::kKonnectorFieldManager))
                .CommitStatus(*d, modified);
   ctx_.metrics.writes.Increment({{"cluster", "app"}, {"verb", "patch"}});
   if (!r.ok()) {
@@ -509,8 +515,9 @@ core::Result<Result> ExportSyncer::ReconcileAdopt(const Request& request) {
       ClearClusterNamespace(copy);
       machinery::MutableMetadata(copy)["name"] = c.name;
     }
-    SetAnnotation(copy, kBoundAnnotation, "true");
-    auto r = consumer_rc.Create(copy, {.field_manager = std::string(kFieldManager)});
+    SetAnnotation(copy, apis::klutch::kBoundAnnotation, "true");
+    auto r = consumer_rc.Create(
+        copy, {.field_manager = std::string(apis::klutch::kKonnectorFieldManager)});
     ctx_.metrics.writes.Increment({{"cluster", "app"}, {"verb", "create"}});
     if (!r.ok() && !core::IsAlreadyExists(r.status())) {
       if (core::IsInvalid(r.status())) {
@@ -525,19 +532,20 @@ core::Result<Result> ExportSyncer::ReconcileAdopt(const Request& request) {
     Observe("down", request.Key());
   } else if (!HasBoundAnnotation(*d)) {
     Json marked = *d;
-    SetAnnotation(marked, kBoundAnnotation, "true");
-    auto r =
-        reconcile::Committer(client::ResourceClient(ctx_.app, gvr_), std::string(kFieldManager))
-            .Commit(*d, marked);
+    SetAnnotation(marked, apis::klutch::kBoundAnnotation, "true");
+    auto r = reconcile::Committer(client::ResourceClient(ctx_.app, gvr_),
+                                  std::string(apis::klutch::kKonnectorFieldManager))
+                 .Commit(*d, marked);
     ctx_.metrics.writes.Increment({{"cluster", "app"}, {"verb", "patch"}});
     if (!r.ok()) return r.status();
   }
   if (!HasBoundAnnotation(*u)) {
     // Upstream writes this to the consumer by mistake (§6.5); the provider copy is meant.
-    Json patch = {{"metadata", {{"annotations", {{std::string(kBoundAnnotation), "true"}}}}}};
+    Json patch = {
+        {"metadata", {{"annotations", {{std::string(apis::klutch::kBoundAnnotation), "true"}}}}}};
     auto r =
         provider_rc.Patch(machinery::Name(*u), client::PatchType::kMerge, machinery::Dump(patch),
-                          {.field_manager = std::string(kFieldManager)});
+                          {.field_manager = std::string(apis::klutch::kKonnectorFieldManager)});
     ctx_.metrics.writes.Increment({{"cluster", "provider"}, {"verb", "patch"}});
     if (!r.ok() && !core::IsNotFound(r.status())) return r.status();
   }

@@ -10,9 +10,9 @@
 #include <set>
 #include <thread>
 
+#include "apis/klutch/clusterbinding.h"
+#include "apis/klutch/ids.h"
 #include "apis/manifests.h"
-#include "bind/ids.h"
-#include "bind/names.h"
 #include "bind/provision.h"
 #include "client/apply.h"
 #include "client/dynamic.h"
@@ -539,7 +539,7 @@ class Sandbox::Impl {
           {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "klutch-bind"}}}});
     }
     if (!got.ok()) return got.status();
-    std::string cluster_id = bind::ClusterIdFromNamespaceUid(machinery::Uid(*got));
+    std::string cluster_id = apis::klutch::ClusterIdFromNamespaceUid(machinery::Uid(*got));
     bind::ProvisionOptions provision;
     provision.pretty_name = "Klutch sandbox";
     provision.external_address = cp_->config().server;
@@ -609,19 +609,22 @@ class Sandbox::Impl {
   core::Status AdoptOperatorBinding(client::RestClient& app) {
     auto bind_ns = client::ResourceClient(app, resources::kNamespaces).Get("klutch-bind");
     if (!bind_ns.ok()) return core::Status::Ok();
-    const std::string cluster_id = bind::ClusterIdFromNamespaceUid(machinery::Uid(*bind_ns));
+    const std::string cluster_id =
+        apis::klutch::ClusterIdFromNamespaceUid(machinery::Uid(*bind_ns));
     const std::string operator_identity = "platform-operator#" + cluster_id;
     const std::string identity = idp_->subject() + "#" + cluster_id;
     client::ResourceClient namespaces(*cp_, resources::kNamespaces);
     KLUTCH_ASSIGN_OR_RETURN(Json list, namespaces.ListAll({.skip_managed_fields = true}));
     for (const Json& ns : list["items"]) {
-      if (machinery::Annotation(ns, bind::kIdentityAnnotation) != operator_identity) continue;
-      Json patch = {
-          {"metadata",
-           {{"labels", {{std::string(bind::kIdentityHashLabel), bind::Sha224Base62(identity)}}},
-            {"annotations",
-             {{std::string(bind::kIdentityAnnotation), identity},
-              {std::string(bind::kIssuerAnnotation), idp_->issuer()}}}}}};
+      if (machinery::Annotation(ns, apis::klutch::kIdentityAnnotation) != operator_identity)
+        continue;
+      Json patch = {{"metadata",
+                     {{"labels",
+                       {{std::string(apis::klutch::kIdentityHashLabel),
+                         apis::klutch::Sha224Base62(identity)}}},
+                      {"annotations",
+                       {{std::string(apis::klutch::kIdentityAnnotation), identity},
+                        {std::string(apis::klutch::kIssuerAnnotation), idp_->issuer()}}}}}};
       KLUTCH_RETURN_IF_ERROR(
           namespaces.Patch(machinery::Name(ns), client::PatchType::kMerge, machinery::Dump(patch))
               .status());
@@ -683,7 +686,7 @@ class Sandbox::Impl {
       auto secret = client::ResourceClient(*cp_, resources::kSecrets, ns).Get(name);
       if (!secret.ok()) return std::nullopt;
       auto expires = core::ParseTime(
-          machinery::Annotation(*secret, std::string(bind::kTokenExpiresAnnotation)));
+          machinery::Annotation(*secret, std::string(apis::klutch::kTokenExpiresAnnotation)));
       if (expires && *expires > std::chrono::system_clock::now() + std::chrono::minutes(1)) {
         return core::Base64Decode(
             machinery::GetString(*secret, {"data", key.empty() ? "kubeconfig" : key}));

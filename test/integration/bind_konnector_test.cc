@@ -6,8 +6,9 @@
 // keeps syncing.
 #include <gtest/gtest.h>
 
+#include "apis/klutch/clusterbinding.h"
+#include "apis/klutch/register.h"
 #include "bind/controllers.h"
-#include "bind/names.h"
 #include "bind/provision.h"
 #include "client/dynamic.h"
 #include "core/strings.h"
@@ -82,7 +83,7 @@ class BindKonnectorTest : public ::testing::Test {
                   {"version", "v1"},
                   {"selector", {{"owner", "Provider"}}}};
     ASSERT_TRUE(
-        Cp(bind::kApiServiceExportTemplates, "crossplane-system")
+        Cp(apis::klutch::kApiServiceExportTemplates, "crossplane-system")
             .Create({{"apiVersion", "example-backend.klutch.anynines.com/v1alpha1"},
                      {"kind", "APIServiceExportTemplate"},
                      {"metadata", {{"name", "widgets"}, {"namespace", "crossplane-system"}}},
@@ -100,7 +101,7 @@ class BindKonnectorTest : public ::testing::Test {
     auto access = bind::ProvisionConsumer(cp_->admin(), provision_, "alice#c1", "https://idp");
     ASSERT_TRUE(access.ok()) << access.status().ToString();
     ns_ = access->cluster_namespace;
-    ASSERT_TRUE(Cp(bind::kApiServiceExportRequests, ns_)
+    ASSERT_TRUE(Cp(apis::klutch::kApiServiceExportRequests, ns_)
                     .Create({{"apiVersion", "klutch.anynines.com/v1alpha1"},
                              {"kind", "APIServiceExportRequest"},
                              {"metadata", {{"name", "widgets.example.com"}, {"namespace", ns_}}},
@@ -198,16 +199,17 @@ TEST_F(BindKonnectorTest, BindsSyncsHeartbeatsAndSurvivesTokenRenewal) {
   const std::string provider_ns = ns_ + "-dev";
   ASSERT_TRUE(Until([&] { return Cp(kWidgets, provider_ns).Get("db").ok(); }));
   ASSERT_TRUE(Until([&] {
-    auto cb = Cp(bind::kClusterBindings, ns_).Get("cluster");
+    auto cb = Cp(apis::klutch::kClusterBindings, ns_).Get("cluster");
     return cb.ok() && reconcile::IsConditionTrue(*cb, "Healthy") &&
            reconcile::IsConditionTrue(*cb, "Ready");
   }));
 
   // Past half the token's lifetime the backend renews it; the konnector mirrors the new
   // kubeconfig into the App Cluster and keeps working with it.
-  const std::string issued = ProviderAnnotation(bind::kTokenIssuedAnnotation);
-  ASSERT_TRUE(Until([&] { return ProviderAnnotation(bind::kTokenIssuedAnnotation) != issued; },
-                    std::chrono::seconds(5)));
+  const std::string issued = ProviderAnnotation(apis::klutch::kTokenIssuedAnnotation);
+  ASSERT_TRUE(
+      Until([&] { return ProviderAnnotation(apis::klutch::kTokenIssuedAnnotation) != issued; },
+            std::chrono::seconds(5)));
   ASSERT_TRUE(Until([&] {
     auto provider = Cp(resources::kSecrets, ns_).Get("kubeconfig");
     auto mirrored = App(resources::kSecrets, "klutch-bind").Get("kubeconfig-provider");
@@ -216,7 +218,7 @@ TEST_F(BindKonnectorTest, BindsSyncsHeartbeatsAndSurvivesTokenRenewal) {
   ASSERT_TRUE(App(kWidgets, "dev").Create(Widget("cache")).ok());
   EXPECT_TRUE(Until([&] { return Cp(kWidgets, provider_ns).Get("cache").ok(); }));
   EXPECT_TRUE(Until([&] {
-    auto cb = Cp(bind::kClusterBindings, ns_).Get("cluster");
+    auto cb = Cp(apis::klutch::kClusterBindings, ns_).Get("cluster");
     return cb.ok() && reconcile::IsConditionTrue(*cb, "Healthy");
   }));
 }

@@ -12,8 +12,9 @@
 #include <utility>
 #include <vector>
 
+#include "apis/klutch/clusterbinding.h"
+#include "apis/klutch/register.h"
 #include "apis/klutch_crds.h"
-#include "bind/names.h"
 #include "bind/web_protocol.h"
 #include "client/dynamic.h"
 #include "core/clock.h"
@@ -158,7 +159,8 @@ inline core::Status SetUpControlPlane(client::RestClient& admin) {
                                            {"required", true},
                                            {"selector", {{"owner", "Provider"}}}}})}}}};
   auto created =
-      client::ResourceClient(admin, kApiServiceExportTemplates, "crossplane-system").Create(tmpl);
+      client::ResourceClient(admin, apis::klutch::kApiServiceExportTemplates, "crossplane-system")
+          .Create(tmpl);
   if (!created.ok() && !core::IsAlreadyExists(created.status())) return created.status();
   return core::Status::Ok();
 }
@@ -180,25 +182,26 @@ inline std::string SeedConnectedClusterWithClaim(client::RestClient& admin, cons
   };
   const std::string now = core::FormatTime(core::RealClock::Get().Now());
   patch_status(
-      kClusterBindings, ns, "cluster",
+      apis::klutch::kClusterBindings, ns, "cluster",
       {{"lastHeartbeatTime", now},
        {"konnectorVersion", "v9.8.7"},
        {"conditions",
         Json::array({{{"type", "Ready"}, {"status", "True"}, {"lastTransitionTime", now}}})}});
-  EXPECT_TRUE(client::ResourceClient(admin, kApiServiceNamespaces, ns)
+  EXPECT_TRUE(client::ResourceClient(admin, apis::klutch::kApiServiceNamespaces, ns)
                   .Create({{"apiVersion", "klutch.anynines.com/v1alpha1"},
                            {"kind", "APIServiceNamespace"},
                            {"metadata", {{"name", "default"}, {"namespace", ns}}},
                            {"spec", Json::object()}})
                   .ok());
-  patch_status(kApiServiceNamespaces, ns, "default", {{"namespace", ns + "-default"}});
+  patch_status(apis::klutch::kApiServiceNamespaces, ns, "default",
+               {{"namespace", ns + "-default"}});
   EXPECT_TRUE(client::ResourceClient(admin, client::resources::kNamespaces)
                   .Create({{"apiVersion", "v1"},
                            {"kind", "Namespace"},
                            {"metadata", {{"name", ns + "-default"}}}})
                   .ok());
   auto exported =
-      client::ResourceClient(admin, kApiServiceExports, ns)
+      client::ResourceClient(admin, apis::klutch::kApiServiceExports, ns)
           .Create({{"apiVersion", "klutch.anynines.com/v1alpha1"},
                    {"kind", "APIServiceExport"},
                    {"metadata", {{"name", "postgresqlinstances.anynines.com"}, {"namespace", ns}}},
@@ -221,7 +224,7 @@ inline std::string SeedConnectedClusterWithClaim(client::RestClient& admin, cons
         {"type", type}, {"status", status}, {"message", message}, {"lastTransitionTime", now}};
   };
   patch_status(
-      kApiServiceExports, ns, "postgresqlinstances.anynines.com",
+      apis::klutch::kApiServiceExports, ns, "postgresqlinstances.anynines.com",
       {{"conditions",
         Json::array({condition("Connected", "True", ""), condition("Established", "True", ""),
                      condition("Ready", "False", "no conformance report")})}});
@@ -250,7 +253,7 @@ inline std::vector<std::string> ClusterNamespaces(client::RestClient& admin) {
   auto list = client::ResourceClient(admin, client::resources::kNamespaces).ListAll();
   if (!list.ok()) return out;
   for (const auto& ns : (*list)["items"]) {
-    if (!machinery::Annotation(ns, kIdentityAnnotation).empty()) {
+    if (!machinery::Annotation(ns, apis::klutch::kIdentityAnnotation).empty()) {
       out.push_back(machinery::Name(ns));
     }
   }

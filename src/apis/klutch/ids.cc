@@ -1,4 +1,4 @@
-#include "bind/ids.h"
+#include "apis/klutch/ids.h"
 
 #include <openssl/evp.h>
 
@@ -7,7 +7,7 @@
 
 #include "core/random.h"
 
-namespace klutch::bind {
+namespace klutch::apis::klutch {
 
 std::string Base62(std::string_view bytes) {
   static constexpr char kDigits[] =
@@ -46,4 +46,4 @@ std::string ClusterIdFromNamespaceUid(std::string_view uid) {
 
 std::string NewSessionId() { return Base62(core::RandomBytes(28)).substr(0, 6); }
 
-}  // namespace klutch::bind
+}  // namespace klutch::apis::klutch

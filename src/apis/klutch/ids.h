@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-namespace klutch::bind {
+namespace klutch::apis::klutch {
 
 // `bytes` read as one big-endian unsigned integer, written in base 62 ("0" for zero or empty).
 std::string Base62(std::string_view bytes);
@@ -20,4 +20,4 @@ std::string ClusterIdFromNamespaceUid(std::string_view uid);
 // A new CLI session ID: the first 6 characters of Base62 of 28 random bytes.
 std::string NewSessionId();
 
-}  // namespace klutch::bind
+}  // namespace klutch::apis::klutch

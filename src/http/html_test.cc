@@ -1,0 +1,14 @@
+#include "http/html.h"
+
+#include <gtest/gtest.h>
+
+namespace klutch::http {
+namespace {
+
+TEST(Html, EscapesEverySpecialCharacter) {
+  EXPECT_EQ(HtmlEscape("<a href=\"x\">'&'</a>"),
+            "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;");
+}
+
+}  // namespace
+}  // namespace klutch::http
