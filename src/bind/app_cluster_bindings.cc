@@ -328,6 +328,343 @@ core::Result<Result> Cleanup(Context& ctx, const Json& acb) {
   return Result::Done();
 }
 
+// What the steps of one AppClusterBinding pass share.
+struct AcbPass {
+  Context& ctx;
+  const Json& acb;
+  Json modified;  // the binding with the conditions this pass sets
+  std::string name, root;
+  Json labels;
+  SecretCheck check;
+  std::string key, secret_name;  // of the kubeconfig Secret
+  std::vector<std::string> errors;
+  std::string konnector_error;
+  // Records a failed write (`what`: the object) for ResourcesReady; whether it went well.
+  bool Note(const core::Status& s, const std::string& what) {
+    if (!s.ok()) errors.push_back(what + ": " + s.message());
+    return s.ok();
+  }
+};
+
+// A deleted binding: what it made goes, then the finalizer.
+core::Result<Result> DeleteAppClusterBinding(Context& ctx, const Json& acb,
+                                             const reconcile::Committer& committer) {
+  if (!machinery::HasFinalizer(acb, apis::klutch::kAppClusterBindingFinalizer)) {
+    return Result::Done();
+  }
+  KLUTCH_ASSIGN_OR_RETURN(Result cleaned, Cleanup(ctx, acb));
+  if (cleaned.requeue || cleaned.requeue_after.count() > 0) return cleaned;
+  Json modified = acb;
+  machinery::RemoveFinalizer(modified, apis::klutch::kAppClusterBindingFinalizer);
+  auto committed = committer.Commit(acb, modified);
+  if (!committed.ok()) return committed.status();
+  return Result::Done();
+}
+
+// The root namespace; the rest of the pass needs it.
+bool EnsureRootNamespace(AcbPass& p) {
+  Json root_ns = {{"apiVersion", "v1"},
+                  {"kind", "Namespace"},
+                  {"metadata", {{"name", p.root}, {"labels", p.labels}}}};
+  return p.Note(Upsert(
+                    p.ctx.rest, resources::kNamespaces, root_ns,
+                    [&](const Json& have) { return HasLabels(have, p.labels); },
+                    [&](Json& have) { AddLabels(have, p.labels); }),
+                "namespace " + p.root);
+}
+
+// The konnector's ServiceAccount, the kubeconfig Secret mirrored into the root namespace, and
+// the ClusterBinding.
+void EnsureClusterBinding(AcbPass& p) {
+  const std::string& root = p.root;
+  p.Note(GetOrCreate(client::ResourceClient(p.ctx.rest, resources::kServiceAccounts, root),
+                     {{"apiVersion", "v1"},
+                      {"kind", "ServiceAccount"},
+                      {"metadata", {{"name", apis::klutch::kBinderName}, {"namespace", root}}}})
+             .status(),
+         "ServiceAccount " + root + "/klutch-binder");
+  if (machinery::GetString(p.acb, {"spec", "kubeconfigSecretRef", "namespace"}) != root) {
+    Json data = {{p.key, machinery::GetString(p.check.secret, {"data", p.key})}};
+    const std::string type = machinery::GetString(p.check.secret, {"type"});
+    Json mirror = {
+        {"apiVersion", "v1"},
+        {"kind", "Secret"},
+        {"type", type.empty() ? std::string("Opaque") : type},
+        {"metadata", {{"name", p.secret_name}, {"namespace", root}, {"labels", p.labels}}},
+        {"data", data}};
+    p.Note(Upsert(
+               p.ctx.rest, resources::kSecrets, mirror,
+               [&](const Json& have) {
+                 return HasLabels(have, p.labels) && have.contains("data") && have["data"] == data;
+               },
+               [&](Json& have) {
+                 AddLabels(have, p.labels);
+                 have["data"] = data;
+               }),
+           "mirrored Secret " + root + "/" + p.secret_name);
+  }
+  Json cb_spec = {{"kubeconfigSecretRef", {{"name", p.secret_name}, {"key", p.key}}},
+                  {"providerPrettyName", p.name}};
+  Json cb = {
+      {"apiVersion", apis::klutch::kApiVersion},
+      {"kind", "ClusterBinding"},
+      {"metadata",
+       {{"name", apis::klutch::kClusterBindingName}, {"namespace", root}, {"labels", p.labels}}},
+      {"spec", cb_spec}};
+  p.Note(Upsert(
+             p.ctx.rest, apis::klutch::kClusterBindings, cb,
+             [&](const Json& have) {
+               return HasLabels(have, p.labels) && have.contains("spec") &&
+                      machinery::Covers(have["spec"], cb_spec);
+             },
+             [&](Json& have) {
+               AddLabels(have, p.labels);
+               have["spec"]["providerPrettyName"] = p.name;
+             }),
+         "ClusterBinding " + root + "/cluster");
+}
+
+// Role and RoleBinding of the control-plane konnector.
+void EnsureConnectorRbac(AcbPass& p) {
+  const std::string& root = p.root;
+  Json rules = Json::array(
+      {{{"apiGroups", {std::string(apis::klutch::kGroup)}},
+        {"resources", {"apiservicebindings"}},
+        {"verbs", {"create", "delete", "get", "list", "patch", "update", "watch"}}},
+       {{"apiGroups", {std::string(apis::klutch::kGroup)}},
+        {"resources", {"apiservicebindings/status"}},
+        {"verbs", {"patch", "update"}}},
+       {{"apiGroups", {"coordination.k8s.io"}},
+        {"resources", {"leases"}},
+        {"verbs", {"create", "delete", "get", "list", "patch", "update", "watch"}}},
+       {{"apiGroups", {""}}, {"resources", {"events"}}, {"verbs", {"create", "patch"}}}});
+  Json role = {{"apiVersion", "rbac.authorization.k8s.io/v1"},
+               {"kind", "Role"},
+               {"metadata",
+                {{"name", apis::klutch::kControlPlaneConnectorName},
+                 {"namespace", root},
+                 {"labels", p.labels}}},
+               {"rules", rules}};
+  p.Note(Upsert(
+             p.ctx.rest, resources::kRoles, role,
+             [&](const Json& have) { return have.contains("rules") && have["rules"] == rules; },
+             [&](Json& have) { have["rules"] = rules; }),
+         "Role " + root + "/control-plane-connector");
+  p.Note(EnsureRoleBinding(p.ctx.rest, root, std::string(apis::klutch::kControlPlaneConnectorName),
+                           "Role", std::string(apis::klutch::kControlPlaneConnectorName), root,
+                           std::string(apis::klutch::kBinderName), p.labels),
+         "RoleBinding " + root + "/control-plane-connector");
+}
+
+// The offered APIs spec.apiExports lists, by export name; one no template offers is an error.
+std::map<std::string, OfferedApi> WantedApis(AcbPass& p) {
+  const std::vector<Json> templates = Objects(p.ctx.templates);
+  std::map<std::string, OfferedApi> desired;  // export name -> offered API
+  const Json* apis = machinery::Find(p.acb, {"spec", "apiExports"});
+  if (!apis || !apis->is_array()) return desired;
+  for (const Json& api : *apis) {
+    const std::string group(core::Trim(machinery::GetString(api, {"group"})));
+    const std::string resource(core::Trim(machinery::GetString(api, {"resource"})));
+    const std::string export_name = group.empty() ? resource : resource + "." + group;
+    const Json* tmpl = nullptr;
+    for (const Json& t : templates) {
+      if (core::Trim(machinery::GetString(t, {"spec", "APIServiceSelector", "group"})) == group &&
+          core::Trim(machinery::GetString(t, {"spec", "APIServiceSelector", "resource"})) ==
+              resource) {
+        tmpl = &t;
+        break;
+      }
+    }
+    if (tmpl == nullptr) {
+      p.errors.push_back("no APIServiceExportTemplate offers " + core::GoQuote(export_name) +
+                         ": fix spec.apiExports or ask for the API to be offered");
+      continue;
+    }
+    OfferedApi api_info;
+    api_info.group = group;
+    api_info.resource = resource;
+    api_info.template_name = machinery::Name(*tmpl);
+    const Json* claims = machinery::Find(*tmpl, {"spec", "permissionClaims"});
+    api_info.permission_claims = claims != nullptr && claims->is_array() ? *claims : Json::array();
+    desired.emplace(export_name, std::move(api_info));
+  }
+  return desired;
+}
+
+// An APIServiceBinding per wanted API (claims accepted); the binding's others deleted.
+void EnsureApiServiceBindings(AcbPass& p, const std::map<std::string, OfferedApi>& desired) {
+  const std::string& root = p.root;
+  client::ResourceClient bindings(p.ctx.rest, apis::klutch::kApiServiceBindings, root);
+  for (const auto& [export_name, api] : desired) {
+    Json accepted = Json::array();
+    for (Json claim : api.permission_claims) {
+      claim["state"] = "Accepted";
+      accepted.push_back(std::move(claim));
+    }
+    Json binding = {
+        {"apiVersion", apis::klutch::kApiVersion},
+        {"kind", "APIServiceBinding"},
+        {"metadata", {{"name", export_name}, {"namespace", root}, {"labels", p.labels}}},
+        {"spec",
+         {{"kubeconfigSecretRef", {{"name", p.secret_name}, {"key", p.key}, {"namespace", root}}},
+          {"permissionClaims", accepted}}}};
+    p.Note(Upsert(
+               p.ctx.rest, apis::klutch::kApiServiceBindings, binding,
+               [&](const Json& have) { return HasLabels(have, p.labels); },
+               [&](Json& have) { AddLabels(have, p.labels); }),
+           "APIServiceBinding " + root + "/" + export_name);
+  }
+  for (const ObjectPtr& b :
+       p.ctx.api_service_bindings->indexer().ByIndex(client::Indexer::kNamespaceIndex, root)) {
+    if (!HasLabels(*b, p.labels) || desired.contains(machinery::Name(*b))) continue;
+    auto deleted = bindings.Delete(machinery::Name(*b));
+    if (!deleted.ok() && !core::IsNotFound(deleted.status())) {
+      p.Note(deleted.status(), "deleting APIServiceBinding " + machinery::Name(*b));
+    }
+  }
+}
+
+// Export requests and exports no longer wanted go; the names of the wanted APIs that have a
+// request that has not failed.
+std::set<std::string> DeleteUnwantedExports(AcbPass& p,
+                                            const std::map<std::string, OfferedApi>& desired) {
+  const std::string& root = p.root;
+  std::set<std::string> requested;
+  client::ResourceClient requests(p.ctx.rest, apis::klutch::kApiServiceExportRequests, root);
+  for (const ObjectPtr& ser :
+       p.ctx.export_requests.indexer().ByIndex(client::Indexer::kNamespaceIndex, root)) {
+    const Json* resources_list = machinery::Find(*ser, {"spec", "resources"});
+    std::string first;
+    if (resources_list != nullptr && resources_list->is_array() && !resources_list->empty()) {
+      const std::string g = machinery::GetString((*resources_list)[0], {"group"});
+      const std::string r = machinery::GetString((*resources_list)[0], {"resource"});
+      first = g.empty() ? r : r + "." + g;
+    }
+    if (HasLabels(*ser, p.labels) && !desired.contains(first)) {
+      auto deleted = requests.Delete(machinery::Name(*ser));
+      if (!deleted.ok() && !core::IsNotFound(deleted.status())) {
+        p.Note(deleted.status(), "deleting APIServiceExportRequest " + machinery::Name(*ser));
+      }
+      continue;
+    }
+    if (machinery::GetString(*ser, {"status", "phase"}) != "Failed") requested.insert(first);
+  }
+  client::ResourceClient exports(p.ctx.rest, apis::klutch::kApiServiceExports, root);
+  for (const ObjectPtr& e :
+       p.ctx.exports.indexer().ByIndex(client::Indexer::kNamespaceIndex, root)) {
+    if (desired.contains(machinery::Name(*e))) continue;
+    auto deleted = exports.Delete(machinery::Name(*e));
+    if (!deleted.ok() && !core::IsNotFound(deleted.status())) {
+      p.Note(deleted.status(), "deleting APIServiceExport " + machinery::Name(*e));
+    }
+  }
+  return requested;
+}
+
+// Wanted APIs without export or pending request get an export request.
+void EnsureExportRequests(AcbPass& p, const std::map<std::string, OfferedApi>& desired) {
+  const std::string& root = p.root;
+  const std::set<std::string> requested = DeleteUnwantedExports(p, desired);
+  client::ResourceClient requests(p.ctx.rest, apis::klutch::kApiServiceExportRequests, root);
+  for (const auto& [export_name, api] : desired) {
+    if (p.ctx.exports.indexer().Get(root + "/" + export_name) || requested.contains(export_name)) {
+      continue;
+    }
+    Json ser = {{"apiVersion", apis::klutch::kApiVersion},
+                {"kind", "APIServiceExportRequest"},
+                {"metadata",
+                 {{"name", RequestName(p.name, api.template_name)},
+                  {"namespace", root},
+                  {"labels", p.labels}}},
+                {"spec",
+                 {{"resources", Json::array({{{"group", api.group},
+                                              {"resource", api.resource},
+                                              {"permissionClaims", api.permission_claims}}})}}}};
+    auto created = requests.Create(ser, {.field_manager = std::string(kFieldManager)});
+    if (!created.ok() && !core::IsAlreadyExists(created.status())) {
+      p.Note(created.status(), "creating APIServiceExportRequest for " + export_name);
+    }
+  }
+}
+
+// The konnector Deployment when spec.konnector.deploy, else none; KonnectorDeployed.
+void EnsureKonnectorDeployment(AcbPass& p) {
+  client::ResourceClient deployments(p.ctx.rest, resources::kDeployments, p.root);
+  const std::string deployment_name = "konnector-" + p.name;
+  const Json* deploy = machinery::Find(p.acb, {"spec", "konnector", "deploy"});
+  core::Status konnector;
+  if (deploy != nullptr && deploy->is_boolean() && *deploy == true) {
+    Json desired_deployment = KonnectorDeployment(p.ctx, p.acb, p.root, p.secret_name, p.key);
+    const std::string hash = machinery::Annotation(desired_deployment, kSpecHashAnnotation);
+    konnector = Upsert(
+        p.ctx.rest, resources::kDeployments, desired_deployment,
+        [&](const Json& have) { return machinery::Annotation(have, kSpecHashAnnotation) == hash; },
+        [&](Json& have) {
+          have["spec"] = desired_deployment["spec"];
+          have["metadata"]["labels"] = desired_deployment["metadata"]["labels"];
+          machinery::SetAnnotation(have, kSpecHashAnnotation, hash);
+        });
+  } else {
+    auto deleted = deployments.Delete(deployment_name);
+    if (!deleted.ok() && !core::IsNotFound(deleted.status())) konnector = deleted.status();
+  }
+  if (konnector.ok()) {
+    reconcile::MarkTrue(p.modified, kKonnectorDeployed, p.ctx.clock);
+    return;
+  }
+  p.konnector_error = "the konnector Deployment " + p.root + "/" + deployment_name +
+                      " could not be written: " + konnector.message();
+  reconcile::MarkFalse(p.modified, kKonnectorDeployed, "KonnectorDeploymentFailed",
+                       reconcile::kSeverityError, p.konnector_error, p.ctx.clock);
+}
+
+// Everything in the root namespace, once the kubeconfig Secret is valid.
+void ProvisionAppCluster(AcbPass& p) {
+  p.key = machinery::GetString(p.acb, {"spec", "kubeconfigSecretRef", "key"});
+  if (p.key.empty()) p.key = apis::klutch::kKubeconfigKey;
+  p.secret_name = machinery::GetString(p.acb, {"spec", "kubeconfigSecretRef", "name"});
+  if (!EnsureRootNamespace(p)) return;
+  EnsureClusterBinding(p);
+  EnsureConnectorRbac(p);
+  const std::map<std::string, OfferedApi> desired = WantedApis(p);
+  EnsureApiServiceBindings(p, desired);
+  EnsureExportRequests(p, desired);
+  EnsureKonnectorDeployment(p);
+}
+
+// SecretValid, ResourcesReady and the summary written; Events for what went wrong.
+core::Result<Result> ReportAppClusterBinding(AcbPass& p, const reconcile::Committer& committer,
+                                             bool secret_changed) {
+  bool resources_changed = false;
+  if (p.check.valid) {
+    if (p.errors.empty()) {
+      resources_changed = reconcile::MarkTrue(p.modified, kResourcesReady, p.ctx.clock);
+    } else {
+      resources_changed =
+          reconcile::MarkFalse(p.modified, kResourcesReady, "ProvisioningFailed",
+                               reconcile::kSeverityError, core::Join(p.errors, "; "), p.ctx.clock);
+    }
+  }
+  reconcile::SetSummary(p.modified, p.ctx.clock);
+  auto committed = committer.CommitStatus(p.acb, p.modified);
+  if (!committed.ok()) return committed.status();
+  if (!p.check.valid) {
+    if (secret_changed) {
+      p.ctx.events.Event(p.acb, reconcile::kEventTypeWarning, p.check.reason, p.check.message);
+    }
+    return Result::Done();  // the Secret's events bring the next pass
+  }
+  if (!p.errors.empty() || !p.konnector_error.empty()) {
+    std::string message = core::Join(p.errors, "; ");
+    if (!p.konnector_error.empty()) message += (message.empty() ? "" : "; ") + p.konnector_error;
+    if (resources_changed || !p.konnector_error.empty()) {
+      p.ctx.events.Event(p.acb, reconcile::kEventTypeWarning, "ProvisioningFailed", message);
+    }
+    return core::Status(core::Reason::kInternalError, message);
+  }
+  return Result::Done();
+}
+
 }  // namespace
 
 core::Result<Result> ReconcileAppClusterBinding(Context& ctx, const Request& request) {
@@ -336,17 +673,7 @@ core::Result<Result> ReconcileAppClusterBinding(Context& ctx, const Request& req
   reconcile::Committer committer(
       client::ResourceClient(ctx.rest, apis::klutch::kAppClusterBindings),
       std::string(kFieldManager));
-  if (machinery::IsBeingDeleted(*acb)) {
-    if (!machinery::HasFinalizer(*acb, apis::klutch::kAppClusterBindingFinalizer))
-      return Result::Done();
-    KLUTCH_ASSIGN_OR_RETURN(Result cleaned, Cleanup(ctx, *acb));
-    if (cleaned.requeue || cleaned.requeue_after.count() > 0) return cleaned;
-    Json modified = *acb;
-    machinery::RemoveFinalizer(modified, apis::klutch::kAppClusterBindingFinalizer);
-    auto committed = committer.Commit(*acb, modified);
-    if (!committed.ok()) return committed.status();
-    return Result::Done();
-  }
+  if (machinery::IsBeingDeleted(*acb)) return DeleteAppClusterBinding(ctx, *acb, committer);
   if (!machinery::HasFinalizer(*acb, apis::klutch::kAppClusterBindingFinalizer)) {
     Json modified = *acb;
     machinery::AddFinalizer(modified, apis::klutch::kAppClusterBindingFinalizer);
@@ -354,289 +681,19 @@ core::Result<Result> ReconcileAppClusterBinding(Context& ctx, const Request& req
     if (!committed.ok()) return committed.status();
     return Result::Done();
   }
-
-  Json modified = *acb;
-  const std::string name = machinery::Name(*acb);
-  const std::string root = apis::klutch::BindingRootNamespace(request.ns, name);
-  const Json labels = Labels(*acb);
-  SecretCheck check = CheckSecret(ctx, *acb);
-  std::vector<std::string> errors;
-  std::string konnector_error;
+  AcbPass p{.ctx = ctx, .acb = *acb, .modified = *acb, .name = machinery::Name(*acb)};
+  p.root = apis::klutch::BindingRootNamespace(request.ns, p.name);
+  p.labels = Labels(*acb);
+  p.check = CheckSecret(ctx, *acb);
   bool secret_changed;
-  if (!check.valid) {
-    secret_changed = reconcile::MarkFalse(modified, kSecretValid, check.reason,
-                                          reconcile::kSeverityError, check.message, ctx.clock);
+  if (!p.check.valid) {
+    secret_changed = reconcile::MarkFalse(p.modified, kSecretValid, p.check.reason,
+                                          reconcile::kSeverityError, p.check.message, ctx.clock);
   } else {
-    secret_changed = reconcile::MarkTrue(modified, kSecretValid, ctx.clock);
-    std::string key = machinery::GetString(*acb, {"spec", "kubeconfigSecretRef", "key"});
-    if (key.empty()) key = apis::klutch::kKubeconfigKey;
-    const std::string secret_name =
-        machinery::GetString(*acb, {"spec", "kubeconfigSecretRef", "name"});
-    auto note = [&](const core::Status& s, const std::string& what) {
-      if (!s.ok()) errors.push_back(what + ": " + s.message());
-      return s.ok();
-    };
-
-    // Root namespace, ServiceAccount, mirrored kubeconfig, ClusterBinding.
-    Json root_ns = {{"apiVersion", "v1"},
-                    {"kind", "Namespace"},
-                    {"metadata", {{"name", root}, {"labels", labels}}}};
-    bool ok = note(Upsert(
-                       ctx.rest, resources::kNamespaces, root_ns,
-                       [&](const Json& have) { return HasLabels(have, labels); },
-                       [&](Json& have) { AddLabels(have, labels); }),
-                   "namespace " + root);
-    if (ok) {
-      note(GetOrCreate(client::ResourceClient(ctx.rest, resources::kServiceAccounts, root),
-                       {{"apiVersion", "v1"},
-                        {"kind", "ServiceAccount"},
-                        {"metadata", {{"name", apis::klutch::kBinderName}, {"namespace", root}}}})
-               .status(),
-           "ServiceAccount " + root + "/klutch-binder");
-      if (machinery::GetString(*acb, {"spec", "kubeconfigSecretRef", "namespace"}) != root) {
-        Json data = {{key, machinery::GetString(check.secret, {"data", key})}};
-        Json mirror = {
-            {"apiVersion", "v1"},
-            {"kind", "Secret"},
-            {"type", machinery::GetString(check.secret, {"type"}).empty()
-                         ? std::string("Opaque")
-                         : machinery::GetString(check.secret, {"type"})},
-            {"metadata", {{"name", secret_name}, {"namespace", root}, {"labels", labels}}},
-            {"data", data}};
-        note(Upsert(
-                 ctx.rest, resources::kSecrets, mirror,
-                 [&](const Json& have) {
-                   return HasLabels(have, labels) && have.contains("data") && have["data"] == data;
-                 },
-                 [&](Json& have) {
-                   AddLabels(have, labels);
-                   have["data"] = data;
-                 }),
-             "mirrored Secret " + root + "/" + secret_name);
-      }
-      Json cb_spec = {{"kubeconfigSecretRef", {{"name", secret_name}, {"key", key}}},
-                      {"providerPrettyName", name}};
-      Json cb = {
-          {"apiVersion", apis::klutch::kApiVersion},
-          {"kind", "ClusterBinding"},
-          {"metadata",
-           {{"name", apis::klutch::kClusterBindingName}, {"namespace", root}, {"labels", labels}}},
-          {"spec", cb_spec}};
-      note(Upsert(
-               ctx.rest, apis::klutch::kClusterBindings, cb,
-               [&](const Json& have) {
-                 return HasLabels(have, labels) && have.contains("spec") &&
-                        machinery::Covers(have["spec"], cb_spec);
-               },
-               [&](Json& have) {
-                 AddLabels(have, labels);
-                 have["spec"]["providerPrettyName"] = name;
-               }),
-           "ClusterBinding " + root + "/cluster");
-
-      // Role and RoleBinding of the control-plane konnector.
-      Json rules = Json::array(
-          {{{"apiGroups", {std::string(apis::klutch::kGroup)}},
-            {"resources", {"apiservicebindings"}},
-            {"verbs", {"create", "delete", "get", "list", "patch", "update", "watch"}}},
-           {{"apiGroups", {std::string(apis::klutch::kGroup)}},
-            {"resources", {"apiservicebindings/status"}},
-            {"verbs", {"patch", "update"}}},
-           {{"apiGroups", {"coordination.k8s.io"}},
-            {"resources", {"leases"}},
-            {"verbs", {"create", "delete", "get", "list", "patch", "update", "watch"}}},
-           {{"apiGroups", {""}}, {"resources", {"events"}}, {"verbs", {"create", "patch"}}}});
-      Json role = {{"apiVersion", "rbac.authorization.k8s.io/v1"},
-                   {"kind", "Role"},
-                   {"metadata",
-                    {{"name", apis::klutch::kControlPlaneConnectorName},
-                     {"namespace", root},
-                     {"labels", labels}}},
-                   {"rules", rules}};
-      note(Upsert(
-               ctx.rest, resources::kRoles, role,
-               [&](const Json& have) { return have.contains("rules") && have["rules"] == rules; },
-               [&](Json& have) { have["rules"] = rules; }),
-           "Role " + root + "/control-plane-connector");
-      note(EnsureRoleBinding(ctx.rest, root, std::string(apis::klutch::kControlPlaneConnectorName),
-                             "Role", std::string(apis::klutch::kControlPlaneConnectorName), root,
-                             std::string(apis::klutch::kBinderName), labels),
-           "RoleBinding " + root + "/control-plane-connector");
-
-      // APIServiceBindings and export requests, one per offered API listed.
-      const std::vector<Json> templates = Objects(ctx.templates);
-      std::map<std::string, OfferedApi> desired;  // export name -> offered API
-      if (const Json* apis = machinery::Find(*acb, {"spec", "apiExports"});
-          apis && apis->is_array()) {
-        for (const Json& api : *apis) {
-          const std::string group(core::Trim(machinery::GetString(api, {"group"})));
-          const std::string resource(core::Trim(machinery::GetString(api, {"resource"})));
-          const std::string export_name = group.empty() ? resource : resource + "." + group;
-          const Json* tmpl = nullptr;
-          for (const Json& t : templates) {
-            if (core::Trim(machinery::GetString(t, {"spec", "APIServiceSelector", "group"})) ==
-                    group &&
-                core::Trim(machinery::GetString(t, {"spec", "APIServiceSelector", "resource"})) ==
-                    resource) {
-              tmpl = &t;
-              break;
-            }
-          }
-          if (tmpl == nullptr) {
-            errors.push_back("no APIServiceExportTemplate offers " + core::GoQuote(export_name) +
-                             ": fix spec.apiExports or ask for the API to be offered");
-            continue;
-          }
-          OfferedApi api_info;
-          api_info.group = group;
-          api_info.resource = resource;
-          api_info.template_name = machinery::Name(*tmpl);
-          const Json* claims = machinery::Find(*tmpl, {"spec", "permissionClaims"});
-          api_info.permission_claims =
-              claims != nullptr && claims->is_array() ? *claims : Json::array();
-          desired.emplace(export_name, std::move(api_info));
-        }
-      }
-      client::ResourceClient bindings(ctx.rest, apis::klutch::kApiServiceBindings, root);
-      for (const auto& [export_name, api] : desired) {
-        Json accepted = Json::array();
-        for (Json claim : api.permission_claims) {
-          claim["state"] = "Accepted";
-          accepted.push_back(std::move(claim));
-        }
-        Json binding = {
-            {"apiVersion", apis::klutch::kApiVersion},
-            {"kind", "APIServiceBinding"},
-            {"metadata", {{"name", export_name}, {"namespace", root}, {"labels", labels}}},
-            {"spec",
-             {{"kubeconfigSecretRef", {{"name", secret_name}, {"key", key}, {"namespace", root}}},
-              {"permissionClaims", accepted}}}};
-        note(Upsert(
-                 ctx.rest, apis::klutch::kApiServiceBindings, binding,
-                 [&](const Json& have) { return HasLabels(have, labels); },
-                 [&](Json& have) { AddLabels(have, labels); }),
-             "APIServiceBinding " + root + "/" + export_name);
-      }
-      for (const ObjectPtr& b :
-           ctx.api_service_bindings->indexer().ByIndex(client::Indexer::kNamespaceIndex, root)) {
-        if (!HasLabels(*b, labels) || desired.contains(machinery::Name(*b))) continue;
-        auto deleted = bindings.Delete(machinery::Name(*b));
-        if (!deleted.ok() && !core::IsNotFound(deleted.status())) {
-          note(deleted.status(), "deleting APIServiceBinding " + machinery::Name(*b));
-        }
-      }
-      // Exports no longer wanted go; wanted ones without export or request get a request.
-      std::set<std::string> requested;
-      client::ResourceClient requests(ctx.rest, apis::klutch::kApiServiceExportRequests, root);
-      for (const ObjectPtr& ser :
-           ctx.export_requests.indexer().ByIndex(client::Indexer::kNamespaceIndex, root)) {
-        const Json* resources_list = machinery::Find(*ser, {"spec", "resources"});
-        std::string first;
-        if (resources_list != nullptr && resources_list->is_array() && !resources_list->empty()) {
-          const std::string g = machinery::GetString((*resources_list)[0], {"group"});
-          const std::string r = machinery::GetString((*resources_list)[0], {"resource"});
-          first = g.empty() ? r : r + "." + g;
-        }
-        if (HasLabels(*ser, labels) && !desired.contains(first)) {
-          auto deleted = requests.Delete(machinery::Name(*ser));
-          if (!deleted.ok() && !core::IsNotFound(deleted.status())) {
-            note(deleted.status(), "deleting APIServiceExportRequest " + machinery::Name(*ser));
-          }
-          continue;
-        }
-        if (machinery::GetString(*ser, {"status", "phase"}) != "Failed") requested.insert(first);
-      }
-      client::ResourceClient exports(ctx.rest, apis::klutch::kApiServiceExports, root);
-      for (const ObjectPtr& e :
-           ctx.exports.indexer().ByIndex(client::Indexer::kNamespaceIndex, root)) {
-        if (desired.contains(machinery::Name(*e))) continue;
-        auto deleted = exports.Delete(machinery::Name(*e));
-        if (!deleted.ok() && !core::IsNotFound(deleted.status())) {
-          note(deleted.status(), "deleting APIServiceExport " + machinery::Name(*e));
-        }
-      }
-      for (const auto& [export_name, api] : desired) {
-        if (ctx.exports.indexer().Get(root + "/" + export_name) ||
-            requested.contains(export_name)) {
-          continue;
-        }
-        Json ser = {
-            {"apiVersion", apis::klutch::kApiVersion},
-            {"kind", "APIServiceExportRequest"},
-            {"metadata",
-             {{"name", RequestName(name, api.template_name)},
-              {"namespace", root},
-              {"labels", labels}}},
-            {"spec",
-             {{"resources", Json::array({{{"group", api.group},
-                                          {"resource", api.resource},
-                                          {"permissionClaims", api.permission_claims}}})}}}};
-        auto created = requests.Create(ser, {.field_manager = std::string(kFieldManager)});
-        if (!created.ok() && !core::IsAlreadyExists(created.status())) {
-          note(created.status(), "creating APIServiceExportRequest for " + export_name);
-        }
-      }
-
-      // The konnector.
-      client::ResourceClient deployments(ctx.rest, resources::kDeployments, root);
-      const std::string deployment_name = "konnector-" + name;
-      const Json* deploy = machinery::Find(*acb, {"spec", "konnector", "deploy"});
-      core::Status konnector;
-      if (deploy != nullptr && deploy->is_boolean() && *deploy == true) {
-        Json desired_deployment = KonnectorDeployment(ctx, *acb, root, secret_name, key);
-        const std::string hash = machinery::Annotation(desired_deployment, kSpecHashAnnotation);
-        konnector = Upsert(
-            ctx.rest, resources::kDeployments, desired_deployment,
-            [&](const Json& have) {
-              return machinery::Annotation(have, kSpecHashAnnotation) == hash;
-            },
-            [&](Json& have) {
-              have["spec"] = desired_deployment["spec"];
-              have["metadata"]["labels"] = desired_deployment["metadata"]["labels"];
-              machinery::SetAnnotation(have, kSpecHashAnnotation, hash);
-            });
-      } else {
-        auto deleted = deployments.Delete(deployment_name);
-        if (!deleted.ok() && !core::IsNotFound(deleted.status())) konnector = deleted.status();
-      }
-      if (konnector.ok()) {
-        reconcile::MarkTrue(modified, kKonnectorDeployed, ctx.clock);
-      } else {
-        konnector_error = "the konnector Deployment " + root + "/" + deployment_name +
-                          " could not be written: " + konnector.message();
-        reconcile::MarkFalse(modified, kKonnectorDeployed, "KonnectorDeploymentFailed",
-                             reconcile::kSeverityError, konnector_error, ctx.clock);
-      }
-    }
+    secret_changed = reconcile::MarkTrue(p.modified, kSecretValid, ctx.clock);
+    ProvisionAppCluster(p);
   }
-  bool resources_changed = false;
-  if (check.valid) {
-    if (errors.empty()) {
-      resources_changed = reconcile::MarkTrue(modified, kResourcesReady, ctx.clock);
-    } else {
-      resources_changed =
-          reconcile::MarkFalse(modified, kResourcesReady, "ProvisioningFailed",
-                               reconcile::kSeverityError, core::Join(errors, "; "), ctx.clock);
-    }
-  }
-  reconcile::SetSummary(modified, ctx.clock);
-  auto committed = committer.CommitStatus(*acb, modified);
-  if (!committed.ok()) return committed.status();
-  if (!check.valid) {
-    if (secret_changed) {
-      ctx.events.Event(*acb, reconcile::kEventTypeWarning, check.reason, check.message);
-    }
-    return Result::Done();  // the Secret's events bring the next pass
-  }
-  if (!errors.empty() || !konnector_error.empty()) {
-    std::string message = core::Join(errors, "; ");
-    if (!konnector_error.empty()) message += (message.empty() ? "" : "; ") + konnector_error;
-    if (resources_changed || !konnector_error.empty()) {
-      ctx.events.Event(*acb, reconcile::kEventTypeWarning, "ProvisioningFailed", message);
-    }
-    return core::Status(core::Reason::kInternalError, message);
-  }
-  return Result::Done();
+  return ReportAppClusterBinding(p, committer, secret_changed);
 }
 
 }  // namespace klutch::bind::internal
