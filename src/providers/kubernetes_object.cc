@@ -12,6 +12,7 @@
 #include "reconcile/committer.h"
 #include "reconcile/conditions.h"
 #include "reconcile/events.h"
+#include "reconcile/step.h"
 
 namespace klutch::providers {
 
@@ -215,137 +216,188 @@ class ObjectProvider::Impl {
     return Result::RequeueAfter(options_.poll_interval);
   }
 
+  // What the steps of one Object pass share.
+  struct ObjectPass {
+    const Json& object;
+    const std::string key;  // the Object's name
+    reconcile::Committer committer;
+    Json manifest;  // spec.forProvider.manifest, its namespace normalized
+    std::string api_version, kind, name, ns;
+    bool local = false;  // the ProviderConfig is this cluster
+    Target target;
+    client::ResourceMapping mapping;
+    Policies policies;
+    Json current;   // the Object as last written
+    Json observed;  // the live object (null when none)
+    bool exists = false;
+  };
+
   core::Result<Result> Reconcile(const Request& r) {
     if (!configs_->HasSynced()) return Result::RequeueAfter(std::chrono::milliseconds(200));
     ObjectPtr ptr = objects_->indexer().Get(r.Key());
     if (!ptr) return Result::Done();
-    const Json& object = *ptr;
-    client::ResourceClient objects(manager_.rest(), kObjects);
-    reconcile::Committer committer(objects, std::string(kFieldManager));
-    const Json* manifest_ptr = Find(object, {"spec", "forProvider", "manifest"});
+    ObjectPass p{
+        .object = *ptr,
+        .key = r.name,
+        .committer = reconcile::Committer(client::ResourceClient(manager_.rest(), kObjects),
+                                          std::string(kFieldManager))};
+    KLUTCH_RUN_STEP(ReadManifest(p));
+    KLUTCH_RUN_STEP(ResolveKind(p));
+    client::ResourceClient live_client(*p.target.client, p.mapping.gvr, p.ns);
+    if (machinery::IsBeingDeleted(p.object)) return DeleteManaged(p, live_client);
+    KLUTCH_RETURN_IF_ERROR(EnsureFinalizer(p));
+    KLUTCH_RUN_STEP(ApplyManifest(p, live_client));
+    return UpdateObjectStatus(p);
+  }
+
+  // The manifest, which must name its apiVersion, kind and name.
+  reconcile::Step ReadManifest(ObjectPass& p) {
+    const Json* manifest_ptr = Find(p.object, {"spec", "forProvider", "manifest"});
     if (!manifest_ptr || !manifest_ptr->is_object()) {
-      return Fail(object, "InvalidManifest", "spec.forProvider.manifest must be an object");
+      return Fail(p.object, "InvalidManifest", "spec.forProvider.manifest must be an object");
     }
-    Json manifest = *manifest_ptr;
-    std::string api_version = GetString(manifest, {"apiVersion"});
-    std::string kind = GetString(manifest, {"kind"});
-    std::string name = GetString(manifest, {"metadata", "name"});
-    if (api_version.empty() || kind.empty() || name.empty()) {
-      return Fail(object, "InvalidManifest",
+    p.manifest = *manifest_ptr;
+    p.api_version = GetString(p.manifest, {"apiVersion"});
+    p.kind = GetString(p.manifest, {"kind"});
+    p.name = GetString(p.manifest, {"metadata", "name"});
+    if (p.api_version.empty() || p.kind.empty() || p.name.empty()) {
+      return Fail(p.object, "InvalidManifest",
                   "spec.forProvider.manifest needs apiVersion, kind and metadata.name");
     }
-    std::string pc = GetString(object, {"spec", "providerConfigRef", "name"});
+    return reconcile::Continue();
+  }
+
+  // The ProviderConfig's client and the manifest's resource there (the Object released when
+  // its kind is no longer served and it is being deleted); the namespace normalized; a local
+  // manifest watched.
+  reconcile::Step ResolveKind(ObjectPass& p) {
+    std::string pc = GetString(p.object, {"spec", "providerConfigRef", "name"});
     if (pc.empty()) pc = "default";
-    bool local = false;
     std::string error;
-    Target target = ClientFor(pc, local, error);
-    if (!target.client) return Fail(object, "ProviderConfig", error);
-    auto slash = api_version.find('/');
-    std::string group = slash == std::string::npos ? "" : api_version.substr(0, slash);
-    std::string version = slash == std::string::npos ? api_version : api_version.substr(slash + 1);
-    core::Result<client::ResourceMapping> mapping = target.mapper->ForKind(group, kind, version);
-    if (!mapping.ok() && core::IsNotFound(mapping.status()) && machinery::IsBeingDeleted(object) &&
-        machinery::HasFinalizer(object, kFinalizer)) {
+    p.target = ClientFor(pc, p.local, error);
+    if (!p.target.client) return Fail(p.object, "ProviderConfig", error);
+    auto slash = p.api_version.find('/');
+    std::string group = slash == std::string::npos ? "" : p.api_version.substr(0, slash);
+    std::string version =
+        slash == std::string::npos ? p.api_version : p.api_version.substr(slash + 1);
+    auto mapping = p.target.mapper->ForKind(group, p.kind, version);
+    if (!mapping.ok() && core::IsNotFound(mapping.status()) &&
+        machinery::IsBeingDeleted(p.object) && machinery::HasFinalizer(p.object, kFinalizer)) {
       // The kind is no longer served there, so no such object can exist: let the Object go
       // instead of holding its XR's (and claim's) deletion forever.
-      Json modified = object;
+      Json modified = p.object;
       machinery::RemoveFinalizer(modified, kFinalizer);
-      auto w = committer.Commit(object, modified);
+      auto w = p.committer.Commit(p.object, modified);
       if (!w.ok() && !core::IsNotFound(w.status())) return w.status();
-      events_.Event(object, reconcile::kEventTypeNormal, "ManifestKindGone",
-                    kind + "." + api_version + " is no longer served: nothing to delete");
+      events_.Event(p.object, reconcile::kEventTypeNormal, "ManifestKindGone",
+                    p.kind + "." + p.api_version + " is no longer served: nothing to delete");
       return Result::Done();
     }
     if (!mapping.ok()) {
-      return Fail(object, "UnknownKind",
-                  "cannot manage " + kind + "." + api_version + ": " + mapping.status().message() +
-                      " (install its CustomResourceDefinition)");
+      return Fail(p.object, "UnknownKind",
+                  "cannot manage " + p.kind + "." + p.api_version + ": " +
+                      mapping.status().message() + " (install its CustomResourceDefinition)");
     }
-    std::string ns = GetString(manifest, {"metadata", "namespace"});
-    if (mapping->namespaced && ns.empty()) {
-      ns = "default";
-      manifest["metadata"]["namespace"] = ns;
+    p.mapping = *std::move(mapping);
+    p.ns = GetString(p.manifest, {"metadata", "namespace"});
+    if (p.mapping.namespaced && p.ns.empty()) {
+      p.ns = "default";
+      p.manifest["metadata"]["namespace"] = p.ns;
     }
-    if (!mapping->namespaced) {
-      ns.clear();
-      if (manifest["metadata"].is_object()) manifest["metadata"].erase("namespace");
+    if (!p.mapping.namespaced) {
+      p.ns.clear();
+      if (p.manifest["metadata"].is_object()) p.manifest["metadata"].erase("namespace");
     }
-    client::ResourceClient live_client(*target.client, mapping->gvr, ns);
-    if (local) Watch(mapping->gvr, ManifestKey(mapping->gvr, ns, name), r.name);
-    Policies policies = PoliciesOf(object);
+    if (p.local) Watch(p.mapping.gvr, ManifestKey(p.mapping.gvr, p.ns, p.name), p.key);
+    p.policies = PoliciesOf(p.object);
+    return reconcile::Continue();
+  }
 
-    if (machinery::IsBeingDeleted(object)) {
-      if (!machinery::HasFinalizer(object, kFinalizer)) return Result::Done();
-      bool orphan = GetString(object, {"spec", "deletionPolicy"}) == "Orphan";
-      if (policies.del && !orphan) {
-        auto live = live_client.Get(name);
-        if (live.ok()) {
-          if (!machinery::IsBeingDeleted(*live)) {
-            auto d = live_client.Delete(name);
-            if (!d.ok() && !core::IsNotFound(d.status())) return d.status();
-          }
-          Json modified = object;
-          reconcile::SetCondition(
-              modified, {.type = "Ready", .status = "False", .reason = "Deleting"}, clock_);
-          auto w = committer.CommitStatus(object, modified);
-          if (!w.ok() && !core::IsNotFound(w.status())) return w.status();
-          return Result::RequeueAfter(local ? options_.poll_interval
-                                            : std::chrono::milliseconds(1000));
+  // A deleted Object: the managed object deleted (unless orphaned), then the finalizer.
+  core::Result<Result> DeleteManaged(ObjectPass& p, client::ResourceClient& live_client) {
+    const Json& object = p.object;
+    if (!machinery::HasFinalizer(object, kFinalizer)) return Result::Done();
+    bool orphan = GetString(object, {"spec", "deletionPolicy"}) == "Orphan";
+    if (p.policies.del && !orphan) {
+      auto live = live_client.Get(p.name);
+      if (live.ok()) {
+        if (!machinery::IsBeingDeleted(*live)) {
+          auto d = live_client.Delete(p.name);
+          if (!d.ok() && !core::IsNotFound(d.status())) return d.status();
         }
-        if (!core::IsNotFound(live.status())) return live.status();
+        Json modified = object;
+        reconcile::SetCondition(modified,
+                                {.type = "Ready", .status = "False", .reason = "Deleting"}, clock_);
+        auto w = p.committer.CommitStatus(object, modified);
+        if (!w.ok() && !core::IsNotFound(w.status())) return w.status();
+        return Result::RequeueAfter(p.local ? options_.poll_interval
+                                            : std::chrono::milliseconds(1000));
       }
-      Json modified = object;
-      machinery::RemoveFinalizer(modified, kFinalizer);
-      auto w = committer.Commit(object, modified);
-      if (!w.ok() && !core::IsNotFound(w.status())) return w.status();
-      return Result::Done();
+      if (!core::IsNotFound(live.status())) return live.status();
     }
+    Json modified = object;
+    machinery::RemoveFinalizer(modified, kFinalizer);
+    auto w = p.committer.Commit(object, modified);
+    if (!w.ok() && !core::IsNotFound(w.status())) return w.status();
+    return Result::Done();
+  }
 
-    Json current = object;
-    if (!machinery::HasFinalizer(object, kFinalizer) && policies.del) {
-      Json modified = object;
-      machinery::AddFinalizer(modified, kFinalizer);
-      auto w = committer.Commit(object, modified);
-      if (!w.ok()) return w.status();
-      current = *w;
+  core::Status EnsureFinalizer(ObjectPass& p) {
+    p.current = p.object;
+    if (machinery::HasFinalizer(p.object, kFinalizer) || !p.policies.del) {
+      return core::Status::Ok();
     }
+    Json modified = p.object;
+    machinery::AddFinalizer(modified, kFinalizer);
+    auto w = p.committer.Commit(p.object, modified);
+    if (!w.ok()) return w.status();
+    p.current = *w;
+    return core::Status::Ok();
+  }
 
-    auto live = live_client.Get(name);
+  // Server-side applies the manifest when the live object differs (or is missing), as the
+  // management policies allow.
+  reconcile::Step ApplyManifest(ObjectPass& p, client::ResourceClient& live_client) {
+    auto live = live_client.Get(p.name);
     if (!live.ok() && !core::IsNotFound(live.status())) return live.status();
-    bool exists = live.ok();
-    Json observed = exists ? *live : Json();
-    machinery::SetAnnotation(manifest, kManifestHashAnnotation, machinery::JsonHash(manifest));
-    bool want_write = exists ? policies.update && !machinery::Covers(observed, manifest,
-                                                                     machinery::ListCover::kInOrder)
-                             : policies.create;
-    if (want_write) {
-      auto applied =
-          live_client.Patch(name, client::PatchType::kApply, machinery::Dump(manifest),
-                            {.field_manager = std::string(kFieldManager), .force = true});
-      if (!applied.ok()) {
-        return Fail(current, "ApplyManifest",
-                    "cannot apply " + kind + " " + (ns.empty() ? name : ns + "/" + name) + ": " +
-                        applied.status().message());
-      }
-      observed = *std::move(applied);
-      exists = true;
+    p.exists = live.ok();
+    p.observed = p.exists ? *live : Json();
+    machinery::SetAnnotation(p.manifest, kManifestHashAnnotation, machinery::JsonHash(p.manifest));
+    bool want_write =
+        p.exists ? p.policies.update &&
+                       !machinery::Covers(p.observed, p.manifest, machinery::ListCover::kInOrder)
+                 : p.policies.create;
+    if (!want_write) return reconcile::Continue();
+    auto applied = live_client.Patch(p.name, client::PatchType::kApply, machinery::Dump(p.manifest),
+                                     {.field_manager = std::string(kFieldManager), .force = true});
+    if (!applied.ok()) {
+      return Fail(p.current, "ApplyManifest",
+                  "cannot apply " + p.kind + " " + (p.ns.empty() ? p.name : p.ns + "/" + p.name) +
+                      ": " + applied.status().message());
     }
-    Json modified = current;
-    if (exists) {
-      if (observed.is_object()) {
-        Json& meta = machinery::MutableMetadata(observed);
+    p.observed = *std::move(applied);
+    p.exists = true;
+    return reconcile::Continue();
+  }
+
+  // status.atProvider.manifest, Synced, and Ready per the readiness policy.
+  core::Result<Result> UpdateObjectStatus(ObjectPass& p) {
+    Json modified = p.current;
+    if (p.exists) {
+      if (p.observed.is_object()) {
+        Json& meta = machinery::MutableMetadata(p.observed);
         meta.erase("managedFields");
       }
-      modified["status"]["atProvider"]["manifest"] = observed;
+      modified["status"]["atProvider"]["manifest"] = p.observed;
     }
     reconcile::SetCondition(
         modified, {.type = "Synced", .status = "True", .reason = "ReconcileSuccess"}, clock_);
-    std::string policy = GetString(current, {"spec", "readiness", "policy"});
-    bool ready = exists;
-    if (exists && policy == "DeriveFromObject") {
-      ready = reconcile::IsConditionTrue(observed, "Ready");
-    } else if (exists && policy == "AllTrue") {
-      const Json* conditions = Find(observed, {"status", "conditions"});
+    std::string policy = GetString(p.current, {"spec", "readiness", "policy"});
+    bool ready = p.exists;
+    if (p.exists && policy == "DeriveFromObject") {
+      ready = reconcile::IsConditionTrue(p.observed, "Ready");
+    } else if (p.exists && policy == "AllTrue") {
+      const Json* conditions = Find(p.observed, {"status", "conditions"});
       ready = conditions && conditions->is_array() && !conditions->empty();
       if (ready) {
         for (const Json& c : *conditions) {
@@ -361,14 +413,15 @@ class ObjectProvider::Impl {
           modified,
           {.type = "Ready",
            .status = "False",
-           .reason = exists ? "Unavailable" : "Creating",
-           .message = exists ? "the object is not ready yet (readiness policy " +
-                                   (policy.empty() ? std::string("SuccessfulCreate") : policy) + ")"
-                             : "the object does not exist and management policies do not "
-                               "allow creating it"},
+           .reason = p.exists ? "Unavailable" : "Creating",
+           .message = p.exists
+                          ? "the object is not ready yet (readiness policy " +
+                                (policy.empty() ? std::string("SuccessfulCreate") : policy) + ")"
+                          : "the object does not exist and management policies do not "
+                            "allow creating it"},
           clock_);
     }
-    auto w = committer.CommitStatus(current, modified);
+    auto w = p.committer.CommitStatus(p.current, modified);
     if (!w.ok()) return w.status();
     return Result::RequeueAfter(options_.poll_interval);
   }
