@@ -14,9 +14,9 @@
 #include <sstream>
 #include <string>
 
-#include "cli/bind_client.h"
 #include "client/dynamic.h"
 #include "client/kubeconfig.h"
+#include "kubectl_bind/konnector_install.h"
 #include "machinery/object.h"
 #include "sandbox/processes.h"
 #include "test/support/process.h"
@@ -42,7 +42,7 @@ TEST(KonnectorRunner, RunsAProcessPerReplicaAndReportsThemReady) {
   ASSERT_TRUE(admin.ok());
   std::ostringstream progress;
   ASSERT_TRUE(
-      cli::bind::InstallKonnector(**admin, {.image = "klutch:v0.1.0"}, {.err = &progress}).ok())
+      kubectl_bind::InstallKonnector(**admin, {.image = "klutch:v0.1.0"}, {.err = &progress}).ok())
       << progress.str();
 
   sandbox::ProcessSet processes;

@@ -1,20 +1,30 @@
-// The steps of kubectl bind (bind_client.h) on the in-process test cluster: wire documents,
-// the provider kubeconfig Secret, the konnector install and its RBAC, export requests and
-// bindings.
-#include "cli/bind_client.h"
-
+// The steps of kubectl bind (src/kubectl_bind/) on the in-process test cluster: the protocol
+// documents as the CLI reads them, the provider kubeconfig Secret, the konnector install and its
+// RBAC, export requests and bindings.
 #include <gtest/gtest.h>
 
 #include <sstream>
 #include <thread>
 
+#include "apis/klutch/apiservicebinding.h"
+#include "apis/klutch/register.h"
 #include "client/dynamic.h"
 #include "core/strings.h"
+#include "kubectl_bind/bindings.h"
+#include "kubectl_bind/browser_login.h"
+#include "kubectl_bind/device_login.h"
+#include "kubectl_bind/export_request.h"
+#include "kubectl_bind/konnector_install.h"
+#include "kubectl_bind/output.h"
+#include "kubectl_bind/provider_discovery.h"
+#include "kubectl_bind/provider_kubeconfig.h"
+#include "kubectl_bind/session.h"
+#include "kubectl_bind/status_table.h"
 #include "reconcile/conditions.h"
 #include "test/support/bind_provider.h"
 #include "test/support/cluster_fixture.h"
 
-namespace klutch::cli::bind {
+namespace klutch::kubectl_bind {
 namespace {
 
 using client::ResourceClient;
@@ -61,13 +71,13 @@ std::string ResponseJson(const std::string& sid, Json requests = Json()) {
   if (requests.is_null()) {
     requests = Json::array(
         {{{"kind", "APIServiceExportRequest"},
-          {"apiVersion", kBindApiVersion},
+          {"apiVersion", apis::klutch::kApiVersion},
           {"metadata", {{"name", "postgresqlinstances.anynines.com"}}},
           {"spec",
            {{"resources", {{{"group", "anynines.com"}, {"resource", "postgresqlinstances"}}}}}}}});
   }
   return Json({{"kind", "BindingResponse"},
-               {"apiVersion", kBindApiVersion},
+               {"apiVersion", apis::klutch::kApiVersion},
                {"authentication", {{"oauth2CodeGrant", {{"sid", sid}, {"id", "https://idp/1"}}}}},
                {"kubeconfig", core::Base64Encode("apiVersion: v1\n")},
                {"requests", requests}})
@@ -157,7 +167,7 @@ std::string Kubeconfig(const std::string& server, const std::string& ns) {
          ns + "\ncurrent-context: default\n";
 }
 
-class BindClientTest : public klutch::testing::ClusterTest {
+class KubectlBindSteps : public klutch::testing::ClusterTest {
  protected:
   void SetUp() override { StartCluster({.clock = &core::RealClock::Get()}); }
   client::RestClient& app() { return cluster_->admin(); }
@@ -165,7 +175,7 @@ class BindClientTest : public klutch::testing::ClusterTest {
   std::ostringstream log_;
 };
 
-TEST_F(BindClientTest, ProviderKubeconfigSecretIsReusedPerServerAndNamespace) {
+TEST_F(KubectlBindSteps, ProviderKubeconfigSecretIsReusedPerServerAndNamespace) {
   ASSERT_TRUE(EnsureBindNamespace(app()).ok());
   auto first =
       StoreProviderKubeconfig(app(), Kubeconfig("https://p:6443", "cluster-a"), false, Out());
@@ -182,7 +192,7 @@ TEST_F(BindClientTest, ProviderKubeconfigSecretIsReusedPerServerAndNamespace) {
   auto dry = StoreProviderKubeconfig(app(), Kubeconfig("https://q:6443", "cluster-a"), true, Out());
   ASSERT_TRUE(dry.ok());
   EXPECT_EQ(*dry, "");
-  auto list = Resource(resources::kSecrets, kBindNamespace).List();
+  auto list = Resource(resources::kSecrets, apis::klutch::kBindNamespace).List();
   ASSERT_TRUE(list.ok());
   EXPECT_EQ((*list)["items"].size(), 2u);
   auto missing_ns = StoreProviderKubeconfig(
@@ -195,29 +205,30 @@ TEST_F(BindClientTest, ProviderKubeconfigSecretIsReusedPerServerAndNamespace) {
   EXPECT_NE(missing_ns.status().message().find("namespace"), std::string::npos);
 }
 
-TEST_F(BindClientTest, KonnectorInstallsOnceAndUpgradesOnlyOurOlderImages) {
+TEST_F(KubectlBindSteps, KonnectorInstallsOnceAndUpgradesOnlyOurOlderImages) {
   ASSERT_TRUE(InstallKonnector(app(), {}, Out()).ok()) << log_.str();
-  auto deployment = Resource(resources::kDeployments, kBindNamespace).Get("konnector");
+  auto deployment =
+      Resource(resources::kDeployments, apis::klutch::kBindNamespace).Get("konnector");
   ASSERT_TRUE(deployment.ok());
   EXPECT_EQ(
       machinery::GetString((*deployment)["spec"]["template"]["spec"]["containers"][0], {"image"}),
       std::string("klutch:") + kCliVersion);
-  EXPECT_TRUE(Exists(resources::kServiceAccounts, kBindNamespace, "konnector"));
+  EXPECT_TRUE(Exists(resources::kServiceAccounts, apis::klutch::kBindNamespace, "konnector"));
   EXPECT_TRUE(Exists(resources::kClusterRoles, "", "klutch-bind-konnector"));
   EXPECT_TRUE(Exists(resources::kClusterRoleBindings, "", kBoundResourcesRole));
 
   // A foreign image is left alone; --konnector-image forces it.
   Json d = *deployment;
   d["spec"]["template"]["spec"]["containers"][0]["image"] = "registry.example/konnector:v9";
-  ASSERT_TRUE(Resource(resources::kDeployments, kBindNamespace).Update(d).ok());
+  ASSERT_TRUE(Resource(resources::kDeployments, apis::klutch::kBindNamespace).Update(d).ok());
   ASSERT_TRUE(InstallKonnector(app(), {}, Out()).ok());
-  auto kept = Resource(resources::kDeployments, kBindNamespace).Get("konnector");
+  auto kept = Resource(resources::kDeployments, apis::klutch::kBindNamespace).Get("konnector");
   EXPECT_EQ(machinery::GetString((*kept)["spec"]["template"]["spec"]["containers"][0], {"image"}),
             "registry.example/konnector:v9");
   ASSERT_TRUE(InstallKonnector(app(), {.image = "klutch:v0.0.1", .force = true}, Out()).ok());
   // Ours but older: upgraded to this CLI's version.
   ASSERT_TRUE(InstallKonnector(app(), {}, Out()).ok());
-  auto upgraded = Resource(resources::kDeployments, kBindNamespace).Get("konnector");
+  auto upgraded = Resource(resources::kDeployments, apis::klutch::kBindNamespace).Get("konnector");
   EXPECT_EQ(
       machinery::GetString((*upgraded)["spec"]["template"]["spec"]["containers"][0], {"image"}),
       std::string("klutch:") + kCliVersion);
@@ -241,7 +252,7 @@ TEST(KonnectorImageAt, TagsTheDefaultImageWithASemanticVersionOnly) {
   }
 }
 
-TEST_F(BindClientTest, BoundResourcesAreGrantedOnceWithTheirStatus) {
+TEST_F(KubectlBindSteps, BoundResourcesAreGrantedOnceWithTheirStatus) {
   Json claims =
       Json::array({tb::PermissionClaim("secrets", "Provider"),
                    {{"group", "example.com"}, {"resource", "widgets"}, {"version", "v1"}}});
@@ -276,7 +287,7 @@ TEST_F(BindClientTest, BoundResourcesAreGrantedOnceWithTheirStatus) {
   EXPECT_EQ((*after)["rules"].size(), 4u);  // widgets/status was new, widgets was not
 }
 
-TEST_F(BindClientTest, ExportRequestWaitsForTheProviderAndReportsRefusals) {
+TEST_F(KubectlBindSteps, ExportRequestWaitsForTheProviderAndReportsRefusals) {
   ASSERT_TRUE(tb::InstallBindCrds(app()).ok());
   Create(resources::kNamespaces,
          {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "cluster-x"}}}});
@@ -322,7 +333,7 @@ TEST_F(BindClientTest, ExportRequestWaitsForTheProviderAndReportsRefusals) {
                    .ok());
 }
 
-TEST_F(BindClientTest, BindingsAreCreatedOnceAndRefuseAnotherProvider) {
+TEST_F(KubectlBindSteps, BindingsAreCreatedOnceAndRefuseAnotherProvider) {
   ASSERT_TRUE(tb::InstallBindCrd(app(), "klutch.anynines.com_apiservicebindings.yaml").ok());
   ASSERT_TRUE(EnsureBindNamespace(app()).ok());
   Json request = {{"spec",
@@ -334,7 +345,8 @@ TEST_F(BindClientTest, BindingsAreCreatedOnceAndRefuseAnotherProvider) {
   auto refused = CreateBindings(app(), request, "kubeconfig-abc", {}, false, nullptr, Out());
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("--accept-permission-claims"), std::string::npos);
-  EXPECT_FALSE(Exists(tb::kApiServiceBindings, kBindNamespace, "postgresqlinstances.anynines.com"));
+  EXPECT_FALSE(Exists(tb::kApiServiceBindings, apis::klutch::kBindNamespace,
+                      "postgresqlinstances.anynines.com"));
 
   BindOutput answering = Out();
   int asked = 0;
@@ -344,7 +356,7 @@ TEST_F(BindClientTest, BindingsAreCreatedOnceAndRefuseAnotherProvider) {
   auto made = CreateBindings(app(), request, "kubeconfig-abc", {}, false, nullptr, answering);
   ASSERT_TRUE(made.ok()) << made.status().ToString();
   EXPECT_EQ(asked, 2);
-  auto binding = Resource(tb::kApiServiceBindings, kBindNamespace).Get(made->front());
+  auto binding = Resource(tb::kApiServiceBindings, apis::klutch::kBindNamespace).Get(made->front());
   ASSERT_TRUE(binding.ok());
   EXPECT_EQ((*binding)["spec"]["permissionClaims"][0]["state"], "Accepted");
   EXPECT_EQ(machinery::GetString(*binding, {"spec", "kubeconfigSecretRef", "name"}),
@@ -379,7 +391,7 @@ TEST(BindingResponse, DisplayNameIsTheNameAPersonKnowsElseTheSubject) {
 // Issue #23: `kubectl bind --headless --api A --api B` without a terminal bound A, then failed
 // on B's claim. Every question of every API is decided first; without a terminal the one error
 // lists them all and nothing is written.
-TEST_F(BindClientTest, ClaimsOfEveryApiAreDecidedBeforeAnyIsBound) {
+TEST_F(KubectlBindSteps, ClaimsOfEveryApiAreDecidedBeforeAnyIsBound) {
   ASSERT_TRUE(tb::InstallBindCrd(app(), "klutch.anynines.com_apiservicebindings.yaml").ok());
   ASSERT_TRUE(EnsureBindNamespace(app()).ok());
   auto api = [](const std::string& resource, Json claims) {
@@ -439,8 +451,8 @@ TEST_F(BindClientTest, ClaimsOfEveryApiAreDecidedBeforeAnyIsBound) {
     auto made = CreateBindings(app(), request, "kubeconfig-abc", *answers, false, nullptr, Out());
     ASSERT_TRUE(made.ok()) << made.status().ToString();
   }
-  auto binding =
-      Resource(tb::kApiServiceBindings, kBindNamespace).Get("servicebindings.anynines.com");
+  auto binding = Resource(tb::kApiServiceBindings, apis::klutch::kBindNamespace)
+                     .Get("servicebindings.anynines.com");
   ASSERT_TRUE(binding.ok());
   EXPECT_EQ((*binding)["spec"]["permissionClaims"][0]["state"], "Accepted");
   EXPECT_EQ((*binding)["spec"]["permissionClaims"][1]["state"], "Rejected");
@@ -450,7 +462,7 @@ TEST_F(BindClientTest, ClaimsOfEveryApiAreDecidedBeforeAnyIsBound) {
   EXPECT_TRUE(again->empty());
 }
 
-TEST_F(BindClientTest, BindingsNotReadySayWhatTheyWaitFor) {
+TEST_F(KubectlBindSteps, BindingsNotReadySayWhatTheyWaitFor) {
   ASSERT_TRUE(tb::InstallBindCrd(app(), "klutch.anynines.com_apiservicebindings.yaml").ok());
   ASSERT_TRUE(EnsureBindNamespace(app()).ok());
   Json request = {{"spec",
@@ -460,7 +472,7 @@ TEST_F(BindClientTest, BindingsNotReadySayWhatTheyWaitFor) {
                       {{"group", "anynines.com"}, {"resource", "restores"}}}}}}};
   auto made = CreateBindings(app(), request, "kubeconfig-abc", {}, false, nullptr, Out());
   ASSERT_TRUE(made.ok()) << made.status().ToString();
-  ResourceClient bindings = Resource(tb::kApiServiceBindings, kBindNamespace);
+  ResourceClient bindings = Resource(tb::kApiServiceBindings, apis::klutch::kBindNamespace);
   // As the konnector reports: backups not ready with its reason, restores ready.
   auto report = [&](const std::string& name, bool ready, const std::string& message) {
     auto b = bindings.Get(name);
@@ -508,7 +520,7 @@ TEST_F(BindClientTest, BindingsNotReadySayWhatTheyWaitFor) {
 
 // The other ways binding could stop half way are found before anything is written too: an API
 // bound from another provider, a claim on the cluster's own machinery; all in one error.
-TEST_F(BindClientTest, BindabilityIsCheckedForEveryApiBeforeAnyIsBound) {
+TEST_F(KubectlBindSteps, BindabilityIsCheckedForEveryApiBeforeAnyIsBound) {
   ASSERT_TRUE(tb::InstallBindCrd(app(), "klutch.anynines.com_apiservicebindings.yaml").ok());
   ASSERT_TRUE(EnsureBindNamespace(app()).ok());
   Json taken = {{"spec", {{"resources", {{{"group", "anynines.com"}, {"resource", "backups"}}}}}}};
@@ -540,4 +552,4 @@ TEST_F(BindClientTest, BindabilityIsCheckedForEveryApiBeforeAnyIsBound) {
 }
 
 }  // namespace
-}  // namespace klutch::cli::bind
+}  // namespace klutch::kubectl_bind
