@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -16,6 +17,11 @@ namespace klutch::broker {
 using machinery::Json;
 
 enum class Engine { kPostgresql, kRedis };
+
+class DataService;     // engine.h
+struct EngineContext;  // engine.h
+// Makes the engine that runs a service's instances (NewPostgresService, ... in engine.h).
+using EngineFactory = std::unique_ptr<DataService> (*)(const EngineContext& context);
 
 // What a plan's size and topology mean for the processes of an instance.
 struct PlanLimits {
@@ -42,6 +48,7 @@ struct Service {
   std::string type;  // the data-service type of Klutch's ProviderConfig names: postgresql, keyvalue
   std::string description;
   Engine engine = Engine::kPostgresql;
+  EngineFactory new_engine = nullptr;  // one engine per Engine value serves all its services
   std::vector<Plan> plans;
 };
 

@@ -110,8 +110,10 @@ InstanceRegistry::~InstanceRegistry() { Shutdown(); }
 
 core::Status InstanceRegistry::Open() {
   options_.engine.state = state_;
-  engines_[Engine::kPostgresql] = NewPostgresService(options_.engine);
-  engines_[Engine::kRedis] = NewRedisService(options_.engine);
+  // The catalog names each service's engine: adding a data service adds no line here.
+  for (const Service& s : Services()) {
+    if (!engines_.contains(s.engine)) engines_[s.engine] = s.new_engine(options_.engine);
+  }
   // Unencrypted dumps a crashed backup or restore left behind: the operation runs again.
   std::error_code ec;
   for (auto it = fs::recursive_directory_iterator(state_.root() / "backups", ec);
