@@ -4,20 +4,13 @@
 #include <vector>
 
 #include "compose/fieldpath.h"
+#include "compose/json_fields.h"
 #include "compose/transforms.h"
 #include "machinery/gofmt.h"
 #include "machinery/object.h"
 
 namespace klutch::compose {
 namespace {
-
-std::string Str(const Json& t, std::string_view key) { return machinery::GetString(t, {key}); }
-
-// The member `key`, nullptr when absent or null.
-const Json* Member(const Json& t, std::string_view key) {
-  const Json* v = machinery::Find(t, {key});
-  return v && !v->is_null() ? v : nullptr;
-}
 
 const Json kEmpty = Json::object();
 

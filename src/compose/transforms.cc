@@ -14,6 +14,7 @@
 
 #include "cel/quantity.h"
 #include "cel/regex.h"
+#include "compose/json_fields.h"
 #include "core/strings.h"
 #include "core/sync.h"
 #include "machinery/gofmt.h"
@@ -25,14 +26,6 @@ namespace {
 using machinery::GoSprint;
 
 core::Status Fail(std::string message) { return core::BadRequest(std::move(message)); }
-
-std::string Str(const Json& t, std::string_view key) { return machinery::GetString(t, {key}); }
-
-// The member `key`, nullptr when absent or null.
-const Json* Member(const Json& t, std::string_view key) {
-  const Json* v = machinery::Find(t, {key});
-  return v && !v->is_null() ? v : nullptr;
-}
 
 std::optional<int64_t> AsInt(const Json& v) {
   if (v.is_number_unsigned()) {

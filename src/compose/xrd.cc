@@ -65,8 +65,8 @@ Json CleanSchema(const Json& schema) {
   return out;
 }
 
-Json Str() { return Json{{"type", "string"}}; }
-Json Str(std::string_view description) {
+Json StringSchema() { return Json{{"type", "string"}}; }
+Json StringSchema(std::string_view description) {
   return Json{{"type", "string"}, {"description", description}};
 }
 Json Obj(Json props, Json required = nullptr) {
@@ -79,10 +79,12 @@ Json Described(Json schema, std::string_view description) {
   return schema;
 }
 Json RefWithName(std::string_view what) {
-  return Obj(Json{{"name", Str("Name of the " + std::string(what) + ".")}}, Json::array({"name"}));
+  return Obj(Json{{"name", StringSchema("Name of the " + std::string(what) + ".")}},
+             Json::array({"name"}));
 }
 Json StringMap(std::string_view description) {
-  return Json{{"type", "object"}, {"additionalProperties", Str()}, {"description", description}};
+  return Json{
+      {"type", "object"}, {"additionalProperties", StringSchema()}, {"description", description}};
 }
 
 Json SelectorSchema(std::string_view what) {
@@ -96,18 +98,19 @@ Json SelectorSchema(std::string_view what) {
 // does in Crossplane's composition machinery, in this project's words.
 Json PublishSchema() {
   return Described(
-      Obj(Json{{"name", Str("Name of the connection secret in the store.")},
-               {"configRef", Json{{"type", "object"},
-                                  {"default", Json{{"name", "default"}}},
-                                  {"description",
-                                   "The StoreConfig that says which store receives the connection "
-                                   "details; \"default\" when unset."},
-                                  {"properties", Json{{"name", Str("Name of the StoreConfig.")}}}}},
+      Obj(Json{{"name", StringSchema("Name of the connection secret in the store.")},
+               {"configRef",
+                Json{{"type", "object"},
+                     {"default", Json{{"name", "default"}}},
+                     {"description",
+                      "The StoreConfig that says which store receives the connection "
+                      "details; \"default\" when unset."},
+                     {"properties", Json{{"name", StringSchema("Name of the StoreConfig.")}}}}},
                {"metadata",
                 Described(
                     Obj(Json{{"labels", StringMap("Labels of the published secret.")},
                              {"annotations", StringMap("Annotations of the published secret.")},
-                             {"type", Str("Type of the published secret.")}}),
+                             {"type", StringSchema("Type of the published secret.")}}),
                     "Labels, annotations and type given to the published secret.")}},
           Json::array({"name"})),
       "Publishes the connection details to a secret store chosen by a StoreConfig, in "
@@ -129,10 +132,11 @@ Json ConditionsSchema() {
                  Json{{"type", "string"},
                       {"format", "date-time"},
                       {"description", "When the condition last changed its status."}}},
-                {"message", Str("Details of the status, for a human.")},
-                {"reason", Str("Why the condition has its status, in one CamelCase word.")},
-                {"status", Str("True, False or Unknown.")},
-                {"type", Str("The kind of condition, e.g. Synced or Ready.")},
+                {"message", StringSchema("Details of the status, for a human.")},
+                {"reason",
+                 StringSchema("Why the condition has its status, in one CamelCase word.")},
+                {"status", StringSchema("True, False or Unknown.")},
+                {"type", StringSchema("The kind of condition, e.g. Synced or Ready.")},
                 {"observedGeneration",
                  Json{{"type", "integer"},
                       {"format", "int64"},
@@ -188,9 +192,9 @@ void AddClaimSpec(Json& props, const std::string& default_delete_policy) {
             "after the claim is gone, Foreground keeps the claim until the composite resource "
             "and the resources it composed are gone."}};
   props["resourceRef"] =
-      Described(Obj(Json{{"apiVersion", Str("API version of the composite resource.")},
-                         {"kind", Str("Kind of the composite resource.")},
-                         {"name", Str("Name of the composite resource.")}},
+      Described(Obj(Json{{"apiVersion", StringSchema("API version of the composite resource.")},
+                         {"kind", StringSchema("Kind of the composite resource.")},
+                         {"name", StringSchema("Name of the composite resource.")}},
                     Json::array({"apiVersion", "kind", "name"})),
                 "The composite resource this claim is bound to; Crossplane sets it when it creates "
                 "the composite resource.");
@@ -203,23 +207,23 @@ void AddClaimSpec(Json& props, const std::string& default_delete_policy) {
 // The spec fields an XR adds: claimRef, resourceRefs, writeConnectionSecretToRef.
 void AddCompositeSpec(Json& props) {
   props["claimRef"] =
-      Described(Obj(Json{{"apiVersion", Str("API version of the claim.")},
-                         {"kind", Str("Kind of the claim.")},
-                         {"name", Str("Name of the claim.")},
-                         {"namespace", Str("Namespace of the claim.")}},
+      Described(Obj(Json{{"apiVersion", StringSchema("API version of the claim.")},
+                         {"kind", StringSchema("Kind of the claim.")},
+                         {"name", StringSchema("Name of the claim.")},
+                         {"namespace", StringSchema("Namespace of the claim.")}},
                     Json::array({"apiVersion", "kind", "namespace", "name"})),
                 "The claim this composite resource is bound to, when a claim created it.");
   props["resourceRefs"] =
       Json{{"type", "array"},
            {"description", "The resources this composite resource composed; set by Crossplane."},
-           {"items", Obj(Json{{"apiVersion", Str("API version of the composed resource.")},
-                              {"kind", Str("Kind of the composed resource.")},
-                              {"name", Str("Name of the composed resource.")}},
+           {"items", Obj(Json{{"apiVersion", StringSchema("API version of the composed resource.")},
+                              {"kind", StringSchema("Kind of the composed resource.")},
+                              {"name", StringSchema("Name of the composed resource.")}},
                          Json::array({"apiVersion", "kind"}))},
            {"x-kubernetes-list-type", "atomic"}};
   props["writeConnectionSecretToRef"] =
-      Described(Obj(Json{{"name", Str("Name of the Secret.")},
-                         {"namespace", Str("Namespace of the Secret.")}},
+      Described(Obj(Json{{"name", StringSchema("Name of the Secret.")},
+                         {"namespace", StringSchema("Namespace of the Secret.")}},
                     Json::array({"name", "namespace"})),
                 "The Secret that receives the connection details of the composed resources.");
 }
@@ -243,7 +247,7 @@ Json XrdStatusSchema(const Json& schema, bool claim) {
   if (!claim) {
     xstatus["properties"]["claimConditionTypes"] =
         Json{{"type", "array"},
-             {"items", Str()},
+             {"items", StringSchema()},
              {"x-kubernetes-list-type", "set"},
              {"description", "The condition types the claim copies from this composite resource."}};
   }
@@ -304,8 +308,8 @@ core::Result<Json> Version(const Json& v, size_t index, const Kind& kind) {
   if (!root.contains("properties") || !root["properties"].is_object()) {
     root["properties"] = Json::object();
   }
-  root["properties"]["apiVersion"] = Str();
-  root["properties"]["kind"] = Str();
+  root["properties"]["apiVersion"] = StringSchema();
+  root["properties"]["kind"] = StringSchema();
   root["properties"]["metadata"] = Json{{"type", "object"}};
   root["properties"]["spec"] = std::move(xspec);
   root["properties"]["status"] = std::move(xstatus);
