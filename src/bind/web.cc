@@ -28,6 +28,7 @@
 #include "http/html.h"
 #include "machinery/object.h"
 #include "machinery/validation.h"
+#include "serving/json_response.h"
 
 namespace klutch::bind {
 
@@ -92,11 +93,9 @@ http::Response Error(int status, std::string_view title, std::string_view what,
   return Html(status, ErrorPage(title, what, todo));
 }
 
+// serving's JSON answer with the backend's security headers.
 http::Response JsonResponse(int status, const Json& body) {
-  http::Response r;
-  r.status = status;
-  r.body = machinery::Dump(body);
-  r.headers.Set("Content-Type", "application/json");
+  http::Response r = serving::JsonResponse(status, body);
   CommonHeaders(r);
   return r;
 }
