@@ -4,17 +4,7 @@
 
 #include <cstring>
 
-#include "machinery/json.h"
-
 namespace klutch::broker {
-
-http::Response JsonResponse(int status, const Json& body) {
-  http::Response r;
-  r.status = status;
-  r.headers.Set("Content-Type", "application/json");
-  r.body = machinery::Dump(body);
-  return r;
-}
 
 http::Response ErrorResponse(const OsbError& e) { return JsonResponse(e.status, ErrorBody(e)); }
 

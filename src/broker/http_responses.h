@@ -10,13 +10,14 @@
 #include "broker/osb.h"
 #include "http/message.h"
 #include "http/router.h"
+#include "serving/json_response.h"
 
 namespace klutch::broker {
 
 inline constexpr char kBackupManagerSuffix[] = "-backup-manager";
 
-// `body` as application/json with `status`.
-http::Response JsonResponse(int status, const Json& body);
+// `body` as application/json with `status` (serving's, as every server answers JSON).
+using serving::JsonResponse;
 // An OSB error: {"error": ..., "description": ...} with its status.
 http::Response ErrorResponse(const OsbError& error);
 http::Response ErrorResponse(int status, std::string error, std::string description);
