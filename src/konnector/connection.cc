@@ -2,6 +2,7 @@
 // deletion, CRDs from exports, export status, and the syncers of each export.
 #include <thread>
 
+#include "apis/klutch/apiservicebinding.h"
 #include "apis/klutch/apiserviceexport.h"
 #include "apis/klutch/clusterbinding.h"
 #include "apis/klutch/register.h"
@@ -293,7 +294,7 @@ core::Status Connection::MirrorKubeconfig(const Json& cluster_binding, Json& sta
   const std::string name =
       machinery::GetString(cluster_binding, {"spec", "kubeconfigSecretRef", "name"});
   std::string key = machinery::GetString(cluster_binding, {"spec", "kubeconfigSecretRef", "key"});
-  if (key.empty()) key = "kubeconfig";
+  if (key.empty()) key = apis::klutch::kKubeconfigKey;
   ObjectPtr secret = provider_secrets_->indexer().Get(provider_ns_ + "/" + name);
   if (!secret) {
     reconcile::MarkFalse(status_object, "SecretValid", "ProviderSecretNotFound",

@@ -4,6 +4,7 @@
 
 #include <thread>
 
+#include "apis/klutch/apiservicebinding.h"
 #include "apis/klutch/apiserviceexport.h"
 #include "apis/klutch/register.h"
 #include "apis/klutch_crds.h"
@@ -149,7 +150,7 @@ class Konnector::Impl {
  private:
   KubeconfigCheck Check(const Json& binding) {
     std::string key = machinery::GetString(binding, {"spec", "kubeconfigSecretRef", "key"});
-    if (key.empty()) key = "kubeconfig";
+    if (key.empty()) key = apis::klutch::kKubeconfigKey;
     std::string secret_key = internal::SecretKeyOf(binding);
     ObjectPtr secret = secrets_->indexer().Get(secret_key);
     return CheckKubeconfigSecret(secret.get(), secret_key, key, !options_.control_plane_mode);

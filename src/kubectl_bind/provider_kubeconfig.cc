@@ -44,7 +44,8 @@ core::Result<std::string> StoreProviderKubeconfig(client::RestClient& app,
   std::string encoded = core::Base64Encode(kubeconfig);
   if (list.ok()) {
     for (const Json& secret : (*list)["items"]) {
-      auto existing = core::Base64Decode(machinery::GetString(secret, {"data", "kubeconfig"}));
+      auto existing =
+          core::Base64Decode(machinery::GetString(secret, {"data", apis::klutch::kKubeconfigKey}));
       if (!existing) continue;
       auto other = ReadProviderKubeconfig(*existing);
       if (!other.ok() || other->server != target.server ||
@@ -57,7 +58,7 @@ core::Result<std::string> StoreProviderKubeconfig(client::RestClient& app,
       Json updated = secret;
       core::Status written = core::Status::Ok();
       for (int attempt = 0; attempt < 5; ++attempt) {
-        updated["data"]["kubeconfig"] = encoded;
+        updated["data"][apis::klutch::kKubeconfigKey] = encoded;
         auto put = secrets.Update(updated);
         written = put.status();
         if (put.ok() || !core::IsConflict(put.status())) break;
@@ -80,7 +81,7 @@ core::Result<std::string> StoreProviderKubeconfig(client::RestClient& app,
       {"kind", "Secret"},
       {"metadata", {{"generateName", "kubeconfig-"}, {"namespace", apis::klutch::kBindNamespace}}},
       {"type", "Opaque"},
-      {"data", {{"kubeconfig", encoded}}}};
+      {"data", {{apis::klutch::kKubeconfigKey, encoded}}}};
   auto created = secrets.Create(secret);
   if (!created.ok()) {
     return WithHint(created.status(), "storing the provider kubeconfig",

@@ -10,8 +10,10 @@
 #include <set>
 #include <thread>
 
+#include "apis/klutch/apiservicebinding.h"
 #include "apis/klutch/clusterbinding.h"
 #include "apis/klutch/ids.h"
+#include "apis/klutch/register.h"
 #include "apis/manifests.h"
 #include "bind/provision.h"
 #include "client/apply.h"
@@ -467,7 +469,8 @@ class Sandbox::Impl {
     client::Applier applier(*cp_);
     for (const OfferedApi& api : kOffered) {
       Json t = {
-          {"apiVersion", "example-backend.klutch.anynines.com/v1alpha1"},
+          {"apiVersion",
+           std::string(apis::klutch::kTemplateGroup) + "/" + std::string(apis::klutch::kVersion)},
           {"kind", "APIServiceExportTemplate"},
           {"metadata", {{"name", api.resource}, {"namespace", kTemplateNamespace}}},
           {"spec",
@@ -523,8 +526,7 @@ class Sandbox::Impl {
     if (apps_.empty()) return core::Status::Ok();
     client::RestClient& app = *apps_[0];
     auto existing =
-        client::ResourceClient(app, {"klutch.anynines.com", "v1alpha1", "apiservicebindings"},
-                               "klutch-bind")
+        client::ResourceClient(app, apis::klutch::kApiServiceBindings, apis::klutch::kBindNamespace)
             .List();
     if (existing.ok() && !(*existing)["items"].empty()) {
       Say("App Cluster 1 is bound already");
@@ -533,10 +535,11 @@ class Sandbox::Impl {
     // The cluster's identity, as kubectl bind derives it (so a later `kubectl bind` of the same
     // cluster by the sandbox user reuses the namespace).
     client::ResourceClient ns(app, resources::kNamespaces);
-    auto got = ns.Get("klutch-bind");
+    auto got = ns.Get(apis::klutch::kBindNamespace);
     if (!got.ok()) {
-      got = ns.Create(
-          {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "klutch-bind"}}}});
+      got = ns.Create({{"apiVersion", "v1"},
+                       {"kind", "Namespace"},
+                       {"metadata", {{"name", apis::klutch::kBindNamespace}}}});
     }
     if (!got.ok()) return got.status();
     std::string cluster_id = apis::klutch::ClusterIdFromNamespaceUid(machinery::Uid(*got));
@@ -550,7 +553,7 @@ class Sandbox::Impl {
                                 idp_->issuer()));
     fs::path kubeconfig = dir_ / "app-1-provider.kubeconfig";
     KLUTCH_RETURN_IF_ERROR(core::WriteFileAtomic(kubeconfig, access.kubeconfig));
-    Json request = {{"apiVersion", "klutch.anynines.com/v1alpha1"},
+    Json request = {{"apiVersion", apis::klutch::kApiVersion},
                     {"kind", "APIServiceExportRequest"},
                     {"metadata", {{"name", "klutch-apis"}}},
                     {"spec", {{"resources", Json::array()}}}};
@@ -607,7 +610,8 @@ class Sandbox::Impl {
   // hash label and issuer annotation become the user's (what ProvisionConsumer and the
   // /consumer page look up). Nothing to do when there is no such namespace.
   core::Status AdoptOperatorBinding(client::RestClient& app) {
-    auto bind_ns = client::ResourceClient(app, resources::kNamespaces).Get("klutch-bind");
+    auto bind_ns =
+        client::ResourceClient(app, resources::kNamespaces).Get(apis::klutch::kBindNamespace);
     if (!bind_ns.ok()) return core::Status::Ok();
     const std::string cluster_id =
         apis::klutch::ClusterIdFromNamespaceUid(machinery::Uid(*bind_ns));
@@ -645,7 +649,9 @@ class Sandbox::Impl {
   // re-runs `kubectl bind` instead (ADR 0013).
   core::Status RenewExpiredKonnectorCredentials() {
     for (size_t i = 0; i < apps_.size(); ++i) {
-      auto secrets = client::ResourceClient(*apps_[i], resources::kSecrets, "klutch-bind").List();
+      auto secrets =
+          client::ResourceClient(*apps_[i], resources::kSecrets, apis::klutch::kBindNamespace)
+              .List();
       if (!secrets.ok()) continue;
       for (const Json& secret : (*secrets)["items"]) {
         auto text = core::Base64Decode(machinery::GetString(secret, {"data", "kubeconfig"}));
@@ -658,7 +664,7 @@ class Sandbox::Impl {
         if (!fresh || *fresh == *text) continue;
         Json patch = {{"data", {{"kubeconfig", core::Base64Encode(*fresh)}}}};
         auto r =
-            client::ResourceClient(*apps_[i], resources::kSecrets, "klutch-bind")
+            client::ResourceClient(*apps_[i], resources::kSecrets, apis::klutch::kBindNamespace)
                 .Patch(machinery::Name(secret), client::PatchType::kMerge, machinery::Dump(patch));
         if (r.ok()) {
           Say(
@@ -677,9 +683,8 @@ class Sandbox::Impl {
   std::optional<std::string> RenewedUpstream(const std::string& ns) {
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
     while (true) {
-      auto cb =
-          client::ResourceClient(*cp_, {"klutch.anynines.com", "v1alpha1", "clusterbindings"}, ns)
-              .Get("cluster");
+      auto cb = client::ResourceClient(*cp_, apis::klutch::kClusterBindings, ns)
+                    .Get(apis::klutch::kClusterBindingName);
       if (!cb.ok()) return std::nullopt;
       std::string name = machinery::GetString(*cb, {"spec", "kubeconfigSecretRef", "name"});
       std::string key = machinery::GetString(*cb, {"spec", "kubeconfigSecretRef", "key"});
@@ -702,9 +707,7 @@ class Sandbox::Impl {
   core::Status ReadBindings() {
     bindings_.assign(apps_.size(), Binding{});
     for (size_t i = 0; i < apps_.size(); ++i) {
-      auto list = client::ResourceClient(*apps_[i],
-                                         {"klutch.anynines.com", "v1alpha1", "apiservicebindings"})
-                      .List();
+      auto list = client::ResourceClient(*apps_[i], apis::klutch::kApiServiceBindings).List();
       if (!list.ok()) continue;
       for (const Json& b : (*list)["items"]) bindings_[i].apis.insert(machinery::Name(b));
       if (!bindings_[i].apis.empty()) {
@@ -712,9 +715,7 @@ class Sandbox::Impl {
                                        info_.app_kubeconfigs[i].string());
       }
     }
-    auto acbs =
-        client::ResourceClient(*cp_, {"klutch.anynines.com", "v1alpha1", "appclusterbindings"})
-            .List();
+    auto acbs = client::ResourceClient(*cp_, apis::klutch::kAppClusterBindings).List();
     if (!acbs.ok()) return core::Status::Ok();
     for (const Json& acb : (*acbs)["items"]) {
       std::string server = AppClusterBindingServer(acb);
