@@ -62,6 +62,8 @@ function(klutch_test name)
     target_compile_options(${name} PRIVATE -O0)
   endif()
   set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+  # Tests include the header-only helpers of test/support/ (json_text.h) as "test/support/...".
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gmock GTest::gtest_main)
   target_compile_definitions(${name} PRIVATE
     KLUTCH_SOURCE_DIR="${PROJECT_SOURCE_DIR}"

@@ -27,7 +27,7 @@ using internal::RuneCount;
 using internal::ToRunes;
 using internal::TraversalCost;
 
-Value CostExceeded() { return Value::MakeError("operation cancelled: actual cost limit exceeded"); }
+using internal::CostExceeded;
 
 Value IndexOutOfRange(int64_t index) {
   return Value::MakeError("index out of range: " + std::to_string(index));

@@ -140,7 +140,7 @@ const CIDRValue& CIDROf(const Value& v) { return static_cast<const CIDRValue&>(v
 Value MakeIP(Addr a) { return Value::Opaque(std::make_shared<IPValue>(std::move(a))); }
 Value MakeCIDR(Prefix p) { return Value::Opaque(std::make_shared<CIDRValue>(std::move(p))); }
 
-Value CostExceeded() { return Value::MakeError("operation cancelled: actual cost limit exceeded"); }
+using internal::CostExceeded;
 
 // Charges the string traversal of args[0] (or args[1] for member calls on a CIDR).
 bool ChargeString(const Value& s, EvalContext& ctx, double factor = 0.1) {

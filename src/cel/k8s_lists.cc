@@ -17,7 +17,7 @@ namespace {
 
 using internal::NoSuchOverload;
 
-Value CostExceeded() { return Value::MakeError("operation cancelled: actual cost limit exceeded"); }
+using internal::CostExceeded;
 
 bool IsComparableKind(Kind k) {
   switch (k) {

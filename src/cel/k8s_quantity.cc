@@ -398,7 +398,7 @@ Value AddOrError(const Amount& a, const Amount& b) {
   return MakeQuantity(*sum);
 }
 
-Value CostExceeded() { return Value::MakeError("operation cancelled: actual cost limit exceeded"); }
+using internal::CostExceeded;
 
 }  // namespace
 

@@ -71,7 +71,7 @@ uint64_t RegexCost(const std::string& text, const std::string& pattern) {
   return str_cost * regex_cost;
 }
 
-Value CostExceeded() { return Value::MakeError("operation cancelled: actual cost limit exceeded"); }
+using internal::CostExceeded;
 
 }  // namespace
 

@@ -487,7 +487,7 @@ class URLValue final : public OpaqueValue {
 
 const ParsedURL& URLOf(const Value& v) { return static_cast<const URLValue&>(v.opaque()).url(); }
 
-Value CostExceeded() { return Value::MakeError("operation cancelled: actual cost limit exceeded"); }
+using internal::CostExceeded;
 
 }  // namespace
 

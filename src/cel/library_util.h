@@ -43,11 +43,16 @@ inline uint64_t TraversalCost(size_t size, double factor = kStringTraversalCostF
   return static_cast<uint64_t>(std::ceil(static_cast<double>(size) * factor));
 }
 
+// cel-go's error when an evaluation runs over its cost limit.
+inline Value CostExceeded() {
+  return Value::MakeError("operation cancelled: actual cost limit exceeded");
+}
+
 // Charges `units`; returns an error Value when the limit is exceeded, else nullopt-like
 // empty error (check with `.is_error()`).
 inline bool ChargeOrFail(EvalContext& ctx, uint64_t units, Value* error) {
   if (ctx.Charge(units)) return true;
-  *error = Value::MakeError("operation cancelled: actual cost limit exceeded");
+  *error = CostExceeded();
   return false;
 }
 

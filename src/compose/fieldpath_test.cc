@@ -8,14 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "test/support/json_text.h"
+
 namespace klutch::compose {
 namespace {
 
-Json J(std::string_view text) {
-  auto parsed = machinery::ParseJson(text);
-  EXPECT_TRUE(parsed.ok()) << parsed.status().ToString() << " in " << text;
-  return parsed.ok() ? *parsed : Json();
-}
+using fixture::J;
 
 PathSegment F(std::string name) { return PathSegment{.field = std::move(name)}; }
 PathSegment I(int64_t index) { return PathSegment{.is_index = true, .index = index}; }

@@ -17,6 +17,7 @@
 #include "compose/fieldpath.h"
 #include "compose/xrd.h"
 #include "machinery/json.h"
+#include "test/support/json_text.h"
 
 namespace klutch::compose {
 namespace {
@@ -25,11 +26,7 @@ namespace fs = std::filesystem;
 
 const fs::path kPackage = fs::path(KLUTCH_SHARED_DIR) / "conformance/klutch/crossplane-api";
 
-Json J(std::string_view text) {
-  auto parsed = machinery::ParseJson(text);
-  EXPECT_TRUE(parsed.ok()) << parsed.status().ToString() << " in " << text;
-  return parsed.ok() ? *parsed : Json();
-}
+using fixture::J;
 
 Json LoadYaml(const fs::path& relative) {
   const fs::path path = kPackage / relative;

@@ -8,14 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "test/support/json_text.h"
+
 namespace klutch::compose {
 namespace {
 
-Json J(std::string_view text) {
-  auto parsed = machinery::ParseJson(text);
-  EXPECT_TRUE(parsed.ok()) << parsed.status().ToString() << " in " << text;
-  return parsed.ok() ? *parsed : Json();
-}
+using fixture::J;
 
 // Applies one transform written as JSON; fails the test on error.
 Json Apply(std::string_view transform, const Json& input) {

@@ -16,6 +16,7 @@
 #include "apiserver/crd.h"
 #include "compose/selection.h"
 #include "machinery/json.h"
+#include "test/support/json_text.h"
 
 namespace klutch::compose {
 namespace {
@@ -24,11 +25,7 @@ namespace fs = std::filesystem;
 
 const fs::path kApi = fs::path(KLUTCH_SHARED_DIR) / "conformance/klutch/crossplane-api/api";
 
-Json J(std::string_view text) {
-  auto parsed = machinery::ParseJson(text);
-  EXPECT_TRUE(parsed.ok()) << parsed.status().ToString() << " in " << text;
-  return parsed.ok() ? *parsed : Json();
-}
+using fixture::J;
 
 Json LoadYaml(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);

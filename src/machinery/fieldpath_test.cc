@@ -6,15 +6,12 @@
 #include <vector>
 
 #include "core/strings.h"
+#include "test/support/json_text.h"
 
 namespace klutch::machinery {
 namespace {
 
-Json J(std::string_view text) {
-  auto parsed = ParseJson(text);
-  EXPECT_TRUE(parsed.ok()) << parsed.status().ToString() << " in " << text;
-  return parsed.ok() ? *parsed : Json();
-}
+using fixture::J;
 
 FieldSet Set(std::string_view fields_v1) {
   auto set = FieldSet::FromJson(J(fields_v1));

@@ -10,14 +10,12 @@
 #include <string>
 #include <vector>
 
+#include "test/support/json_text.h"
+
 namespace klutch::machinery {
 namespace {
 
-Json J(std::string_view text) {
-  auto parsed = ParseJson(text);
-  EXPECT_TRUE(parsed.ok()) << parsed.status().ToString() << " in " << text;
-  return parsed.ok() ? *parsed : Json();
-}
+using fixture::J;
 
 TEST(GoSprint, PrintsScalarsAsGoDoes) {
   struct Case {

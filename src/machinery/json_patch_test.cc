@@ -8,10 +8,12 @@
 #include <sstream>
 #include <string>
 
+#include "test/support/json_text.h"
+
 namespace klutch::machinery {
 namespace {
 
-Json J(std::string_view text) { return Json::parse(text); }
+using fixture::J;
 
 // ---- The shared RFC 6902 conformance suite (json-patch-tests), read at run time ----
 

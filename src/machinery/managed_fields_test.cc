@@ -6,14 +6,12 @@
 #include <string>
 #include <vector>
 
+#include "test/support/json_text.h"
+
 namespace klutch::machinery {
 namespace {
 
-Json J(std::string_view text) {
-  auto parsed = ParseJson(text);
-  EXPECT_TRUE(parsed.ok()) << parsed.status().ToString() << " in " << text;
-  return parsed.ok() ? *parsed : Json();
-}
+using fixture::J;
 
 // An OpenAPI v3 document in the shape kube-apiserver serves: kinds refer to shared types
 // through $ref (some wrapped in allOf), list and map semantics in x-kubernetes-* extensions.

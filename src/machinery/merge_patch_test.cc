@@ -6,10 +6,12 @@
 #include <random>
 #include <string>
 
+#include "test/support/json_text.h"
+
 namespace klutch::machinery {
 namespace {
 
-Json J(std::string_view text) { return Json::parse(text); }
+using fixture::J;
 
 // RFC 7386 Appendix A, "Example Test Cases": original, patch, result.
 TEST(ApplyMergePatch, Rfc7386AppendixA) {

@@ -7,10 +7,12 @@
 #include <string>
 #include <vector>
 
+#include "test/support/json_text.h"
+
 namespace klutch::machinery {
 namespace {
 
-Json J(std::string_view text) { return Json::parse(text); }
+using fixture::J;
 
 // ---- LabelSelector::Parse ----
 

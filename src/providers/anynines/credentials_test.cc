@@ -4,6 +4,8 @@
 
 #include <set>
 
+#include "test/support/json_text.h"
+
 namespace klutch::providers::anynines {
 namespace {
 
@@ -13,11 +15,7 @@ std::set<std::string> Keys(const SecretData& data) {
   return out;
 }
 
-Json J(std::string_view text) {
-  auto parsed = machinery::ParseJson(text);
-  EXPECT_TRUE(parsed.ok()) << parsed.status().ToString();
-  return parsed.ok() ? *parsed : Json();
-}
+using fixture::J;
 
 // §5.4's expected key sets, from credentials shaped as the a9s brokers send them.
 TEST(FlattenCredentials, GivesUpstreamKeySetsForEveryService) {
