@@ -19,11 +19,12 @@
 #include "machinery/object.h"
 
 namespace klutch::kubectl_bind {
-namespace {
 
 using client::ResourceClient;
 using machinery::Json;
 namespace resources = client::resources;
+
+namespace {
 
 constexpr char kDefaultImageRepository[] = "klutch";
 constexpr char kKonnectorName[] = "konnector";
