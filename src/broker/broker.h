@@ -12,7 +12,7 @@
 //
 // <type> is `postgresql` or `keyvalue`, matching the ProviderConfig names Klutch's
 // compositions use (`postgresql-service-broker` -> http://host:port/postgresql). Instances,
-// bindings, backups and restores are real (broker/engine.h); provision, update, deprovision,
+// bindings, backups and restores are real (broker/data_service.h); provision, update, deprovision,
 // backup and restore run asynchronously on worker threads, one operation per instance at a
 // time; state survives restarts (broker/state.h). Thread-safe.
 //

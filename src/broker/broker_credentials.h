@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "broker/state.h"
+#include "broker/state_dir.h"
 #include "core/status.h"
 #include "http/message.h"
 

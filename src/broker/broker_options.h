@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <filesystem>
 
-#include "broker/engine.h"
+#include "broker/data_service.h"
 
 namespace klutch::broker {
 

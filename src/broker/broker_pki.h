@@ -1,10 +1,10 @@
 // The broker's PKI: its CA (<state>/tls/ca.crt and ca.key, made once, valid ten years),
 // which signs the server certificates of the instances of -ssl plans
-// (EnsureServerCertificate in engine.h). Thread-compatible.
+// (EnsureServerCertificate in data_service.h). Thread-compatible.
 #pragma once
 
-#include "broker/engine.h"
-#include "broker/state.h"
+#include "broker/data_service.h"
+#include "broker/state_dir.h"
 #include "core/status.h"
 
 namespace klutch::broker {

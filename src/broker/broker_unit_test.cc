@@ -7,9 +7,10 @@
 
 #include "broker/catalog.h"
 #include "broker/crypto.h"
-#include "broker/engine.h"
+#include "broker/data_service.h"
 #include "broker/osb.h"
 #include "broker/state.h"
+#include "broker/state_dir.h"
 #include "core/file.h"
 #include "core/random.h"
 

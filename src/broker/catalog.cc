@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "broker/engine.h"
+#include "broker/data_service.h"
 
 namespace klutch::broker {
 namespace {

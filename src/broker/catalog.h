@@ -18,9 +18,9 @@ using machinery::Json;
 
 enum class Engine { kPostgresql, kRedis };
 
-class DataService;     // engine.h
-struct EngineContext;  // engine.h
-// Makes the engine that runs a service's instances (NewPostgresService, ... in engine.h).
+class DataService;     // data_service.h
+struct EngineContext;  // data_service.h
+// Makes the engine that runs a service's instances (NewPostgresService, ... in data_service.h).
 using EngineFactory = std::unique_ptr<DataService> (*)(const EngineContext& context);
 
 // What a plan's size and topology mean for the processes of an instance.

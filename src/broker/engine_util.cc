@@ -1,4 +1,4 @@
-// Helpers shared by the PostgreSQL and Redis engines (engine.h).
+// Helpers shared by the PostgreSQL and Redis engines (data_service.h).
 #include <arpa/inet.h>
 #include <fmt/format.h>
 #include <netinet/in.h>
@@ -10,7 +10,7 @@
 #include <system_error>
 #include <thread>
 
-#include "broker/engine.h"
+#include "broker/data_service.h"
 #include "core/file.h"
 #include "core/random.h"
 #include "core/strings.h"

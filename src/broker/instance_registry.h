@@ -2,7 +2,7 @@
 // It keeps the records (one JSON file each, state.h), the loopback ports they use, and per
 // instance a queue of operations (provision, update, deprovision, start, backup, restore) run
 // by worker threads, one operation per instance at a time, on the engine of the instance's
-// service (engine.h) with its nodes supervised (supervisor.h). Requests return a typed
+// service (data_service.h) with its nodes supervised (supervisor.h). Requests return a typed
 // RegistryResult; the HTTP fronts (osb_api.h, backup_api.h) map outcomes to status codes.
 // A restarted registry resumes what was unfinished. Thread-safe.
 #pragma once
@@ -21,9 +21,10 @@
 
 #include "broker/broker_options.h"
 #include "broker/catalog.h"
-#include "broker/engine.h"
+#include "broker/data_service.h"
 #include "broker/osb.h"
 #include "broker/state.h"
+#include "broker/state_dir.h"
 #include "broker/supervisor.h"
 #include "core/clock.h"
 #include "core/status.h"

@@ -21,7 +21,7 @@
 #include <system_error>
 #include <thread>
 
-#include "broker/engine.h"
+#include "broker/data_service.h"
 #include "core/file.h"
 #include "core/log.h"
 #include "core/random.h"

@@ -16,7 +16,7 @@
 #include <system_error>
 #include <thread>
 
-#include "broker/engine.h"
+#include "broker/data_service.h"
 #include "core/file.h"
 #include "core/strings.h"
 #include "machinery/gofmt.h"

@@ -1,6 +1,6 @@
 // What the broker remembers about each instance, persisted as one JSON file per instance
-// (`<state>/i/<n>/instance.json`, written atomically, mode 0600) so that a restarted broker
-// finds its instances, their bindings, backups and unfinished operations again.
+// (`<state>/i/<n>/instance.json`, written atomically, mode 0600, by StateDir: state_dir.h) so that
+// a restarted broker finds its instances, their bindings, backups and unfinished operations again.
 // Plain values; thread-compatible.
 #pragma once
 
@@ -96,35 +96,6 @@ struct InstanceRecord {
 
 Json ToJson(const InstanceRecord& record);
 core::Result<InstanceRecord> InstanceFromJson(const Json& json);
-
-// The state directory layout.
-class StateDir {
- public:
-  explicit StateDir(std::filesystem::path root) : root_(std::move(root)) {}
-  const std::filesystem::path& root() const { return root_; }
-  std::filesystem::path InstanceDir(int64_t number) const {
-    return root_ / "i" / std::to_string(number);
-  }
-  std::filesystem::path BackupDir(int64_t number) const {
-    return root_ / "backups" / std::to_string(number);
-  }
-  std::filesystem::path TlsDir() const { return root_ / "tls"; }
-
-  // Creates the directories; kInternal naming the path on failure.
-  core::Status Init() const;
-  core::Status Save(const InstanceRecord& record) const;
-  // Every instance.json under i/; unreadable files are reported in `errors`.
-  std::vector<InstanceRecord> LoadAll(std::vector<std::string>* errors) const;
-  // Removes the instance's directory and its backups.
-  core::Status Remove(int64_t number) const;
-  // Deletes what an interrupted Remove left and returns the highest instance number any
-  // directory uses (so that a number is never given out twice, even for an instance whose
-  // record is unreadable).
-  int64_t CleanUp() const;
-
- private:
-  std::filesystem::path root_;
-};
 
 // The current time as RFC 3339 with milliseconds ("2026-11-26T02:00:00.000Z").
 std::string NowTimestamp();

@@ -12,7 +12,7 @@
 #include <memory>
 #include <string>
 
-#include "broker/engine.h"
+#include "broker/node_runner.h"
 #include "core/process_supervisor.h"
 
 namespace klutch::broker {

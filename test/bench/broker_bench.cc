@@ -21,7 +21,7 @@
 #include <thread>
 #include <vector>
 
-#include "broker/engine.h"
+#include "broker/data_service.h"
 #include "client/dynamic.h"
 #include "client/rest_client.h"
 #include "core/file.h"

@@ -1,7 +1,7 @@
-// The data-service engines behind the broker: how an instance of PostgreSQL or Redis is
-// created, changed, bound, backed up and restored on this machine. Engines run blocking
-// commands (initdb, pg_basebackup, pg_dump, SQL and RESP administration) and are called from
-// the broker's operation workers, one operation per instance at a time.
+// DataService: the data-service engines behind the broker: how an instance of PostgreSQL or Redis
+// is created, changed, bound, backed up and restored on this machine. Engines run blocking commands
+// (initdb, pg_basebackup, pg_dump, SQL and RESP administration) and are called from the broker's
+// operation workers, one operation per instance at a time.
 #pragma once
 
 #include <chrono>
@@ -12,36 +12,13 @@
 #include <string>
 
 #include "broker/catalog.h"
+#include "broker/node_runner.h"
 #include "broker/state.h"
+#include "broker/state_dir.h"
 #include "core/process.h"
 #include "core/status.h"
 
 namespace klutch::broker {
-
-// How to run (or recognise, after a broker restart) one server process of an instance.
-struct NodeSpec {
-  core::ProcessSpec process;
-  // A file whose first line is the PID of a running server (postmaster.pid, redis.pid): a
-  // process found there whose command line contains `match` is adopted instead of started.
-  std::filesystem::path pid_file;
-  std::string match;
-  int stop_signal = 15;  // SIGTERM; PostgreSQL: SIGINT (fast shutdown)
-  // A quick probe (well under a second) that the server answers.
-  std::function<bool()> ready;
-};
-
-// Starts and stops supervised node processes (implemented by the Supervisor).
-class NodeRunner {
- public:
-  virtual ~NodeRunner() = default;
-  // Starts (or adopts) node `node` of `instance` and keeps it running; returns once the
-  // process exists, not when it is ready.
-  virtual core::Status Start(const std::string& instance, int node, NodeSpec spec) = 0;
-  // Stops the node and stops watching it. True when it ended within the grace period.
-  virtual bool Stop(const std::string& instance, int node) = 0;
-  // How often the node's process has exited since its last Start (0 when not watched).
-  virtual int Exits(const std::string& instance, int node) const = 0;
-};
 
 // Shared settings of the engines.
 struct EngineContext {

@@ -1,0 +1,39 @@
+// NodeRunner: how the engines start and stop the server processes ("nodes") of an instance,
+// implemented by the broker's Supervisor (supervisor.h); NodeSpec says how to run one.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <string>
+
+#include "core/process.h"
+#include "core/status.h"
+
+namespace klutch::broker {
+
+// How to run (or recognise, after a broker restart) one server process of an instance.
+struct NodeSpec {
+  core::ProcessSpec process;
+  // A file whose first line is the PID of a running server (postmaster.pid, redis.pid): a
+  // process found there whose command line contains `match` is adopted instead of started.
+  std::filesystem::path pid_file;
+  std::string match;
+  int stop_signal = 15;  // SIGTERM; PostgreSQL: SIGINT (fast shutdown)
+  // A quick probe (well under a second) that the server answers.
+  std::function<bool()> ready;
+};
+
+// Starts and stops supervised node processes (implemented by the Supervisor).
+class NodeRunner {
+ public:
+  virtual ~NodeRunner() = default;
+  // Starts (or adopts) node `node` of `instance` and keeps it running; returns once the
+  // process exists, not when it is ready.
+  virtual core::Status Start(const std::string& instance, int node, NodeSpec spec) = 0;
+  // Stops the node and stops watching it. True when it ended within the grace period.
+  virtual bool Stop(const std::string& instance, int node) = 0;
+  // How often the node's process has exited since its last Start (0 when not watched).
+  virtual int Exits(const std::string& instance, int node) const = 0;
+};
+
+}  // namespace klutch::broker
