@@ -47,6 +47,8 @@ class LeaderElector {
   // Stops campaigning; a leader releases the lease and calls on_stopped_leading first.
   void Stop();
 
+  // True from the lease's acquisition until it is released or lost; it turns true just before
+  // on_started_leading runs and false just before on_stopped_leading does.
   bool IsLeader() const;
   const std::string& identity() const { return options_.identity; }
 

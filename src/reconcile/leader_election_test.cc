@@ -73,7 +73,8 @@ TEST_F(LeaderElection, OneLeadsAndAReleasedLeaseGoesToTheOtherAtOnce) {
   auto a = NewCandidate("a");
   a->elector->Start();
   ASSERT_TRUE(testing::Eventually([&] { return a->elector->IsLeader(); }));
-  EXPECT_EQ(a->started.load(), 1);
+  // IsLeader() turns true just before the elector's thread calls on_started_leading.
+  EXPECT_TRUE(testing::Eventually([&] { return a->started.load() == 1; }));
   auto b = NewCandidate("b");
   b->elector->Start();
   // b campaigns every retry period; simulated minutes pass and a stays the leader.
@@ -105,7 +106,8 @@ TEST_F(LeaderElection, ASilentLeaderLosesTheLeaseAfterItsDurationAndStopsLeading
   EXPECT_GE(clock_.MonotonicNow() - cut, std::chrono::seconds(13))
       << "the lease moved before it expired";
   EXPECT_TRUE(testing::Eventually([&] { return !a->elector->IsLeader(); }));
-  EXPECT_EQ(a->stopped.load(), 1);
+  // on_stopped_leading runs just after IsLeader() turns false.
+  EXPECT_TRUE(testing::Eventually([&] { return a->stopped.load() == 1; }));
   EXPECT_EQ(Holder(), "b");
 }
 
@@ -119,7 +121,7 @@ TEST_F(LeaderElection, ALeaderCutOffStopsLeadingAtTheRenewDeadline) {
   ASSERT_TRUE(clock_.WaitForWaiters(1));
   EXPECT_TRUE(a->elector->IsLeader()) << "gave up before the renew deadline";
   EXPECT_TRUE(AdvanceUntil([&] { return !a->elector->IsLeader(); }, std::chrono::seconds(1)));
-  EXPECT_EQ(a->stopped.load(), 1);
+  EXPECT_TRUE(testing::Eventually([&] { return a->stopped.load() == 1; }));
 }
 
 }  // namespace
