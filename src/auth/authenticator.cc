@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "auth/internal.h"
 #include "core/log.h"
 #include "core/strings.h"
 
@@ -14,14 +15,8 @@ namespace klutch::auth {
 
 namespace {
 
-std::string Sha256(std::string_view data) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_Digest(data.data(), data.size(), digest, &len, EVP_sha256(), nullptr);
-  return std::string(reinterpret_cast<const char*>(digest), len);
-}
-
-core::Status Refused(std::string why) { return core::Status(core::Reason::kUnauthorized, why); }
+using internal::Refused;
+using internal::Sha256;
 
 bool IEquals(std::string_view a, std::string_view b) {
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {

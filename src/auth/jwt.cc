@@ -15,6 +15,7 @@
 #include <cmath>
 #include <utility>
 
+#include "auth/internal.h"
 #include "core/strings.h"
 #include "machinery/object.h"
 
@@ -153,15 +154,7 @@ const unsigned char* Bytes(std::string_view s) {
   return reinterpret_cast<const unsigned char*>(s.data());
 }
 
-std::string Sha256(std::string_view data) {
-  unsigned char out[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  if (EVP_Digest(data.data(), data.size(), out, &len, Digest(Hash::kSha256), nullptr) != 1) {
-    ERR_clear_error();
-    return "";
-  }
-  return std::string(reinterpret_cast<const char*>(out), len);
-}
+using internal::Sha256;
 
 // The string member `name` of a JSON object: nullopt when absent, an error when not a string.
 core::Result<std::optional<std::string>> OptionalString(const machinery::Json& object,
@@ -856,6 +849,16 @@ std::optional<core::SystemTime> ExpiryOf(const Jwt& jwt) {
   double seconds = std::clamp(**exp, 0.0, kMaxSeconds);
   return core::SystemTime(std::chrono::duration_cast<core::SystemTime::duration>(
       std::chrono::duration<double>(seconds)));
+}
+
+std::string internal::Sha256(std::string_view data) {
+  unsigned char out[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  if (EVP_Digest(data.data(), data.size(), out, &len, Digest(Hash::kSha256), nullptr) != 1) {
+    ERR_clear_error();
+    return "";
+  }
+  return std::string(reinterpret_cast<const char*>(out), len);
 }
 
 }  // namespace klutch::auth

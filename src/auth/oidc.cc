@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "auth/internal.h"
 #include "core/log.h"
 #include "core/strings.h"
 #include "http/client.h"
@@ -19,7 +20,7 @@ namespace {
 
 using machinery::Json;
 
-core::Status Refused(std::string why) { return core::Status(core::Reason::kUnauthorized, why); }
+using internal::Refused;
 
 // The claim's value as a list of strings (a string or an array of strings).
 core::Result<std::vector<std::string>> StringList(const Json& v, const std::string& claim) {

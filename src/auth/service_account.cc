@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "auth/internal.h"
 #include "core/random.h"
 #include "core/strings.h"
 #include "machinery/object.h"
@@ -15,7 +16,7 @@ namespace {
 
 using machinery::Json;
 
-core::Status Refused(std::string why) { return core::Status(core::Reason::kUnauthorized, why); }
+using internal::Refused;
 
 int64_t UnixSeconds(core::SystemTime t) {
   return std::chrono::duration_cast<std::chrono::seconds>(t.time_since_epoch()).count();

@@ -161,7 +161,7 @@ OfferedApi Describe(const Json& crd, const Json& tmpl) {
   return api;
 }
 
-std::vector<Json> Items(const Json& list) {
+std::vector<Json> CatalogItems(const Json& list) {
   std::vector<Json> out;
   if (const Json* items = machinery::Find(list, {"items"}); items && items->is_array()) {
     out.assign(items->begin(), items->end());
@@ -237,14 +237,15 @@ core::Result<std::vector<OfferedApi>> ListOfferedApis(client::RestClient& admin,
   if (!crds.ok()) {
     return core::Status(crds.status()).Annotate("listing customresourcedefinitions");
   }
-  std::vector<OfferedApi> apis = OfferedApisFrom(Items(*templates), Items(*crds), consumer_scope);
+  std::vector<OfferedApi> apis =
+      OfferedApisFrom(CatalogItems(*templates), CatalogItems(*crds), consumer_scope);
   // Plans of Compositions this Control Plane lacks cannot be used: narrow to those it has.
   if (std::any_of(apis.begin(), apis.end(),
                   [](const OfferedApi& a) { return !a.plans_by_composition.empty(); })) {
     auto compositions = client::ResourceClient(admin, kCompositions).ListAll();
     if (compositions.ok()) {
       std::vector<std::string> names;
-      for (const Json& c : Items(*compositions)) names.push_back(machinery::Name(c));
+      for (const Json& c : CatalogItems(*compositions)) names.push_back(machinery::Name(c));
       for (OfferedApi& api : apis) KeepPlansOfCompositions(api, names);
     } else {
       KLUTCH_LOG(kInfo, "bind", "catalog: plans shown for every Composition: {}",

@@ -22,11 +22,6 @@ constexpr std::string_view kHealthy = "Healthy";
 constexpr std::string_view kPermissionsReady = "PermissionsReady";
 constexpr std::string_view kRbacApiVersion = "rbac.authorization.k8s.io/v1";
 
-std::chrono::milliseconds Ms(core::SystemTime::duration d) {
-  return std::max(std::chrono::duration_cast<std::chrono::milliseconds>(d),
-                  std::chrono::milliseconds(1));
-}
-
 Json OwnerIsNamespace(const Json& ns) {
   return Json::array({{{"apiVersion", "v1"},
                        {"kind", "Namespace"},

@@ -15,11 +15,6 @@ namespace {
 constexpr std::string_view kExportsReady = "ExportsReady";
 constexpr std::string_view kProviderInSync = "ProviderInSync";
 
-std::chrono::milliseconds Ms(core::SystemTime::duration d) {
-  return std::max(std::chrono::duration_cast<std::chrono::milliseconds>(d),
-                  std::chrono::milliseconds(1));
-}
-
 struct Failure {
   std::string reason;
   std::string message;

@@ -3,6 +3,7 @@
 // every reconciler gets and the pure helpers the unit tests check. Not a public header.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <optional>
@@ -24,6 +25,12 @@ using reconcile::Request;
 using reconcile::Result;
 
 inline const client::GroupVersionResource kResourceQuotas{"", "v1", "resourcequotas"};
+
+// A requeue delay in whole milliseconds, at least 1 (0 would mean "no requeue").
+inline std::chrono::milliseconds Ms(core::SystemTime::duration d) {
+  return std::max(std::chrono::duration_cast<std::chrono::milliseconds>(d),
+                  std::chrono::milliseconds(1));
+}
 
 // Informer index names.
 inline constexpr const char* kByExportIndex = "byExport";  // SER -> "<ns>/<plural>.<group>"

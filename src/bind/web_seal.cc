@@ -31,7 +31,7 @@ std::string Hmac(std::string_view key, std::string_view data) {
 }
 
 // What the HMAC and GCM's associated data cover besides the bytes: version and purpose.
-std::string Context(std::string_view purpose) {
+std::string SealContext(std::string_view purpose) {
   std::string c = "klutch-bind/k1";
   c.push_back('\0');
   c.append(purpose);
@@ -95,7 +95,7 @@ std::string Sealer::Seal(std::string_view purpose, const Json& data,
   const int64_t exp =
       std::chrono::duration_cast<std::chrono::seconds>(expires.time_since_epoch()).count();
   const std::string plain = machinery::Dump(Json{{"exp", exp}, {"d", data}});
-  const std::string aad = Context(purpose);
+  const std::string aad = SealContext(purpose);
   std::string iv = core::RandomBytes(kIvBytes);
   std::string out = iv;
   out.resize(kIvBytes + plain.size() + kTagBytes);
@@ -133,7 +133,7 @@ core::Result<Json> Sealer::Unseal(std::string_view purpose, std::string_view sea
   if (!raw || raw->size() < kIvBytes + kTagBytes + kMacBytes) {
     return Refused("malformed sealed value");
   }
-  const std::string aad = Context(purpose);
+  const std::string aad = SealContext(purpose);
   std::string_view body(raw->data(), raw->size() - kMacBytes);
   std::string_view mac(raw->data() + body.size(), kMacBytes);
   const std::string want = Hmac(seal_mac_, aad + std::string(body));
@@ -177,7 +177,7 @@ core::Result<Json> Sealer::Unseal(std::string_view purpose, std::string_view sea
 }
 
 std::string Sealer::Mac(std::string_view purpose, std::string_view data) const {
-  return core::Base64UrlEncode(Hmac(token_mac_, Context(purpose) + std::string(data)));
+  return core::Base64UrlEncode(Hmac(token_mac_, SealContext(purpose) + std::string(data)));
 }
 
 bool Sealer::VerifyMac(std::string_view purpose, std::string_view data,

@@ -20,6 +20,13 @@
 
 namespace klutch::broker {
 
+// The administrative user the broker creates in every instance it runs (PostgreSQL role, Redis
+// ACL user) and administers it as.
+inline constexpr char kAdminUser[] = "klutch_admin";
+// The file an engine writes into a node's directory once the node is fully initialised; a
+// directory without it is a half-made node, made again.
+inline constexpr char kInitializedMarker[] = ".klutch-initialized";
+
 // Shared settings of the engines.
 struct EngineContext {
   StateDir state{""};

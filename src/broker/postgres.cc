@@ -35,9 +35,7 @@ namespace {
 namespace fs = std::filesystem;
 using std::chrono::milliseconds;
 
-constexpr char kAdmin[] = "klutch_admin";
 constexpr char kReplicator[] = "replicator";
-constexpr char kInitializedMarker[] = ".klutch-initialized";
 
 // --- libpq -------------------------------------------------------------------------------
 
@@ -56,7 +54,7 @@ class PgConnection {
     std::string conninfo = fmt::format(
         "host={} port={} user={} dbname={} connect_timeout=5 sslmode={} "
         "application_name=klutch-broker",
-        host, port, kAdmin, db, tls ? "require" : "disable");
+        host, port, kAdminUser, db, tls ? "require" : "disable");
     // The password goes through the parameter-keyword API, never through a logged string.
     const char* keys[] = {"dbname", "password", nullptr};
     const char* values[] = {conninfo.c_str(), password.c_str(), nullptr};
@@ -430,7 +428,7 @@ std::string RenderHba(const InstanceRecord& in, const Plan& plan) {
       "host    all          {}  127.0.0.1/32  scram-sha-256\n"
       "host    replication  {}    127.0.0.1/32  scram-sha-256\n"
       "{}  {}  all  127.0.0.1/32  scram-sha-256\n",
-      kAdmin, kReplicator, plan.limits.tls ? "hostssl" : "host   ", in.database);
+      kAdminUser, kReplicator, plan.limits.tls ? "hostssl" : "host   ", in.database);
 }
 
 std::string OwnerRole(const InstanceRecord& in) { return in.database + "_owner"; }
@@ -664,7 +662,7 @@ class PostgresService final : public DataService {
                  "--port",
                  std::to_string(in.ports[0]),
                  "--username",
-                 kAdmin,
+                 kAdminUser,
                  "--dbname",
                  in.database,
                  "--file",
@@ -704,7 +702,7 @@ class PostgresService final : public DataService {
                  "--port",
                  std::to_string(in.ports[0]),
                  "--username",
-                 kAdmin,
+                 kAdminUser,
                  "--dbname",
                  in.database + "_restoring",
                  file.string()};
@@ -755,7 +753,7 @@ class PostgresService final : public DataService {
           status = conn->Exec(fmt::format(
               "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = {} AND "
               "usename <> {}",
-              conn->Literal(in.database), conn->Literal(kAdmin)));
+              conn->Literal(in.database), conn->Literal(kAdminUser)));
         }
         if (status.ok()) {
           if (over) {
@@ -840,7 +838,7 @@ class PostgresService final : public DataService {
                  "--pgdata",
                  DataDir(in, 0).string(),
                  "--username",
-                 kAdmin,
+                 kAdminUser,
                  "--pwfile",
                  pwfile.string(),
                  "--auth",

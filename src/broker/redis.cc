@@ -27,9 +27,6 @@ namespace {
 namespace fs = std::filesystem;
 using std::chrono::milliseconds;
 
-constexpr char kAdmin[] = "klutch_admin";
-constexpr char kInitializedMarker[] = ".klutch-initialized";
-
 // One reply of the Redis protocol (RESP2).
 struct Reply {
   char type = 0;  // + - : $ *
@@ -245,7 +242,7 @@ std::string Lower(std::string_view s) {
   return out;
 }
 
-std::optional<int64_t> AsInt(const Json& v) {
+std::optional<int64_t> AsRedisInt(const Json& v) {
   if (const auto* i = v.get_ptr<const int64_t*>()) return *i;
   if (const auto* u = v.get_ptr<const uint64_t*>()) {
     if (*u <= static_cast<uint64_t>(INT64_MAX)) return static_cast<int64_t>(*u);
@@ -325,7 +322,7 @@ std::string CheckValue(const KvParam& p, const Json& v) {
   switch (p.kind) {
     case KvParam::kInt:
     case KvParam::kMaxclients: {
-      auto i = AsInt(v);
+      auto i = AsRedisInt(v);
       if (i && *i >= p.min && *i <= p.max) return "";
       return fmt::format("{} is not an integer from {} to {}{}", got, p.min, p.max,
                          p.kind == KvParam::kMaxclients
@@ -398,9 +395,9 @@ std::string Render(const KvParam& p, const Json& v, const PlanLimits& limits) {
   const int64_t plan_bytes = int64_t{limits.maxmemory_mb} << 20;
   switch (p.kind) {
     case KvParam::kInt:
-      return std::to_string(AsInt(v).value_or(p.min));
+      return std::to_string(AsRedisInt(v).value_or(p.min));
     case KvParam::kMaxclients: {
-      int64_t n = AsInt(v).value_or(0);
+      int64_t n = AsRedisInt(v).value_or(0);
       if (n <= 0 || n > limits.max_connections) n = limits.max_connections;
       return std::to_string(n);
     }
@@ -611,8 +608,9 @@ class RedisService final : public DataService {
  private:
   core::Result<RespConnection> Admin(const InstanceRecord& in, int node) const {
     KLUTCH_ASSIGN_OR_RETURN(auto conn, RespConnection::Open(Socket(in, node), milliseconds(10000)));
-    KLUTCH_ASSIGN_OR_RETURN(Reply r, conn.Command({"AUTH", kAdmin, in.admin_password}));
-    if (r.is_error()) return core::Internal(fmt::format("Redis AUTH as {}: {}", kAdmin, r.text));
+    KLUTCH_ASSIGN_OR_RETURN(Reply r, conn.Command({"AUTH", kAdminUser, in.admin_password}));
+    if (r.is_error())
+      return core::Internal(fmt::format("Redis AUTH as {}: {}", kAdminUser, r.text));
     return conn;
   }
 
@@ -652,7 +650,7 @@ class RedisService final : public DataService {
     }
     if (node > 0) {
       conf += fmt::format("replicaof {} {}\nmasteruser {}\nmasterauth {}\n", ctx_.host, in.ports[0],
-                          kAdmin, Quote(in.admin_password));
+                          kAdminUser, Quote(in.admin_password));
     }
     KLUTCH_RETURN_IF_ERROR(core::WriteFileAtomic(dir / "redis.conf", conf));
     return ChownTo(dir / "redis.conf", ctx_.user);
@@ -673,7 +671,7 @@ class RedisService final : public DataService {
           ctx_.state.root().string()));
     }
     std::string acl = fmt::format("user default off resetpass -@all\nuser {} on #{} ~* &* +@all\n",
-                                  kAdmin, Sha256Hex(in.admin_password));
+                                  kAdminUser, Sha256Hex(in.admin_password));
     KLUTCH_RETURN_IF_ERROR(core::WriteFileAtomic(dir / "users.acl", acl));
     KLUTCH_RETURN_IF_ERROR(WriteConfig(in, plan, node));
     KLUTCH_RETURN_IF_ERROR(core::WriteFileAtomic(dir / kInitializedMarker, "redis\n"));

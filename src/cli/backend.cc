@@ -15,6 +15,7 @@
 #include "bind/web_oidc.h"
 #include "bind/web_seal.h"
 #include "cli/controller_process.h"
+#include "cli/fail.h"
 #include "client/dynamic.h"
 #include "client/rest_client.h"
 #include "core/duration.h"
@@ -34,11 +35,6 @@ namespace {
 
 constexpr const char* kBackendUserAgentVersion = "v0.1.0";
 constexpr int kExitBadFlags = 2;
-
-int Fail(const std::string& message, int code = 1) {
-  std::cerr << "klutch backend: " << message << "\n";
-  return code;
-}
 
 std::optional<std::string> Canonical(const std::string& value,
                                      std::initializer_list<const char*> allowed) {
@@ -190,25 +186,29 @@ int RunBackend(const BackendFlags& f) {
 
   // Flags first: every mistake is reported before anything is contacted.
   auto listen = serving::ParseBindAddress(f.listen_address);
-  if (!listen.ok()) return Fail("--listen-address " + listen.status().message(), kExitBadFlags);
+  if (!listen.ok())
+    return Fail("klutch backend", "--listen-address " + listen.status().message(), kExitBadFlags);
   if (f.tls_cert_file.empty() != f.tls_key_file.empty()) {
-    return Fail("--tls-cert-file and --tls-key-file go together: give both or neither",
+    return Fail("klutch backend",
+                "--tls-cert-file and --tls-key-file go together: give both or neither",
                 kExitBadFlags);
   }
   auto consumer_scope = Canonical(f.consumer_scope, {"Namespaced", "Cluster"});
   if (!consumer_scope) {
     return Fail(
+        "klutch backend",
         "--consumer-scope: must be Namespaced or Cluster, not " + core::GoQuote(f.consumer_scope),
         kExitBadFlags);
   }
   auto isolation = Canonical(f.cluster_scoped_isolation, {"Prefixed", "Namespaced", "None"});
   if (!isolation) {
-    return Fail("--cluster-scoped-isolation: must be Prefixed, Namespaced or None, not " +
+    return Fail("klutch backend",
+                "--cluster-scoped-isolation: must be Prefixed, Namespaced or None, not " +
                     core::GoQuote(f.cluster_scoped_isolation),
                 kExitBadFlags);
   }
   if (!f.external_address.empty() && !f.external_address.starts_with("https://")) {
-    return Fail("--external-address: must start with https://", kExitBadFlags);
+    return Fail("klutch backend", "--external-address: must start with https://", kExitBadFlags);
   }
   bind::ProvisionOptions provision{.namespace_prefix = f.namespace_prefix,
                                    .pretty_name = f.pretty_name,
@@ -216,34 +216,39 @@ int RunBackend(const BackendFlags& f) {
                                    .external_server_name = f.external_server_name};
   if (!f.external_ca_file.empty()) {
     auto ca = core::ReadFile(f.external_ca_file);
-    if (!ca.ok()) return Fail("--external-ca-file: " + ca.status().message(), kExitBadFlags);
+    if (!ca.ok())
+      return Fail("klutch backend", "--external-ca-file: " + ca.status().message(), kExitBadFlags);
     provision.external_ca_pem = *ca;
   }
   auto ttl = core::ParseGoDuration(f.token_ttl);
   if (!ttl.ok() || ttl->seconds < 600) {
-    return Fail("--consumer-token-ttl: must be a Go duration of at least 10m, such as 24h",
+    return Fail("klutch backend",
+                "--consumer-token-ttl: must be a Go duration of at least 10m, such as 24h",
                 kExitBadFlags);
   }
   provision.token_ttl = std::chrono::seconds(ttl->seconds);
   if (f.namespace_prefix.empty())
-    return Fail("--namespace-prefix: must not be empty", kExitBadFlags);
+    return Fail("klutch backend", "--namespace-prefix: must not be empty", kExitBadFlags);
   if (f.max_clusters_per_user < 0) {
-    return Fail("--max-clusters-per-user: must be 0 (no limit) or more", kExitBadFlags);
+    return Fail("klutch backend", "--max-clusters-per-user: must be 0 (no limit) or more",
+                kExitBadFlags);
   }
   provision.max_clusters_per_user = f.max_clusters_per_user;
   auto grace = core::ParseGoDuration(f.unconnected_cluster_grace);
   if (!grace.ok() || grace->seconds < 0 || (grace->seconds == 0 && grace->nanos != 0)) {
-    return Fail("--unconnected-cluster-grace: must be a Go duration such as 1h, or 0 (never)",
+    return Fail("klutch backend",
+                "--unconnected-cluster-grace: must be a Go duration such as 1h, or 0 (never)",
                 kExitBadFlags);
   }
   const std::chrono::seconds unconnected_grace(grace->seconds);
   auto quota = bind::ParseConsumerQuota(f.consumer_quota);
-  if (!quota.ok()) return Fail("--consumer-quota: " + quota.status().message(), kExitBadFlags);
+  if (!quota.ok())
+    return Fail("klutch backend", "--consumer-quota: " + quota.status().message(), kExitBadFlags);
   if (f.device_authorize_qps < 0 || f.device_authorize_burst < 1) {
-    return Fail(
-        "--device-authorize-qps must be 0 (unlimited) or more and "
-        "--device-authorize-burst at least 1",
-        kExitBadFlags);
+    return Fail("klutch backend",
+                "--device-authorize-qps must be 0 (unlimited) or more and "
+                "--device-authorize-burst at least 1",
+                kExitBadFlags);
   }
 
   const bool any_oidc_flag = !f.oidc_issuer_url.empty() || !f.oidc_client_id.empty() ||
@@ -253,7 +258,7 @@ int RunBackend(const BackendFlags& f) {
   std::optional<bind::Sealer> sealer;
   if (web) {
     auto s = bind::Sealer::FromBase64(f.cookie_signing_key, f.cookie_encryption_key);
-    if (!s.ok()) return Fail(s.status().message(), kExitBadFlags);
+    if (!s.ok()) return Fail("klutch backend", s.status().message(), kExitBadFlags);
     sealer = std::move(*s);
     auto client = bind::OidcClient::New({.issuer_url = f.oidc_issuer_url,
                                          .client_id = f.oidc_client_id,
@@ -261,20 +266,20 @@ int RunBackend(const BackendFlags& f) {
                                          .redirect_url = f.oidc_callback_url,
                                          .ca_file = f.oidc_ca_file,
                                          .scopes = f.oidc_scopes});
-    if (!client.ok()) return Fail(client.status().message(), kExitBadFlags);
+    if (!client.ok()) return Fail("klutch backend", client.status().message(), kExitBadFlags);
     idp = std::move(*client);
   }
 
   auto config = ControllerClusterConfig(f.kubeconfig);
-  if (!config.ok()) return Fail(config.status().message());
+  if (!config.ok()) return Fail("klutch backend", config.status().message());
   config->qps = f.qps;
   config->burst = f.burst;
   config->user_agent = "klutch-backend/" + std::string(kBackendUserAgentVersion);
   auto rest = client::RestClient::New(*config);
-  if (!rest.ok()) return Fail(rest.status().message());
+  if (!rest.ok()) return Fail("klutch backend", rest.status().message());
   if (auto s = bind::InstallProviderCrds(**rest, f.control_plane_mode, std::chrono::minutes(2));
       !s.ok()) {
-    return Fail("installing the bind CRDs: " + s.message());
+    return Fail("klutch backend", "installing the bind CRDs: " + s.message());
   }
 
   const char* pod_name = ::getenv("POD_NAME");
@@ -315,7 +320,7 @@ int RunBackend(const BackendFlags& f) {
                                                  .unconnected_cluster_grace = unconnected_grace,
                                                  .consumer_quota = *quota,
                                                  .instance = identity});
-  if (auto s = controllers.Setup(); !s.ok()) return Fail(s.message());
+  if (auto s = controllers.Setup(); !s.ok()) return Fail("klutch backend", s.message());
 
   http::Router router;
   manager.health().AddRoutes(router);
@@ -343,7 +348,7 @@ int RunBackend(const BackendFlags& f) {
   http::TlsOptions tls{.certificate_file = f.tls_cert_file, .key_file = f.tls_key_file};
   if (f.tls_cert_file.empty()) {
     if (auto s = MakeEphemeralTls(listen->first, ephemeral); !s.ok()) {
-      return Fail("making a self-signed serving certificate: " + s.message());
+      return Fail("klutch backend", "making a self-signed serving certificate: " + s.message());
     }
     tls = ephemeral.tls;
     std::cerr << "klutch backend: no --tls-cert-file: serving with a self-signed certificate\n";
@@ -352,7 +357,7 @@ int RunBackend(const BackendFlags& f) {
       http::ServerOptions{
           .address = listen->first, .port = listen->second, .threads = 16, .tls = tls},
       router.AsHandler());
-  if (!server.ok()) return Fail("--listen-address: " + server.status().message());
+  if (!server.ok()) return Fail("klutch backend", "--listen-address: " + server.status().message());
   ephemeral.Remove();  // the server has read the files
 
   std::string host = listen->first == "0.0.0.0" ? "127.0.0.1" : listen->first;
@@ -361,7 +366,7 @@ int RunBackend(const BackendFlags& f) {
             << std::endl;
   if (auto s = manager.Start(); !s.ok()) {
     (*server)->Stop();
-    return Fail("starting the controllers: " + s.message());
+    return Fail("klutch backend", "starting the controllers: " + s.message());
   }
   serving::WaitForShutdownSignal();
   manager.health().SetShuttingDown();

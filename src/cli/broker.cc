@@ -9,6 +9,7 @@
 
 #include "broker/broker.h"
 #include "cli/controller_process.h"
+#include "cli/fail.h"
 #include "client/dynamic.h"
 #include "client/kubeconfig.h"
 #include "client/rest_client.h"
@@ -22,11 +23,6 @@
 
 namespace klutch::cli {
 namespace {
-
-int Fail(const std::string& message) {
-  std::cerr << "klutch broker: " << message << "\n";
-  return 1;
-}
 
 // The Secret name a ProviderConfig of Klutch's compositions refers to for `base`.
 std::string SecretName(const std::string& base) {
@@ -106,10 +102,11 @@ int RunBroker(const BrokerFlags& f) {
   // Everything the broker writes (state, keys, dumps on their way to encryption) is private.
   ::umask(077);
   auto listen = serving::ParseBindAddress(f.listen);
-  if (!listen.ok()) return Fail("--listen " + listen.status().message());
+  if (!listen.ok()) return Fail("klutch broker", "--listen " + listen.status().message());
   auto quota = core::ParseGoDuration(f.quota_interval);
   if (!quota.ok() || quota->seconds < 1) {
-    return Fail("--quota-interval: must be a Go duration of at least 1s, such as 30s");
+    return Fail("klutch broker",
+                "--quota-interval: must be a Go duration of at least 1s, such as 30s");
   }
   broker::BrokerOptions options;
   options.state_dir = std::filesystem::absolute(f.state_dir);
@@ -123,30 +120,31 @@ int RunBroker(const BrokerFlags& f) {
   if (run_as.empty() && ::getuid() == 0) run_as = "postgres";
   if (!run_as.empty()) {
     auto user = core::LookupUser(run_as);
-    if (!user.ok()) return Fail("--run-as: " + user.status().message());
+    if (!user.ok()) return Fail("klutch broker", "--run-as: " + user.status().message());
     if (user->uid == 0)
-      return Fail("--run-as: PostgreSQL refuses to run as root; name another account");
+      return Fail("klutch broker",
+                  "--run-as: PostgreSQL refuses to run as root; name another account");
     options.engine.user = *user;
     // The broker makes its own directory and i/ traversable, and so the directories it creates
     // on the way; what lies above is the caller's.
     if (auto made = core::CreateTraversableDirectories(options.state_dir); !made.ok()) {
-      return Fail("--state-dir: " + made.message());
+      return Fail("klutch broker", "--state-dir: " + made.message());
     }
     options.state_dir = options.state_dir.lexically_normal();
     if (!options.state_dir.has_filename()) options.state_dir = options.state_dir.parent_path();
     auto reachable = core::CheckReachableBy(*user, options.state_dir.parent_path(),
                                             "runs the data-service instances");
-    if (!reachable.ok()) return Fail("--state-dir: " + reachable.message());
+    if (!reachable.ok()) return Fail("klutch broker", "--state-dir: " + reachable.message());
   }
   auto b = broker::Broker::Open(options);
-  if (!b.ok()) return Fail(b.status().message());
+  if (!b.ok()) return Fail("klutch broker", b.status().message());
   auto server = http::Server::Start(
       http::ServerOptions{.address = listen->first, .port = listen->second, .threads = 16},
       [&b](http::Request& r) { return (*b)->Serve(r); });
-  if (!server.ok()) return Fail(server.status().message());
+  if (!server.ok()) return Fail("klutch broker", server.status().message());
   if (!f.secrets_kubeconfig.empty()) {
     if (auto s = PublishCredentials(f, **b); !s.ok()) {
-      return Fail("--credentials-secrets-kubeconfig: " + s.message());
+      return Fail("klutch broker", "--credentials-secrets-kubeconfig: " + s.message());
     }
   }
   std::string host = listen->first.empty() ? "127.0.0.1" : listen->first;

@@ -11,6 +11,7 @@
 #include <iostream>
 
 #include "cli/controller_process.h"
+#include "cli/fail.h"
 #include "client/dynamic.h"
 #include "client/kubeconfig.h"
 #include "core/duration.h"
@@ -25,11 +26,6 @@ namespace klutch::cli {
 namespace {
 
 constexpr const char* kKonnectorVersion = "v0.1.0";
-
-int Fail(const std::string& message) {
-  std::cerr << "klutch konnector: " << message << "\n";
-  return 1;
-}
 
 std::chrono::milliseconds ToMillis(const core::GoDuration& d) {
   return std::chrono::milliseconds(d.seconds * 1000 + d.nanos / 1000000);
@@ -82,30 +78,32 @@ int RunKonnector(const KonnectorFlags& f) {
   serving::BlockShutdownSignals();
   if (f.control_plane_mode && (f.app_secret_name.empty() || f.app_secret_namespace.empty() ||
                                f.binding_root_namespace.empty())) {
-    return Fail(
-        "--control-plane-mode needs --app-cluster-kubeconfig-secret-name, "
-        "--app-cluster-kubeconfig-secret-namespace and --binding-root-namespace");
+    return Fail("klutch konnector",
+                "--control-plane-mode needs --app-cluster-kubeconfig-secret-name, "
+                "--app-cluster-kubeconfig-secret-namespace and --binding-root-namespace");
   }
   auto heartbeat = core::ParseGoDuration(f.heartbeat_interval);
   if (!heartbeat.ok() || ToMillis(*heartbeat).count() < 1000) {
-    return Fail("--heartbeat-interval: must be a Go duration of at least 1s, such as 30s");
+    return Fail("klutch konnector",
+                "--heartbeat-interval: must be a Go duration of at least 1s, such as 30s");
   }
   auto health = serving::ParseBindAddress(f.health_address);
-  if (!health.ok()) return Fail("--health-probe-bind-address " + health.status().message());
+  if (!health.ok())
+    return Fail("klutch konnector", "--health-probe-bind-address " + health.status().message());
   std::optional<std::pair<std::string, uint16_t>> metrics;
   if (f.metrics_address != "0") {
     auto m = serving::ParseBindAddress(f.metrics_address);
-    if (!m.ok()) return Fail("--metrics-bind-address " + m.status().message());
+    if (!m.ok()) return Fail("klutch konnector", "--metrics-bind-address " + m.status().message());
     metrics = *m;
   }
 
   auto config = ControllerClusterConfig(f.kubeconfig);
-  if (!config.ok()) return Fail(config.status().message());
+  if (!config.ok()) return Fail("klutch konnector", config.status().message());
   config->qps = f.qps;
   config->burst = f.burst;
   config->user_agent = "klutch-konnector/" + std::string(kKonnectorVersion);
   auto binding = client::RestClient::New(*config);
-  if (!binding.ok()) return Fail(binding.status().message());
+  if (!binding.ok()) return Fail("klutch konnector", binding.status().message());
 
   std::unique_ptr<client::RestClient> app_owned;
   client::RestClient* app = binding->get();
@@ -115,23 +113,25 @@ int RunKonnector(const KonnectorFlags& f) {
         client::ResourceClient(**binding, client::resources::kSecrets, f.app_secret_namespace)
             .Get(f.app_secret_name);
     if (!secret.ok()) {
-      return Fail("reading the App Cluster kubeconfig Secret " + f.app_secret_namespace + "/" +
-                  f.app_secret_name + ": " + secret.status().message());
+      return Fail("klutch konnector", "reading the App Cluster kubeconfig Secret " +
+                                          f.app_secret_namespace + "/" + f.app_secret_name + ": " +
+                                          secret.status().message());
     }
     auto check = konnector::CheckKubeconfigSecret(
         &*secret, f.app_secret_namespace + "/" + f.app_secret_name, f.app_secret_key, false);
-    if (!check.valid) return Fail(check.message);
+    if (!check.valid) return Fail("klutch konnector", check.message);
     check.config.qps = f.qps;
     check.config.burst = f.burst;
     check.config.user_agent = config->user_agent;
     auto app_client = client::RestClient::New(check.config);
-    if (!app_client.ok()) return Fail(app_client.status().message());
+    if (!app_client.ok()) return Fail("klutch konnector", app_client.status().message());
     app_owned = std::move(*app_client);
     app = app_owned.get();
   } else {
     auto installed = konnector::InstallBindingCrd(*app, std::chrono::minutes(2));
     if (!installed.ok()) {
-      return Fail("installing the apiservicebindings CRD: " + installed.message());
+      return Fail("klutch konnector",
+                  "installing the apiservicebindings CRD: " + installed.message());
     }
   }
 
@@ -183,8 +183,9 @@ int RunKonnector(const KonnectorFlags& f) {
       manager.metrics().OnRequest(verb, code, s);
     });
   }
-  if (auto s = k.Setup(); !s.ok()) return Fail(s.message());
-  if (auto s = k.StartAppInformers(std::chrono::minutes(2)); !s.ok()) return Fail(s.message());
+  if (auto s = k.Setup(); !s.ok()) return Fail("klutch konnector", s.message());
+  if (auto s = k.StartAppInformers(std::chrono::minutes(2)); !s.ok())
+    return Fail("klutch konnector", s.message());
   std::unique_ptr<serving::Endpoints> metrics_endpoint;
   if (auto s = StartControllerProcess(manager,
                                       {.component = "konnector",
@@ -194,7 +195,7 @@ int RunKonnector(const KonnectorFlags& f) {
                                        .identity = identity},
                                       metrics_endpoint);
       !s.ok()) {
-    return Fail(s.message());
+    return Fail("klutch konnector", s.message());
   }
   serving::WaitForShutdownSignal();
   manager.Stop();

@@ -10,6 +10,7 @@
 #include <iostream>
 
 #include "cli/controller_process.h"
+#include "cli/fail.h"
 #include "client/kubeconfig.h"
 #include "compose/composer.h"
 #include "core/duration.h"
@@ -24,11 +25,6 @@ namespace klutch::cli {
 namespace {
 
 constexpr const char* kManagerVersion = "v0.1.0";
-
-int Fail(const std::string& message) {
-  std::cerr << "klutch manager: " << message << "\n";
-  return 1;
-}
 
 }  // namespace
 
@@ -72,27 +68,29 @@ void AddManagerFlags(CLI::App* cmd, ManagerFlags& f) {
 int RunManager(const ManagerFlags& f) {
   serving::BlockShutdownSignals();
   auto health = serving::ParseBindAddress(f.health_address);
-  if (!health.ok()) return Fail("--health-probe-bind-address " + health.status().message());
+  if (!health.ok())
+    return Fail("klutch manager", "--health-probe-bind-address " + health.status().message());
   std::optional<std::pair<std::string, uint16_t>> metrics;
   if (f.metrics_address != "0") {
     auto m = serving::ParseBindAddress(f.metrics_address);
-    if (!m.ok()) return Fail("--metrics-bind-address " + m.status().message());
+    if (!m.ok()) return Fail("klutch manager", "--metrics-bind-address " + m.status().message());
     metrics = *m;
   }
   auto poll = core::ParseGoDuration(f.poll_interval);
   if (!poll.ok() || poll->seconds < 1) {
-    return Fail("--poll-interval: must be a Go duration of at least 1s, such as 1m");
+    return Fail("klutch manager",
+                "--poll-interval: must be a Go duration of at least 1s, such as 1m");
   }
   auto config = ControllerClusterConfig(f.kubeconfig);
-  if (!config.ok()) return Fail(config.status().message());
+  if (!config.ok()) return Fail("klutch manager", config.status().message());
   config->qps = f.qps;
   config->burst = f.burst;
   config->user_agent = "klutch-manager/" + std::string(kManagerVersion);
   auto rest = client::RestClient::New(*config);
-  if (!rest.ok()) return Fail(rest.status().message());
+  if (!rest.ok()) return Fail("klutch manager", rest.status().message());
 
   if (auto s = compose::InstallManagerApis(**rest, std::chrono::minutes(2)); !s.ok()) {
-    return Fail("installing the Crossplane APIs: " + s.message());
+    return Fail("klutch manager", "installing the Crossplane APIs: " + s.message());
   }
 
   const char* pod_name = ::getenv("POD_NAME");
@@ -137,7 +135,7 @@ int RunManager(const ManagerFlags& f) {
         manager, compose::ComposerOptions{.connection_secret_namespace = f.namespace_,
                                           .workers = f.concurrent_syncs,
                                           .instance = identity});
-    if (auto s = composer->Setup(); !s.ok()) return Fail(s.message());
+    if (auto s = composer->Setup(); !s.ok()) return Fail("klutch manager", s.message());
     leading_composer = composer.get();
   }
   const std::chrono::milliseconds poll_interval(poll->seconds * 1000 + poll->nanos / 1000000);
@@ -147,7 +145,7 @@ int RunManager(const ManagerFlags& f) {
         manager,
         providers::ObjectProviderOptions{
             .workers = f.concurrent_syncs, .poll_interval = poll_interval, .instance = identity});
-    if (auto s = objects->Setup(); !s.ok()) return Fail(s.message());
+    if (auto s = objects->Setup(); !s.ok()) return Fail("klutch manager", s.message());
   }
   std::unique_ptr<providers::AnyninesProvider> anynines;
   if (f.enable_provider_anynines) {
@@ -155,7 +153,7 @@ int RunManager(const ManagerFlags& f) {
         manager,
         providers::AnyninesProviderOptions{
             .workers = f.concurrent_syncs, .poll_interval = poll_interval, .instance = identity});
-    if (auto s = anynines->Setup(); !s.ok()) return Fail(s.message());
+    if (auto s = anynines->Setup(); !s.ok()) return Fail("klutch manager", s.message());
     leading_anynines = anynines.get();
   }
   // Controllers stop before the lease is released (manager.Stop()), on every way out. The
@@ -176,7 +174,7 @@ int RunManager(const ManagerFlags& f) {
                                       metrics_endpoint);
       !s.ok()) {
     stop_all();
-    return Fail(s.message());
+    return Fail("klutch manager", s.message());
   }
   serving::WaitForShutdownSignal();
   stop_all();

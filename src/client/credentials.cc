@@ -27,8 +27,6 @@ using machinery::Json;
 using std::chrono::milliseconds;
 using std::chrono::steady_clock;
 
-constexpr std::string_view kExecV1 = "client.authentication.k8s.io/v1";
-constexpr std::string_view kExecV1Beta1 = "client.authentication.k8s.io/v1beta1";
 constexpr size_t kMaxPluginStdout = 4u << 20;
 constexpr size_t kMaxPluginStderr = 64u << 10;
 constexpr size_t kStderrExcerpt = 1024;

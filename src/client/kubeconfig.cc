@@ -18,8 +18,6 @@ namespace fs = std::filesystem;
 using machinery::Json;
 
 constexpr size_t kMaxConfigFileBytes = 64u << 20;
-constexpr std::string_view kExecV1 = "client.authentication.k8s.io/v1";
-constexpr std::string_view kExecV1Beta1 = "client.authentication.k8s.io/v1beta1";
 
 core::Status FieldError(std::string_view source, std::string_view field, std::string_view detail) {
   return core::Invalid(fmt::format("{}: {}: {}", source, field, detail));

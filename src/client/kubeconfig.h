@@ -27,6 +27,10 @@
 
 namespace klutch::client {
 
+// The apiVersions of client.authentication.k8s.io an exec plugin may speak.
+inline constexpr std::string_view kExecV1 = "client.authentication.k8s.io/v1";
+inline constexpr std::string_view kExecV1Beta1 = "client.authentication.k8s.io/v1beta1";
+
 // users[].user.exec of a kubeconfig: a credential plugin (client.authentication.k8s.io).
 struct ExecConfig {
   std::string api_version;  // client.authentication.k8s.io/v1 (v1beta1 accepted too)

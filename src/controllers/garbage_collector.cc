@@ -20,7 +20,7 @@ const reconcile::Request kSyncResources{"", "resources", "*"};
 
 std::string ResourceName(const machinery::GroupVersionResource& gvr) { return gvr.GroupResource(); }
 
-bool Has(const std::vector<std::string>& v, std::string_view s) {
+bool Contains(const std::vector<std::string>& v, std::string_view s) {
   return std::find(v.begin(), v.end(), s) != v.end();
 }
 
@@ -59,8 +59,8 @@ core::Status GarbageCollector::SyncResources() {
   {
     core::MutexLock lock(mu_);
     for (const auto& m : mapper_.All()) {
-      if (!m.preferred_version || !Has(m.verbs, "list") || !Has(m.verbs, "watch") ||
-          !Has(m.verbs, "delete")) {
+      if (!m.preferred_version || !Contains(m.verbs, "list") || !Contains(m.verbs, "watch") ||
+          !Contains(m.verbs, "delete")) {
         continue;
       }
       std::string name = ResourceName(m.gvr);

@@ -30,7 +30,7 @@ constexpr char kGlewlwyd[] = "/usr/bin/glewlwyd";
 constexpr char kSchema[] = "/usr/share/doc/glewlwyd/database/init.sqlite3.sql.gz";
 constexpr char kInitialAdminPassword[] = "password";  // what glewlwyd's schema seeds
 constexpr char kPluginName[] = "oidc";
-constexpr char kStateFile[] = "identity.json";
+constexpr char kIdentityStateFile[] = "identity.json";
 
 // Whether every directory above `dir` lets others through (so the glewlwyd user can reach it).
 core::Status Refused(const std::string& what, int status, const std::string& body) {
@@ -71,7 +71,7 @@ core::Result<std::unique_ptr<IdentityProvider>> IdentityProvider::Start(
 
   // What a previous start set up.
   bool configured = false;
-  if (auto saved = core::ReadFile(dir / kStateFile); saved.ok()) {
+  if (auto saved = core::ReadFile(dir / kIdentityStateFile); saved.ok()) {
     auto state = machinery::ParseJson(*saved);
     if (state.ok()) {
       auto port = core::ParseInt64(machinery::GetString(*state, {"port"}));
@@ -328,7 +328,7 @@ core::Status IdentityProvider::SaveState() {
                 {"adminPassword", admin_password_},
                 {"configured", "true"}};
   if (!subject_.empty()) state["subject"] = subject_;
-  return core::WriteFileAtomic(options_.dir / kStateFile, machinery::Dump(state));
+  return core::WriteFileAtomic(options_.dir / kIdentityStateFile, machinery::Dump(state));
 }
 
 core::Result<std::string> IdentityProvider::LogInAsUser() {

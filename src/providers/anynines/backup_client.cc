@@ -10,7 +10,7 @@ namespace {
 
 using machinery::GetString;
 
-std::string InstancePath(const std::string& id) { return "/instances/" + PathSegment(id); }
+std::string BackupInstancePath(const std::string& id) { return "/instances/" + PathSegment(id); }
 
 core::Status RequireInstance(const std::string& id, std::string_view what) {
   if (id.empty()) return core::Invalid(fmt::format("{}: instance_id is required", what));
@@ -43,15 +43,16 @@ core::Result<std::unique_ptr<BackupClient>> BackupClient::New(ServiceEndpoint en
 
 core::Result<int64_t> BackupClient::CreateBackup(const std::string& instance_id) {
   KLUTCH_RETURN_IF_ERROR(RequireInstance(instance_id, "create backup"));
-  KLUTCH_ASSIGN_OR_RETURN(ApiResponse r,
-                          api_->Do("POST", InstancePath(instance_id) + "/backups", nullptr, false));
+  KLUTCH_ASSIGN_OR_RETURN(
+      ApiResponse r,
+      api_->Do("POST", BackupInstancePath(instance_id) + "/backups", nullptr, false));
   return IdOf(r, "create backup", url());
 }
 
 core::Result<Json> BackupClient::ListBackups(const std::string& instance_id) {
   KLUTCH_RETURN_IF_ERROR(RequireInstance(instance_id, "list backups"));
-  KLUTCH_ASSIGN_OR_RETURN(ApiResponse r,
-                          api_->Do("GET", InstancePath(instance_id) + "/backups", nullptr, false));
+  KLUTCH_ASSIGN_OR_RETURN(
+      ApiResponse r, api_->Do("GET", BackupInstancePath(instance_id) + "/backups", nullptr, false));
   return std::move(r.json);
 }
 
@@ -60,8 +61,8 @@ core::Result<BackupInfo> BackupClient::GetBackup(const std::string& instance_id,
   KLUTCH_RETURN_IF_ERROR(RequireInstance(instance_id, "get backup"));
   KLUTCH_ASSIGN_OR_RETURN(
       ApiResponse r,
-      api_->Do("GET", fmt::format("{}/backups/{}", InstancePath(instance_id), backup_id), nullptr,
-               false));
+      api_->Do("GET", fmt::format("{}/backups/{}", BackupInstancePath(instance_id), backup_id),
+               nullptr, false));
   BackupInfo b;
   b.id = IntField(r.json, "id").value_or(backup_id);
   b.size = IntField(r.json, "size").value_or(0);
@@ -76,7 +77,8 @@ core::Result<BackupInfo> BackupClient::GetBackup(const std::string& instance_id,
 
 core::Status BackupClient::DeleteBackup(const std::string& instance_id, int64_t backup_id) {
   KLUTCH_RETURN_IF_ERROR(RequireInstance(instance_id, "delete backup"));
-  return api_->Do("DELETE", fmt::format("{}/backups/{}", InstancePath(instance_id), backup_id))
+  return api_
+      ->Do("DELETE", fmt::format("{}/backups/{}", BackupInstancePath(instance_id), backup_id))
       .status();
 }
 
@@ -85,15 +87,17 @@ core::Result<int64_t> BackupClient::CreateRestore(const std::string& instance_id
   KLUTCH_RETURN_IF_ERROR(RequireInstance(instance_id, "create restore"));
   KLUTCH_ASSIGN_OR_RETURN(
       ApiResponse r,
-      api_->Do("POST", fmt::format("{}/backups/{}/restore", InstancePath(instance_id), backup_id),
+      api_->Do("POST",
+               fmt::format("{}/backups/{}/restore", BackupInstancePath(instance_id), backup_id),
                nullptr, false));
   return IdOf(r, "create restore", url());
 }
 
 core::Result<Json> BackupClient::ListRestores(const std::string& instance_id) {
   KLUTCH_RETURN_IF_ERROR(RequireInstance(instance_id, "list restores"));
-  KLUTCH_ASSIGN_OR_RETURN(ApiResponse r,
-                          api_->Do("GET", InstancePath(instance_id) + "/restores", nullptr, false));
+  KLUTCH_ASSIGN_OR_RETURN(
+      ApiResponse r,
+      api_->Do("GET", BackupInstancePath(instance_id) + "/restores", nullptr, false));
   return std::move(r.json);
 }
 
@@ -102,8 +106,8 @@ core::Result<RestoreInfo> BackupClient::GetRestore(const std::string& instance_i
   KLUTCH_RETURN_IF_ERROR(RequireInstance(instance_id, "get restore"));
   KLUTCH_ASSIGN_OR_RETURN(
       ApiResponse r,
-      api_->Do("GET", fmt::format("{}/restores/{}", InstancePath(instance_id), restore_id), nullptr,
-               false));
+      api_->Do("GET", fmt::format("{}/restores/{}", BackupInstancePath(instance_id), restore_id),
+               nullptr, false));
   RestoreInfo info;
   info.id = IntField(r.json, "id").value_or(restore_id);
   info.backup_id = IntField(r.json, "backup_id").value_or(0);
@@ -115,8 +119,8 @@ core::Result<RestoreInfo> BackupClient::GetRestore(const std::string& instance_i
 
 core::Result<Json> BackupClient::GetInstanceConfig(const std::string& instance_id) {
   KLUTCH_RETURN_IF_ERROR(RequireInstance(instance_id, "get instance config"));
-  KLUTCH_ASSIGN_OR_RETURN(ApiResponse r,
-                          api_->Do("GET", InstancePath(instance_id) + "/config", nullptr, false));
+  KLUTCH_ASSIGN_OR_RETURN(
+      ApiResponse r, api_->Do("GET", BackupInstancePath(instance_id) + "/config", nullptr, false));
   return std::move(r.json);
 }
 
@@ -135,7 +139,7 @@ core::Status BackupClient::UpdateBackupConfig(const std::string& instance_id, co
         "update backup config: set at least one of encryption_key, exclude_from_auto_backup, "
         "credentials_updated_by_user");
   }
-  return api_->Do("PUT", InstancePath(instance_id), body).status();
+  return api_->Do("PUT", BackupInstancePath(instance_id), body).status();
 }
 
 core::Status BackupClient::CheckHealth(const std::string& path) {
