@@ -30,7 +30,6 @@ import glob
 import os
 import re
 import sys
-import tempfile
 
 import checklib
 from srctree import SKIPPED_DIRS, present_modules, test_targets
@@ -207,19 +206,7 @@ BROKEN = {
 
 
 def self_test():
-    failures = 0
-    with tempfile.TemporaryDirectory() as tmp:
-        cases = {"clean": ({}, None), **BROKEN}
-        for i, (name, (files, expected)) in enumerate(cases.items()):
-            root = os.path.join(tmp, str(i))
-            for rel, text in {**CLEAN, **files}.items():
-                checklib.write(root, rel, text)
-            errors = check(root)
-            ok = not errors if expected is None else any(expected in e for e in errors)
-            shown = next((e for e in errors if expected and expected in e), errors or "clean")
-            print(f"{'ok  ' if ok else 'FAIL'} {name}: {shown}")
-            failures += not ok
-    return checklib.verdict(failures)
+    return checklib.run_cases(check, CLEAN, BROKEN)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ inputs; `main` parses --root and --self-test, prints the findings and sets the e
 import argparse
 import os
 import re
+import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -40,6 +41,26 @@ def verdict(failures):
     """The self-test's last line and exit status."""
     print("self-test:", "FAILED" if failures else "passed")
     return 1 if failures else 0
+
+
+def run_cases(check, clean, broken):
+    """The usual self-test: `check` finds nothing in the `clean` tree ({path: text}) and, for
+    each case of `broken` ({name: (files, expected)}), a finding containing `expected` in the
+    clean tree with `files` laid over it (a text of None leaves that file out)."""
+    failures = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        cases = {"clean": ({}, None), **broken}
+        for i, (name, (files, expected)) in enumerate(cases.items()):
+            root = os.path.join(tmp, str(i))
+            for rel, text in {**clean, **files}.items():
+                if text is not None:
+                    write(root, rel, text)
+            errors = check(root)
+            ok = not errors if expected is None else any(expected in e for e in errors)
+            shown = next((e for e in errors if expected and expected in e), errors or "clean")
+            print(f"{'ok  ' if ok else 'FAIL'} {name}: {shown}")
+            failures += not ok
+    return verdict(failures)
 
 
 def expand_braces(pattern):
