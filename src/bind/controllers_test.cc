@@ -800,17 +800,21 @@ TEST_F(AppClusterBindingTest, RemovingAnApiDeletesItsBindingAndExport) {
   ASSERT_TRUE(AdvanceUntil(
       [&] { return Exists(apis::klutch::kApiServiceExports, root, "widgets.example.com"); }));
   EXPECT_FALSE(Exists(resources::kDeployments, root, "konnector-app2"));
-  Json live = Get(apis::klutch::kAppClusterBindings, "platform", "app2");
-  live["spec"]["apiExports"] = Json::array();
-  ASSERT_TRUE(Resource(apis::klutch::kAppClusterBindings, "platform").Update(live).ok());
+  // A merge patch, not Get + Update: the controller may still be writing the binding (its
+  // finalizer, its status), and a PUT with the resourceVersion read before would conflict.
+  auto set_exports = [&](const Json& exports) {
+    return Resource(apis::klutch::kAppClusterBindings, "platform")
+        .Patch("app2", client::PatchType::kMerge,
+               machinery::Dump(Json{{"spec", {{"apiExports", exports}}}}))
+        .ok();
+  };
+  ASSERT_TRUE(set_exports(Json::array()));
   ASSERT_TRUE(AdvanceUntil([&] {
     return !Exists(apis::klutch::kApiServiceExports, root, "widgets.example.com") &&
            !Exists(apis::klutch::kApiServiceBindings, root, "widgets.example.com");
   }));
   // An API no template offers is reported.
-  live = Get(apis::klutch::kAppClusterBindings, "platform", "app2");
-  live["spec"]["apiExports"] = Json::array({{{"group", "example.com"}, {"resource", "nothing"}}});
-  ASSERT_TRUE(Resource(apis::klutch::kAppClusterBindings, "platform").Update(live).ok());
+  ASSERT_TRUE(set_exports(Json::array({{{"group", "example.com"}, {"resource", "nothing"}}})));
   ASSERT_TRUE(AdvanceUntil([&] {
     Json now = Get(apis::klutch::kAppClusterBindings, "platform", "app2");
     return Condition(now, "ResourcesReady", "reason") == "ProvisioningFailed" &&

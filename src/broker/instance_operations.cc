@@ -293,21 +293,26 @@ core::Status InstanceRegistry::RunBackup(Entry& entry, DataService& engine,
   if (status.ok()) status = EncryptFile(plain, dir / file, rec.encryption_key);
   fs::remove(plain, ec);
   uint64_t size = status.ok() ? fs::file_size(dir / file, ec) : 0;
-  UpdateBackup(entry, id, [&](BackupRecord& b) {
+  // The new backup turns done and the retention removes the oldest under one lock: nobody reads
+  // one backup more than the retention keeps (a reader between the two steps did, under load).
+  core::MutexLock lock(entry.mu);
+  for (auto& b : entry.record.backups) {
+    if (b.id != id) continue;
     b.status = status.ok() ? "done" : "failed";
     b.finished_at = NowTimestamp();
     b.size = size;
     b.file = status.ok() ? file : "";
     b.key = status.ok() ? rec.encryption_key : "";
     b.message = status.ok() ? "" : status.message();
-  });
+  }
   if (status.ok()) ApplyRetention(entry);
+  if (auto st = state_.Save(entry.record); !st.ok()) {
+    KLUTCH_LOG(kError, "broker", "saving instance {}: {}", entry.record.id, st.message());
+  }
   return status;
 }
 
-// Marks backups beyond the retention deleted and removes their files.
 void InstanceRegistry::ApplyRetention(Entry& entry) {
-  core::MutexLock lock(entry.mu);
   auto& rec = entry.record;
   std::vector<BackupRecord*> done;
   for (auto& b : rec.backups) {
@@ -334,7 +339,6 @@ void InstanceRegistry::ApplyRetention(Entry& entry) {
     b.key.clear();
     b.message = too_many ? "removed by retention (backup count)" : "removed by retention (age)";
   }
-  (void)state_.Save(rec);
 }
 
 core::Status InstanceRegistry::RunRestore(Entry& entry, DataService& engine,

@@ -171,7 +171,9 @@ class InstanceRegistry {
   template <typename Fn>
   void UpdateRestore(Entry& entry, int64_t id, Fn fn);
   core::Status RunBackup(Entry& entry, DataService& engine, const InstanceRecord& rec, int64_t id);
-  void ApplyRetention(Entry& entry);
+  // Marks backups beyond the retention deleted and removes their files; the caller holds the
+  // entry's lock and saves the record.
+  void ApplyRetention(Entry& entry) REQUIRES(entry.mu);
   core::Status RunRestore(Entry& entry, DataService& engine, const InstanceRecord& rec,
                           const Plan& plan, int64_t id);
   void OnNodeChange(const std::string& id, bool up, const std::string& detail);
