@@ -1,5 +1,7 @@
 // The connection to one provider (§4.4-§4.8): heartbeat and kubeconfig mirroring, namespace
 // deletion, CRDs from exports, export status, and the syncers of each export.
+#include "konnector/connection.h"
+
 #include <thread>
 
 #include "apis/klutch/apiservicebinding.h"
@@ -8,9 +10,10 @@
 #include "apis/klutch/register.h"
 #include "client/dynamic.h"
 #include "core/log.h"
-#include "konnector/internal.h"
+#include "konnector/export_syncer.h"
 #include "reconcile/committer.h"
 #include "reconcile/conditions.h"
+#include "reconcile/step.h"
 
 namespace klutch::konnector::internal {
 namespace {
@@ -178,6 +181,21 @@ void Connection::EnqueueBindingsAndExports() {
 }
 
 void Connection::Start() {
+  WatchProvider();
+  WatchConsumer();
+  cluster_bindings_->Start();
+  exports_->Start();
+  service_namespaces_->Start();
+  if (provider_secrets_) provider_secrets_->Start();
+  heartbeat_->Start();
+  namespaces_->Start();
+  crds_->Start();
+  export_controller_->Start();
+  heartbeat_->queue().Add("cluster");
+  ctx_.metrics.connections.With({}).Add(1);
+}
+
+void Connection::WatchProvider() {
   // Provider-side events.
   cluster_bindings_->AddEventHandler(OnChange([this](const Json&) {
     heartbeat_->queue().Add("cluster");
@@ -214,6 +232,9 @@ void Connection::Start() {
     provider_secrets_->AddEventHandler(
         OnChange([this](const Json&) { heartbeat_->queue().Add("cluster"); }));
   }
+}
+
+void Connection::WatchConsumer() {
   // Consumer-side events, through the konnector's shared informers.
   auto share = [this](client::Informer& informer, std::function<void(const Json&)> fn) {
     shared_handlers_.emplace_back(&informer, informer.AddEventHandler(OnChange(std::move(fn))));
@@ -249,17 +270,6 @@ void Connection::Start() {
   });
   share(ctx_.app_namespaces,
         [this](const Json& ns) { namespaces_->queue().Add(machinery::Name(ns)); });
-
-  cluster_bindings_->Start();
-  exports_->Start();
-  service_namespaces_->Start();
-  if (provider_secrets_) provider_secrets_->Start();
-  heartbeat_->Start();
-  namespaces_->Start();
-  crds_->Start();
-  export_controller_->Start();
-  heartbeat_->queue().Add("cluster");
-  ctx_.metrics.connections.With({}).Add(1);
 }
 
 void Connection::Stop() {
@@ -456,78 +466,14 @@ core::Result<Result> Connection::ReconcileCrd(const Request& request) {
   ObjectPtr binding = ctx_.bindings.indexer().Get(request.Key());
   if (!binding) return Result::Done();
   Json modified = *binding;
-  ObjectPtr exp = exports_->indexer().Get(provider_ns_ + "/" + request.name);
   core::Status retry = core::Status::Ok();
-  auto fail = [&](std::string reason, std::string message) {
-    if (reconcile::MarkFalse(modified, "Connected", reason, reconcile::kSeverityError, message,
-                             ctx_.clock)) {
-      ctx_.binding_events.Event(*binding, "Warning", reason, message);
-    }
-  };
-  if (!exp) {
-    fail("APIServiceExportNotFound",
-         "APIServiceExport " + provider_ns_ + "/" + request.name +
-             " not found on the provider; the provider no longer offers this API, bind it again "
-             "or delete this binding");
+  if (ObjectPtr exp = exports_->indexer().Get(provider_ns_ + "/" + request.name)) {
+    retry = EnsureCrd(request.name, *exp, *binding, modified);
   } else {
-    client::ResourceClient crds(ctx_.app, client::resources::kCustomResourceDefinitions);
-    Json desired = ExportToCrd(*exp, *binding);
-    // Writes the CRD; true once it is this binding's as desired.
-    auto update = [&](const Json& crd) {
-      auto r = crds.Update(crd);
-      ctx_.metrics.writes.Increment({{"cluster", "app"}, {"verb", "update"}});
-      if (r.ok()) {
-        reconcile::MarkTrue(modified, "Connected", ctx_.clock);
-      } else if (core::IsInvalid(r.status())) {
-        fail("CustomResourceDefinitionUpdateFailed",
-             "the App Cluster refused the update of CustomResourceDefinition " + request.name +
-                 ": " + r.status().message());
-      } else {
-        retry = r.status();  // conflicts and outages: try again (upstream swallows these)
-      }
-      return r.ok();
-    };
-    ObjectPtr existing = ctx_.app_crds.indexer().Get(request.name);
-    if (!existing) {
-      auto r = crds.Create(desired);
-      ctx_.metrics.writes.Increment({{"cluster", "app"}, {"verb", "create"}});
-      if (r.ok() || core::IsAlreadyExists(r.status())) {
-        reconcile::MarkTrue(modified, "Connected", ctx_.clock);
-      } else if (core::IsInvalid(r.status()) || r.status().reason() == core::Reason::kForbidden) {
-        fail("CustomResourceDefinitionCreateFailed",
-             "the App Cluster refused CustomResourceDefinition " + request.name + ": " +
-                 r.status().message());
-      } else {
-        retry = r.status();
-      }
-    } else if (!CrdOwnedBy(*existing, *binding) && AdoptableCrd(*existing, *binding)) {
-      // Left by an earlier binding of this name (unbound, then bound again): the CRD and the
-      // objects kept in it are this binding's now, as kubectl users expect of a re-bind.
-      Json adopted = *existing;
-      adopted["spec"] = desired["spec"];
-      adopted["metadata"]["ownerReferences"] = desired["metadata"]["ownerReferences"];
-      if (update(adopted)) {
-        ctx_.binding_events.Event(*binding, "Normal", "AdoptedCustomResourceDefinition",
-                                  "CustomResourceDefinition " + request.name +
-                                      " was left by an earlier binding of this name; this "
-                                      "binding serves it now");
-      }
-    } else if (!CrdOwnedBy(*existing, *binding)) {
-      fail("ForeignCustomResourceDefinition",
-           "CustomResourceDefinition " + request.name +
-               " already exists in the App Cluster and is not owned by this binding; delete it "
-               "or bind under another name");
-    } else {
-      Json updated = *existing;
-      updated["spec"] = desired["spec"];
-      // The API server fills defaults (conversion, ...): compare only what we set.
-      const Json* have = machinery::Find(*existing, {"spec"});
-      if (have && Covers(*have, desired["spec"])) {
-        reconcile::MarkTrue(modified, "Connected", ctx_.clock);
-      } else {
-        update(updated);
-      }
-    }
+    MarkNotConnected(modified, *binding, "APIServiceExportNotFound",
+                     "APIServiceExport " + provider_ns_ + "/" + request.name +
+                         " not found on the provider; the provider no longer offers this API, "
+                         "bind it again or delete this binding");
   }
   ObjectPtr cb = cluster_bindings_->indexer().Get(provider_ns_ + "/cluster");
   modified["status"]["providerPrettyName"] =
@@ -543,27 +489,116 @@ core::Result<Result> Connection::ReconcileCrd(const Request& request) {
   return Result::Done();
 }
 
+core::Status Connection::EnsureCrd(const std::string& name, const Json& exp, const Json& binding,
+                                   Json& modified) {
+  core::Status retry = core::Status::Ok();
+  Json desired = ExportToCrd(exp, binding);
+  ObjectPtr existing = ctx_.app_crds.indexer().Get(name);
+  if (!existing) {
+    auto r = client::ResourceClient(ctx_.app, client::resources::kCustomResourceDefinitions)
+                 .Create(desired);
+    ctx_.metrics.writes.Increment({{"cluster", "app"}, {"verb", "create"}});
+    if (r.ok() || core::IsAlreadyExists(r.status())) {
+      reconcile::MarkTrue(modified, "Connected", ctx_.clock);
+    } else if (core::IsInvalid(r.status()) || r.status().reason() == core::Reason::kForbidden) {
+      MarkNotConnected(
+          modified, binding, "CustomResourceDefinitionCreateFailed",
+          "the App Cluster refused CustomResourceDefinition " + name + ": " + r.status().message());
+    } else {
+      retry = r.status();
+    }
+  } else if (!CrdOwnedBy(*existing, binding) && AdoptableCrd(*existing, binding)) {
+    // Left by an earlier binding of this name (unbound, then bound again): the CRD and the
+    // objects kept in it are this binding's now, as kubectl users expect of a re-bind.
+    Json adopted = *existing;
+    adopted["spec"] = desired["spec"];
+    adopted["metadata"]["ownerReferences"] = desired["metadata"]["ownerReferences"];
+    if (UpdateCrd(adopted, binding, modified, retry)) {
+      ctx_.binding_events.Event(binding, "Normal", "AdoptedCustomResourceDefinition",
+                                "CustomResourceDefinition " + name +
+                                    " was left by an earlier binding of this name; this "
+                                    "binding serves it now");
+    }
+  } else if (!CrdOwnedBy(*existing, binding)) {
+    MarkNotConnected(modified, binding, "ForeignCustomResourceDefinition",
+                     "CustomResourceDefinition " + name +
+                         " already exists in the App Cluster and is not owned by this binding; "
+                         "delete it or bind under another name");
+  } else {
+    Json updated = *existing;
+    updated["spec"] = desired["spec"];
+    // The API server fills defaults (conversion, ...): compare only what we set.
+    const Json* have = machinery::Find(*existing, {"spec"});
+    if (have && Covers(*have, desired["spec"])) {
+      reconcile::MarkTrue(modified, "Connected", ctx_.clock);
+    } else {
+      UpdateCrd(updated, binding, modified, retry);
+    }
+  }
+  return retry;
+}
+
+bool Connection::UpdateCrd(const Json& crd, const Json& binding, Json& modified,
+                           core::Status& retry) {
+  auto r =
+      client::ResourceClient(ctx_.app, client::resources::kCustomResourceDefinitions).Update(crd);
+  ctx_.metrics.writes.Increment({{"cluster", "app"}, {"verb", "update"}});
+  if (r.ok()) {
+    reconcile::MarkTrue(modified, "Connected", ctx_.clock);
+  } else if (core::IsInvalid(r.status())) {
+    MarkNotConnected(modified, binding, "CustomResourceDefinitionUpdateFailed",
+                     "the App Cluster refused the update of CustomResourceDefinition " +
+                         machinery::Name(crd) + ": " + r.status().message());
+  } else {
+    retry = r.status();  // conflicts and outages: try again (upstream swallows these)
+  }
+  return r.ok();
+}
+
+void Connection::MarkNotConnected(Json& modified, const Json& binding, const std::string& reason,
+                                  const std::string& message) {
+  if (reconcile::MarkFalse(modified, "Connected", reason, reconcile::kSeverityError, message,
+                           ctx_.clock)) {
+    ctx_.binding_events.Event(binding, "Warning", reason, message);
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // §4.8: syncer lifecycle and the export's status.
 
+struct Connection::ExportPass {
+  const std::string& name;
+  ObjectPtr exp;      // the APIServiceExport, null when gone
+  ObjectPtr binding;  // the attached binding of the same name, null when none
+  ObjectPtr crd;      // the App Cluster's CRD of that name, null when none
+  core::Status start_error = core::Status::Ok();  // a syncer that could not start
+};
+
 core::Result<Result> Connection::ReconcileExport(const Request& request) {
   if (!CachesSynced()) return Result::Done();
-  const std::string& name = request.name;
-  ObjectPtr exp = exports_->indexer().Get(provider_ns_ + "/" + name);
-  ObjectPtr binding = BindingNamed(name);
-  ObjectPtr crd = ctx_.app_crds.indexer().Get(name);
-  bool runnable = exp && binding && crd && CrdOwnedBy(*crd, *binding) &&
-                  reconcile::IsConditionTrue(*crd, "Established") &&
+  ExportPass pass{.name = request.name,
+                  .exp = exports_->indexer().Get(provider_ns_ + "/" + request.name),
+                  .binding = BindingNamed(request.name),
+                  .crd = ctx_.app_crds.indexer().Get(request.name)};
+  KLUTCH_RUN_STEP(EnsureSyncer(pass));
+  if (!pass.exp) return Result::Done();
+  return UpdateExportStatus(pass);
+}
+
+reconcile::Step Connection::EnsureSyncer(ExportPass& pass) {
+  const ObjectPtr& exp = pass.exp;
+  const ObjectPtr& binding = pass.binding;
+  bool runnable = exp && binding && pass.crd && CrdOwnedBy(*pass.crd, *binding) &&
+                  reconcile::IsConditionTrue(*pass.crd, "Established") &&
                   !FirstServedVersion(*exp).empty();
   // The provider namespace's uid (cluster-scoped exports) is read before taking the lock.
   std::string ns_uid;
-  core::Status start_error = core::Status::Ok();
   if (runnable && machinery::GetString(*exp, {"spec", "scope"}) == "Cluster") {
     auto ns = client::ResourceClient(provider_, client::resources::kNamespaces).Get(provider_ns_);
     if (ns.ok()) {
       ns_uid = machinery::Uid(*ns);
     } else {
-      start_error = ns.status();
+      pass.start_error = ns.status();
       runnable = false;
     }
   }
@@ -571,7 +606,7 @@ core::Result<Result> Connection::ReconcileExport(const Request& request) {
   {
     core::MutexLock lock(mu_);
     if (stopped_) return Result::Done();
-    auto it = syncers_.find(name);
+    auto it = syncers_.find(pass.name);
     int64_t generation = exp ? Generation(*exp) : 0;
     if (it != syncers_.end() && (!runnable || it->second->generation() != generation ||
                                  it->second->claims() != AcceptedClaims(*binding))) {
@@ -581,24 +616,26 @@ core::Result<Result> Connection::ReconcileExport(const Request& request) {
     }
     if (runnable && it == syncers_.end()) {
       auto syncer = std::make_shared<ExportSyncer>(*this, *exp, *binding, ns_uid);
-      start_error = syncer->Start();  // starts threads, never blocks
-      if (start_error.ok()) {
+      pass.start_error = syncer->Start();  // starts threads, never blocks
+      if (pass.start_error.ok()) {
         // Tell it about the namespaces mapped so far.
         for (const auto& asn : service_namespaces_->indexer().List()) {
           syncer->OnServiceNamespace(*asn, false);
         }
-        syncers_.emplace(name, std::move(syncer));
+        syncers_.emplace(pass.name, std::move(syncer));
       }
     }
     ctx_.metrics.syncers.With({{"connection", provider_ns_}})
         .Set(static_cast<double>(syncers_.size()));
   }
   stale.reset();  // stops outside the lock
-  if (!exp) return Result::Done();
+  return reconcile::Continue();
+}
 
+core::Result<Result> Connection::UpdateExportStatus(const ExportPass& pass) {
   // The export's status (committer patch to the provider).
-  Json modified = *exp;
-  if (binding) {
+  Json modified = *pass.exp;
+  if (pass.binding) {
     reconcile::MarkTrue(modified, "Connected", ctx_.clock);
     reconcile::MarkFalse(modified, "ConsumerInSync", "Unknown", reconcile::kSeverityInfo,
                          "the consumer does not report schema conformance", ctx_.clock);
@@ -609,45 +646,49 @@ core::Result<Result> Connection::ReconcileExport(const Request& request) {
     reconcile::MarkFalse(modified, "ConsumerInSync", "NA", reconcile::kSeverityInfo,
                          "no APIServiceBinding for this export", ctx_.clock);
   }
-  if (crd && binding && CrdOwnedBy(*crd, *binding)) {
-    if (const Json* conds = machinery::Find(*crd, {"status", "conditions"});
-        conds && conds->is_array()) {
-      for (const Json& c : *conds) {
-        std::string type = machinery::GetString(c, {"type"});
-        if (type.empty() || type == reconcile::kReadyCondition) continue;
-        std::string status = machinery::GetString(c, {"status"});
-        reconcile::SeverityCondition sc{
-            .type = type,
-            .status = status,
-            .severity = status == "True" ? "" : std::string(reconcile::kSeverityError),
-            .last_transition_time = machinery::GetString(c, {"lastTransitionTime"}),
-            .reason = machinery::GetString(c, {"reason"}),
-            .message = machinery::GetString(c, {"message"})};
-        reconcile::SetSeverityCondition(modified, sc, ctx_.clock);
-      }
-    }
-    // Copied once the App Cluster has filled them (the export's schema requires kind and
-    // plural in acceptedNames).
-    const Json* accepted = machinery::Find(*crd, {"status", "acceptedNames"});
-    if (accepted && !machinery::GetString(*accepted, {"plural"}).empty()) {
-      modified["status"]["acceptedNames"] = *accepted;
-    }
-    const Json* stored = machinery::Find(*crd, {"status", "storedVersions"});
-    if (stored && stored->is_array()) modified["status"]["storedVersions"] = *stored;
+  if (pass.crd && pass.binding && CrdOwnedBy(*pass.crd, *pass.binding)) {
+    CopyCrdStatus(*pass.crd, modified);
   }
-  if (!start_error.ok()) {
+  if (!pass.start_error.ok()) {
     reconcile::MarkFalse(modified, "Syncing", "SyncerStartFailed", reconcile::kSeverityError,
-                         start_error.message(), ctx_.clock);
+                         pass.start_error.message(), ctx_.clock);
   } else {
     reconcile::RemoveCondition(modified, "Syncing");
   }
   reconcile::SetSummary(modified, ctx_.clock);
   auto r = reconcile::Committer(client::ResourceClient(provider_, apis::klutch::kApiServiceExports),
                                 std::string(apis::klutch::kKonnectorFieldManager))
-               .CommitStatus(*exp, modified);
+               .CommitStatus(*pass.exp, modified);
   if (!r.ok()) return r.status();
-  if (!start_error.ok()) return start_error;
+  if (!pass.start_error.ok()) return pass.start_error;
   return Result::Done();
+}
+
+void Connection::CopyCrdStatus(const Json& crd, Json& modified) {
+  if (const Json* conds = machinery::Find(crd, {"status", "conditions"});
+      conds && conds->is_array()) {
+    for (const Json& c : *conds) {
+      std::string type = machinery::GetString(c, {"type"});
+      if (type.empty() || type == reconcile::kReadyCondition) continue;
+      std::string status = machinery::GetString(c, {"status"});
+      reconcile::SeverityCondition sc{
+          .type = type,
+          .status = status,
+          .severity = status == "True" ? "" : std::string(reconcile::kSeverityError),
+          .last_transition_time = machinery::GetString(c, {"lastTransitionTime"}),
+          .reason = machinery::GetString(c, {"reason"}),
+          .message = machinery::GetString(c, {"message"})};
+      reconcile::SetSeverityCondition(modified, sc, ctx_.clock);
+    }
+  }
+  // Copied once the App Cluster has filled them (the export's schema requires kind and
+  // plural in acceptedNames).
+  const Json* accepted = machinery::Find(crd, {"status", "acceptedNames"});
+  if (accepted && !machinery::GetString(*accepted, {"plural"}).empty()) {
+    modified["status"]["acceptedNames"] = *accepted;
+  }
+  const Json* stored = machinery::Find(crd, {"status", "storedVersions"});
+  if (stored && stored->is_array()) modified["status"]["storedVersions"] = *stored;
 }
 
 }  // namespace klutch::konnector::internal

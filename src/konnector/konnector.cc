@@ -10,7 +10,7 @@
 #include "apis/klutch_crds.h"
 #include "client/dynamic.h"
 #include "core/log.h"
-#include "konnector/internal.h"
+#include "konnector/connection.h"
 #include "reconcile/committer.h"
 #include "reconcile/conditions.h"
 #include "reconcile/crd_installer.h"

@@ -1,18 +1,22 @@
-// Claimed resources (§4.13): Secrets and ConfigMaps a binding's accepted permission claims
-// let the konnector copy between the mapped namespaces. The side that owns an object (the
-// `klutch.anynines.com/resource-owner` annotation, else the side it was created on) is the
-// truth: the other side's copy is created, overwritten and deleted to match it. A claim with
-// an owner handles only objects of that owner, so a consumer's own Secrets never travel to
-// the provider under a provider-owned claim, and service-account tokens never travel at all.
-// Internal to the konnector. Thread-safe.
+// ClaimSyncer: claimed resources (§4.13), the Secrets and ConfigMaps a binding's accepted
+// permission claims let the konnector copy between the mapped namespaces. The side that owns an
+// object (the `klutch.anynines.com/resource-owner` annotation, else the side it was created on) is
+// the truth: the other side's copy is created, overwritten and deleted to match it. A claim with an
+// owner handles only objects of that owner, so a consumer's own Secrets never travel to the
+// provider under a provider-owned claim, and service-account tokens never travel at all. Internal
+// to the konnector. Thread-safe.
 #pragma once
 
 #include <memory>
 #include <string>
+#include <vector>
 
-#include "konnector/internal.h"
+#include "client/multi_namespace_informer.h"
+#include "konnector/context.h"
 
 namespace klutch::konnector::internal {
+
+class Connection;
 
 class ClaimSyncer {
  public:

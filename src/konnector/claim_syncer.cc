@@ -1,8 +1,9 @@
-#include "konnector/claims.h"
+#include "konnector/claim_syncer.h"
 
 #include "apis/klutch/apiserviceexport.h"
 #include "client/dynamic.h"
 #include "core/log.h"
+#include "konnector/connection.h"
 
 namespace klutch::konnector::internal {
 namespace {
