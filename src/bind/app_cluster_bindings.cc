@@ -9,6 +9,7 @@
 #include "apis/klutch/apiservicebinding.h"
 #include "apis/klutch/appclusterbinding.h"
 #include "apis/klutch/clusterbinding.h"
+#include "apis/klutch/export_request.h"
 #include "apis/klutch/register.h"
 #include "bind/catalog.h"
 #include "bind/internal.h"
@@ -570,16 +571,13 @@ void EnsureExportRequests(AcbPass& p, const std::map<std::string, OfferedApi>& d
     if (p.ctx.exports.indexer().Get(root + "/" + export_name) || requested.contains(export_name)) {
       continue;
     }
-    Json ser = {{"apiVersion", apis::klutch::kApiVersion},
-                {"kind", "APIServiceExportRequest"},
-                {"metadata",
-                 {{"name", RequestName(p.name, api.template_name)},
-                  {"namespace", root},
-                  {"labels", p.labels}}},
-                {"spec",
-                 {{"resources", Json::array({{{"group", api.group},
-                                              {"resource", api.resource},
-                                              {"permissionClaims", api.permission_claims}}})}}}};
+    // The protocol's one writer of the document; the namespace and labels are ours.
+    apis::klutch::ExportRequest request =
+        apis::klutch::ExportRequestFor(api.group, api.resource, api.permission_claims);
+    request.name = RequestName(p.name, api.template_name);
+    Json ser = apis::klutch::EncodeExportRequest(request);
+    ser["metadata"]["namespace"] = root;
+    ser["metadata"]["labels"] = p.labels;
     auto created = requests.Create(ser, {.field_manager = std::string(kFieldManager)});
     if (!created.ok() && !core::IsAlreadyExists(created.status())) {
       p.Note(created.status(), "creating APIServiceExportRequest for " + export_name);
