@@ -3,8 +3,6 @@
 // follow their CRDs, consumer namespaces appear with their RBAC, ClusterBinding health follows
 // heartbeats, tokens are renewed before they expire, provisioning is idempotent, and one
 // consumer's credentials reach nothing of another's.
-#include "bind/controllers.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -20,6 +18,7 @@
 #include "apis/klutch/appclusterbinding.h"
 #include "apis/klutch/clusterbinding.h"
 #include "apis/klutch/register.h"
+#include "bind/backend_controllers.h"
 #include "bind/catalog.h"
 #include "bind/internal.h"
 #include "bind/names.h"

@@ -1,6 +1,6 @@
-// Internals of the backend controllers shared by controllers.cc (wiring) and the reconcilers
-// (export_requests.cc, exports.cc, cluster_bindings.cc, app_cluster_bindings.cc): the context
-// every reconciler gets and the pure helpers the unit tests check. Not a public header.
+// Internals of the backend controllers shared by backend_controllers.cc (wiring) and the
+// reconcilers (export_requests.cc, exports.cc, cluster_bindings.cc, app_cluster_bindings.cc): the
+// context every reconciler gets and the pure helpers the unit tests check. Not a public header.
 #pragma once
 
 #include <algorithm>
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "bind/controllers.h"
+#include "bind/backend_controllers.h"
 #include "client/dynamic.h"
 #include "client/informer.h"
 #include "reconcile/conditions.h"

@@ -10,10 +10,10 @@
 #include <filesystem>
 #include <iostream>
 
-#include "bind/controllers.h"
-#include "bind/web.h"
-#include "bind/web_oidc.h"
-#include "bind/web_seal.h"
+#include "bind/backend_controllers.h"
+#include "bind/web/oidc_client.h"
+#include "bind/web/sealer.h"
+#include "bind/web/web_backend.h"
 #include "cli/controller_process.h"
 #include "cli/fail.h"
 #include "client/dynamic.h"

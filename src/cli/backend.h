@@ -1,6 +1,6 @@
 // `klutch backend`: the bind backend on the Control Plane (bind-protocol.md §2): the OIDC
 // login, catalog, consumer and /bind pages and the device grant over HTTPS (src/bind web*),
-// and the backend's controllers (src/bind controllers.h) under leader election, with
+// and the backend's controllers (src/bind backend_controllers.h) under leader election, with
 // upstream Klutch's flags plus a few of ours (--oidc-ca-file, --oidc-scopes, lease flags).
 #pragma once
 

@@ -39,8 +39,8 @@ std::string DisplayName(const BindingResponse& response) {
 }
 
 namespace {
-// What the backend refuses in `n` (bind/web_protocol.h ClusterNameParameter), "" when it takes
-// it.
+// What the backend refuses in `n` (bind/web/web_protocol.h ClusterNameParameter), "" when it
+// takes it.
 std::string ClusterNameProblem(std::string_view name) {
   if (name.size() > 253) return fmt::format("is {} bytes long; at most 253 fit", name.size());
   if (std::any_of(name.begin(), name.end(),

@@ -8,7 +8,7 @@
 
 #include "apis/klutch/clusterbinding.h"
 #include "apis/klutch/register.h"
-#include "bind/controllers.h"
+#include "bind/backend_controllers.h"
 #include "bind/provision.h"
 #include "client/dynamic.h"
 #include "core/strings.h"

@@ -1,4 +1,4 @@
-// Test helpers for the bind backend's HTTP side (src/bind/web_unit_test.cc, web_test.cc): a
+// Test helpers for the bind backend's HTTP side (src/bind/web/web_unit_test.cc, web_test.cc): a
 // browser with a cookie jar that calls an http::Router in-process, and a Control Plane on a
 // TestCluster with the provider CRDs, an offered API (postgresqlinstances.anynines.com) and
 // its template. Not thread-safe.
@@ -15,7 +15,7 @@
 #include "apis/klutch/clusterbinding.h"
 #include "apis/klutch/register.h"
 #include "apis/klutch_crds.h"
-#include "bind/web_protocol.h"
+#include "bind/web/web_protocol.h"
 #include "client/dynamic.h"
 #include "core/clock.h"
 #include "core/strings.h"

@@ -12,7 +12,10 @@
 // Every page sends no-cache and anti-framing headers; error pages say what went wrong and
 // what to do.
 //
-// Routes are added to a caller's http::Router (AddRoutes); the handlers are thread-safe.
+// Routes are added to a caller's http::Router (AddRoutes); the handlers are thread-safe. The
+// parts behind them, each a file of this folder: browser_login.h (/authorize, /login,
+// /callback), device_flow.h (/device/*), bind_endpoints.h (/export, /bind), consumer_pages.h
+// (/, /resources, /consumer), over session_cookies.h and the bind operation consumer_binder.h.
 #pragma once
 
 #include <chrono>
@@ -20,8 +23,8 @@
 #include <string>
 
 #include "bind/provision.h"
-#include "bind/web_oidc.h"
-#include "bind/web_seal.h"
+#include "bind/web/identity_provider.h"
+#include "bind/web/sealer.h"
 #include "client/rest_client.h"
 #include "core/clock.h"
 #include "http/router.h"

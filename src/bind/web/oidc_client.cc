@@ -1,4 +1,4 @@
-#include "bind/web_oidc.h"
+#include "bind/web/oidc_client.h"
 
 #include <fmt/format.h>
 
@@ -8,7 +8,7 @@
 
 #include "auth/jwt.h"
 #include "auth/oidc.h"
-#include "bind/web_protocol.h"
+#include "bind/web/web_protocol.h"
 #include "core/log.h"
 #include "core/strings.h"
 #include "http/client.h"
@@ -195,19 +195,6 @@ core::Result<IdTokenClaims> OidcClient::Verify(const Json& token_response,
                         "openid scope allowed for this client?)");
   }
   return VerifyIdToken(id_token, nonce);
-}
-
-std::string DisplayNameOf(const IdTokenClaims& claims) {
-  for (const std::string* claim : {&claims.preferred_username, &claims.email, &claims.name}) {
-    // A claim a terminal cannot print as one short line is passed over.
-    const std::string_view name = core::Trim(*claim);
-    if (!name.empty() && name.size() <= 256 && std::none_of(name.begin(), name.end(), [](char c) {
-          return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
-        })) {
-      return std::string(name);
-    }
-  }
-  return claims.subject;
 }
 
 core::Result<IdTokenClaims> OidcClient::VerifyIdToken(const std::string& id_token,

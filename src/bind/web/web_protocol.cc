@@ -1,4 +1,4 @@
-#include "bind/web_protocol.h"
+#include "bind/web/web_protocol.h"
 
 #include <algorithm>
 #include <cctype>

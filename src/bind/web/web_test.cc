@@ -2,14 +2,13 @@
 // test/support/oidc_provider.h) and the in-process TestCluster: the browser flow with PKCE and
 // nonce, the device grant, ID token verification failures and the state checks, each failure
 // leaving the Control Plane untouched.
-#include "bind/web.h"
-
 #include <gtest/gtest.h>
 
 #include <thread>
 
 #include "auth/jwt.h"
-#include "bind/web_oidc.h"
+#include "bind/web/oidc_client.h"
+#include "bind/web/web_backend.h"
 #include "core/random.h"
 #include "test/support/bind_web.h"
 #include "test/support/oidc_provider.h"

@@ -1,6 +1,6 @@
 // Wiring of the backend controllers: informers, indexes, event sources and controllers on the
 // manager; plus the helpers the reconcilers share.
-#include "bind/controllers.h"
+#include "bind/backend_controllers.h"
 
 #include <algorithm>
 

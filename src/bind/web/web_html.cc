@@ -1,4 +1,4 @@
-#include "bind/web_html.h"
+#include "bind/web/web_html.h"
 
 #include "core/strings.h"
 #include "http/html.h"

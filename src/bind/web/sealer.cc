@@ -1,4 +1,4 @@
-#include "bind/web_seal.h"
+#include "bind/web/sealer.h"
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>

@@ -9,8 +9,8 @@
 #include <string_view>
 
 #include "apis/klutch/binding_response.h"
-#include "bind/web_protocol.h"
-#include "bind/web_seal.h"
+#include "bind/web/sealer.h"
+#include "bind/web/web_protocol.h"
 #include "core/random.h"
 #include "core/strings.h"
 
