@@ -176,6 +176,43 @@ core::Status InstallProviderCrds(client::RestClient& admin, bool control_plane_m
   return core::Status::Ok();
 }
 
+namespace {
+
+using ReconcileFn = core::Result<internal::Result> (*)(Context&, const Request&);
+
+// The objects `informer` indexes under `value` of `index`, as requests.
+std::vector<Request> RequestsByIndex(client::Informer& informer, const char* index,
+                                     const std::string& value) {
+  std::vector<Request> out;
+  for (const ObjectPtr& o : informer.indexer().ByIndex(index, value)) {
+    out.push_back({machinery::Namespace(*o), machinery::Name(*o)});
+  }
+  return out;
+}
+
+// "<plural>.<group>" (or the plural of the core group) of each spec.resources entry of an
+// APIServiceExportRequest.
+std::vector<std::string> CrdNamesOfRequest(const Json& ser) {
+  std::vector<std::string> out;
+  const Json* resources = machinery::Find(ser, {"spec", "resources"});
+  if (resources == nullptr || !resources->is_array()) return out;
+  for (const Json& r : *resources) {
+    const std::string group = machinery::GetString(r, {"group"});
+    const std::string resource = machinery::GetString(r, {"resource"});
+    out.push_back(group.empty() ? resource : resource + "." + group);
+  }
+  return out;
+}
+
+// The APIServiceNamespace a provider Namespace was made for ("<cluster ns>/<name>"), "" if none.
+std::string ServiceNamespaceOwner(const Json& ns) {
+  return machinery::Annotation(ns, apis::klutch::kApiServiceNamespaceAnnotation);
+}
+
+}  // namespace
+
+// Setup() as steps: the options checked, the ClusterRole applied, the informers and their
+// indexes registered, then one step per controller.
 class BackendControllers::Impl {
  public:
   Impl(reconcile::Manager& manager, BackendControllersOptions options)
@@ -185,65 +222,53 @@ class BackendControllers::Impl {
         events_(manager.rest(), {options_.component, options_.instance}, &clock_) {}
 
   core::Status Setup() {
-    const std::string scope = internal::NormaliseScope(options_.consumer_scope);
-    if (scope.empty()) {
+    KLUTCH_RETURN_IF_ERROR(CheckScopes());
+    KLUTCH_RETURN_IF_ERROR(ApplyBinderClusterRole(manager_.rest()));
+    KLUTCH_RETURN_IF_ERROR(AddInformers());
+    KLUTCH_RETURN_IF_ERROR(CheckQuotaAndGrace());
+    KLUTCH_RETURN_IF_ERROR(MakeContext());
+    SetupExportRequestController();
+    SetupExportController();
+    SetupServiceNamespaceController();
+    SetupClusterBindingController();
+    SetupKubeconfigController();
+    SetupConsumerQuotaController();
+    SetupAppClusterBindingController();
+    return core::Status::Ok();
+  }
+
+  void Stop() { events_.Stop(); }
+
+ private:
+  // The Control Plane's informers of every mode (MakeContext adds the control-plane-mode ones).
+  struct Informers {
+    client::Informer& requests;
+    client::Informer& exports;
+    client::Informer& service_namespaces;
+    client::Informer& cluster_bindings;
+    client::Informer& crds;
+    client::Informer& templates;
+    client::Informer& namespaces;
+  };
+
+  client::InformerOptions InformerOptions() const { return {.clock = &clock_}; }
+
+  core::Status CheckScopes() {
+    scope_ = internal::NormaliseScope(options_.consumer_scope);
+    if (scope_.empty()) {
       return core::Invalid("consumer scope " + core::GoQuote(options_.consumer_scope) +
                            " must be Namespaced or Cluster");
     }
-    const std::string isolation = internal::NormaliseIsolation(options_.cluster_scoped_isolation);
-    if (isolation.empty()) {
+    isolation_ = internal::NormaliseIsolation(options_.cluster_scoped_isolation);
+    if (isolation_.empty()) {
       return core::Invalid("cluster-scoped isolation " +
                            core::GoQuote(options_.cluster_scoped_isolation) +
                            " must be Prefixed, Namespaced or None");
     }
-    KLUTCH_RETURN_IF_ERROR(ApplyBinderClusterRole(manager_.rest()));
+    return core::Status::Ok();
+  }
 
-    client::InformerOptions o{.clock = &clock_};
-    auto& requests = manager_.Informer(apis::klutch::kApiServiceExportRequests, o);
-    auto& exports = manager_.Informer(apis::klutch::kApiServiceExports, o);
-    auto& service_namespaces = manager_.Informer(apis::klutch::kApiServiceNamespaces, o);
-    auto& cluster_bindings = manager_.Informer(apis::klutch::kClusterBindings, o);
-    auto& crds = manager_.Informer(resources::kCustomResourceDefinitions, o);
-    auto& templates = manager_.Informer(apis::klutch::kApiServiceExportTemplates, o);
-    auto& namespaces = manager_.Informer(resources::kNamespaces, o);
-
-    auto crd_names_of_request = [](const Json& ser) {
-      std::vector<std::string> out;
-      const Json* resources = machinery::Find(ser, {"spec", "resources"});
-      if (resources == nullptr || !resources->is_array()) return out;
-      for (const Json& r : *resources) {
-        const std::string group = machinery::GetString(r, {"group"});
-        const std::string resource = machinery::GetString(r, {"resource"});
-        out.push_back(group.empty() ? resource : resource + "." + group);
-      }
-      return out;
-    };
-    KLUTCH_RETURN_IF_ERROR(
-        requests.indexer().AddIndex(internal::kByCrdIndex, crd_names_of_request));
-    KLUTCH_RETURN_IF_ERROR(requests.indexer().AddIndex(
-        internal::kByExportIndex, [crd_names_of_request](const Json& ser) {
-          std::vector<std::string> out = crd_names_of_request(ser);
-          for (auto& n : out) n = machinery::Namespace(ser) + "/" + n;
-          return out;
-        }));
-    KLUTCH_RETURN_IF_ERROR(exports.indexer().AddIndex(internal::kByCrdIndex, [](const Json& e) {
-      return std::vector<std::string>{machinery::Name(e)};
-    }));
-    KLUTCH_RETURN_IF_ERROR(
-        namespaces.indexer().AddIndex(internal::kByServiceNamespaceIndex, [](const Json& ns) {
-          std::string owner =
-              machinery::Annotation(ns, apis::klutch::kApiServiceNamespaceAnnotation);
-          return owner.empty() ? std::vector<std::string>{} : std::vector<std::string>{owner};
-        }));
-
-    KLUTCH_RETURN_IF_ERROR(
-        namespaces.indexer().AddIndex(internal::kByClusterNamespaceIndex, [](const Json& ns) {
-          std::string owner =
-              machinery::Annotation(ns, apis::klutch::kApiServiceNamespaceAnnotation);
-          const size_t slash = owner.find('/');
-          return slash == std::string::npos ? std::vector<std::string>{}
-                                            : std::vector<std::string>{owner.substr(0, slash)};
-        }));
+  core::Status CheckQuotaAndGrace() const {
     for (const auto& [resource, count] : options_.consumer_quota) {
       if (resource.empty() || count < 0) {
         return core::Invalid("consumer quota " + core::GoQuote(resource) + "=" +
@@ -254,176 +279,212 @@ class BackendControllers::Impl {
     if (options_.unconnected_cluster_grace.count() < 0) {
       return core::Invalid("the unconnected-cluster grace period must not be negative");
     }
+    return core::Status::Ok();
+  }
 
+  // The informers of every mode and their indexes.
+  core::Status AddInformers() {
+    const client::InformerOptions o = InformerOptions();
+    informers_ = std::make_unique<Informers>(
+        Informers{.requests = manager_.Informer(apis::klutch::kApiServiceExportRequests, o),
+                  .exports = manager_.Informer(apis::klutch::kApiServiceExports, o),
+                  .service_namespaces = manager_.Informer(apis::klutch::kApiServiceNamespaces, o),
+                  .cluster_bindings = manager_.Informer(apis::klutch::kClusterBindings, o),
+                  .crds = manager_.Informer(resources::kCustomResourceDefinitions, o),
+                  .templates = manager_.Informer(apis::klutch::kApiServiceExportTemplates, o),
+                  .namespaces = manager_.Informer(resources::kNamespaces, o)});
+    Informers& in = *informers_;
+    KLUTCH_RETURN_IF_ERROR(
+        in.requests.indexer().AddIndex(internal::kByCrdIndex, CrdNamesOfRequest));
+    KLUTCH_RETURN_IF_ERROR(
+        in.requests.indexer().AddIndex(internal::kByExportIndex, [](const Json& ser) {
+          std::vector<std::string> out = CrdNamesOfRequest(ser);
+          for (auto& n : out) n = machinery::Namespace(ser) + "/" + n;
+          return out;
+        }));
+    KLUTCH_RETURN_IF_ERROR(in.exports.indexer().AddIndex(internal::kByCrdIndex, [](const Json& e) {
+      return std::vector<std::string>{machinery::Name(e)};
+    }));
+    KLUTCH_RETURN_IF_ERROR(
+        in.namespaces.indexer().AddIndex(internal::kByServiceNamespaceIndex, [](const Json& ns) {
+          std::string owner = ServiceNamespaceOwner(ns);
+          return owner.empty() ? std::vector<std::string>{} : std::vector<std::string>{owner};
+        }));
+    return in.namespaces.indexer().AddIndex(internal::kByClusterNamespaceIndex, [](const Json& ns) {
+      std::string owner = ServiceNamespaceOwner(ns);
+      const size_t slash = owner.find('/');
+      return slash == std::string::npos ? std::vector<std::string>{}
+                                        : std::vector<std::string>{owner.substr(0, slash)};
+    });
+  }
+
+  // The reconcilers' context; in control-plane mode with the AppClusterBinding informers.
+  core::Status MakeContext() {
+    const Informers& in = *informers_;
     ctx_ = std::make_unique<Context>(Context{.rest = manager_.rest(),
                                              .options = options_,
                                              .clock = clock_,
                                              .events = events_,
-                                             .consumer_scope = scope,
-                                             .isolation = isolation,
-                                             .export_requests = requests,
-                                             .exports = exports,
-                                             .service_namespaces = service_namespaces,
-                                             .cluster_bindings = cluster_bindings,
-                                             .crds = crds,
-                                             .templates = templates,
-                                             .namespaces = namespaces});
-    if (options_.control_plane_mode) {
-      ctx_->app_cluster_bindings = &manager_.Informer(apis::klutch::kAppClusterBindings, o);
-      ctx_->api_service_bindings = &manager_.Informer(apis::klutch::kApiServiceBindings, o);
-      client::InformerOptions meta = o;
-      meta.metadata_only = true;
-      ctx_->secrets = &manager_.Informer(resources::kSecrets, meta);
-      client::InformerOptions labelled = o;
-      labelled.label_selector = std::string(apis::klutch::kAppClusterBindingNameLabel);
-      ctx_->deployments = &manager_.Informer(resources::kDeployments, labelled);
-      KLUTCH_RETURN_IF_ERROR(ctx_->app_cluster_bindings->indexer().AddIndex(
-          internal::kBySecretIndex, [](const Json& acb) {
-            return std::vector<std::string>{
-                machinery::GetString(acb, {"spec", "kubeconfigSecretRef", "namespace"}) + "/" +
-                machinery::GetString(acb, {"spec", "kubeconfigSecretRef", "name"})};
-          }));
-    }
+                                             .consumer_scope = scope_,
+                                             .isolation = isolation_,
+                                             .export_requests = in.requests,
+                                             .exports = in.exports,
+                                             .service_namespaces = in.service_namespaces,
+                                             .cluster_bindings = in.cluster_bindings,
+                                             .crds = in.crds,
+                                             .templates = in.templates,
+                                             .namespaces = in.namespaces});
+    if (!options_.control_plane_mode) return core::Status::Ok();
+    const client::InformerOptions o = InformerOptions();
+    ctx_->app_cluster_bindings = &manager_.Informer(apis::klutch::kAppClusterBindings, o);
+    ctx_->api_service_bindings = &manager_.Informer(apis::klutch::kApiServiceBindings, o);
+    client::InformerOptions meta = o;
+    meta.metadata_only = true;
+    ctx_->secrets = &manager_.Informer(resources::kSecrets, meta);
+    client::InformerOptions labelled = o;
+    labelled.label_selector = std::string(apis::klutch::kAppClusterBindingNameLabel);
+    ctx_->deployments = &manager_.Informer(resources::kDeployments, labelled);
+    return ctx_->app_cluster_bindings->indexer().AddIndex(
+        internal::kBySecretIndex, [](const Json& acb) {
+          return std::vector<std::string>{
+              machinery::GetString(acb, {"spec", "kubeconfigSecretRef", "namespace"}) + "/" +
+              machinery::GetString(acb, {"spec", "kubeconfigSecretRef", "name"})};
+        });
+  }
 
-    const int workers = std::max(1, options_.workers);
-    auto make = [&](std::string name, auto fn) -> reconcile::Controller& {
-      reconcilers_.push_back(std::make_unique<reconcile::FuncReconciler>(
-          [this, fn](const Request& r) { return fn(*ctx_, r); }));
-      return manager_.AddController(std::move(name), *reconcilers_.back(), workers);
-    };
-    auto requests_by = [&requests](const char* index, std::string value) {
-      std::vector<Request> out;
-      for (const ObjectPtr& ser : requests.indexer().ByIndex(index, value)) {
-        out.push_back({machinery::Namespace(*ser), machinery::Name(*ser)});
-      }
-      return out;
-    };
+  // A controller `name` on the manager running `fn` over the context.
+  reconcile::Controller& Add(std::string name, ReconcileFn fn) {
+    reconcilers_.push_back(std::make_unique<reconcile::FuncReconciler>(
+        [this, fn](const Request& r) { return fn(*ctx_, r); }));
+    return manager_.AddController(std::move(name), *reconcilers_.back(),
+                                  std::max(1, options_.workers));
+  }
 
-    auto& ser = make("klutch-backend-serviceexportrequest", internal::ReconcileExportRequest);
+  void SetupExportRequestController() {
+    client::Informer& requests = informers_->requests;
+    auto& ser = Add("klutch-backend-serviceexportrequest", internal::ReconcileExportRequest);
     ser.For(requests);
-    ser.Watches(exports, [requests_by](const Json& e) {
-      return requests_by(internal::kByExportIndex, client::ObjectKey(e));
+    ser.Watches(informers_->exports, [&requests](const Json& e) {
+      return RequestsByIndex(requests, internal::kByExportIndex, client::ObjectKey(e));
     });
-    ser.Watches(crds, [requests_by](const Json& crd) {
-      return requests_by(internal::kByCrdIndex, machinery::Name(crd));
+    ser.Watches(informers_->crds, [&requests](const Json& crd) {
+      return RequestsByIndex(requests, internal::kByCrdIndex, machinery::Name(crd));
     });
-    ser.Watches(templates, [requests_by](const Json& t) {
+    ser.Watches(informers_->templates, [&requests](const Json& t) {
       const std::string group = machinery::GetString(t, {"spec", "APIServiceSelector", "group"});
       const std::string resource =
           machinery::GetString(t, {"spec", "APIServiceSelector", "resource"});
-      return requests_by(internal::kByCrdIndex, group.empty() ? resource : resource + "." + group);
+      return RequestsByIndex(requests, internal::kByCrdIndex,
+                             group.empty() ? resource : resource + "." + group);
     });
+  }
 
-    auto& exp = make("klutch-backend-serviceexport", internal::ReconcileExport);
+  void SetupExportController() {
+    client::Informer& exports = informers_->exports;
+    auto& exp = Add("klutch-backend-serviceexport", internal::ReconcileExport);
     exp.For(exports);
-    exp.Watches(crds, [&exports](const Json& crd) {
-      std::vector<Request> out;
-      for (const ObjectPtr& e :
-           exports.indexer().ByIndex(internal::kByCrdIndex, machinery::Name(crd))) {
-        out.push_back({machinery::Namespace(*e), machinery::Name(*e)});
-      }
-      return out;
+    exp.Watches(informers_->crds, [&exports](const Json& crd) {
+      return RequestsByIndex(exports, internal::kByCrdIndex, machinery::Name(crd));
     });
+  }
 
-    auto& asn = make("klutch-backend-servicenamespace", internal::ReconcileServiceNamespace);
+  void SetupServiceNamespaceController() {
+    client::Informer& service_namespaces = informers_->service_namespaces;
+    auto& asn = Add("klutch-backend-servicenamespace", internal::ReconcileServiceNamespace);
     asn.For(service_namespaces);
-    asn.Watches(namespaces, [](const Json& ns) {
+    asn.Watches(informers_->namespaces, [](const Json& ns) {
       std::vector<Request> out;
-      const std::string owner =
-          machinery::Annotation(ns, apis::klutch::kApiServiceNamespaceAnnotation);
+      const std::string owner = ServiceNamespaceOwner(ns);
       if (auto slash = owner.find('/'); slash != std::string::npos) {
         out.push_back({owner.substr(0, slash), owner.substr(slash + 1)});
       }
       return out;
     });
-    asn.Watches(cluster_bindings, [&service_namespaces](const Json& cb) {
-      std::vector<Request> out;
-      for (const ObjectPtr& a : service_namespaces.indexer().ByIndex(
-               client::Indexer::kNamespaceIndex, machinery::Namespace(cb))) {
-        out.push_back({machinery::Namespace(*a), machinery::Name(*a)});
-      }
-      return out;
+    asn.Watches(informers_->cluster_bindings, [&service_namespaces](const Json& cb) {
+      return RequestsByIndex(service_namespaces, client::Indexer::kNamespaceIndex,
+                             machinery::Namespace(cb));
     });
+  }
 
-    auto to_cluster_binding = [](const Json& o) {
+  void SetupClusterBindingController() {
+    auto& cb = Add("klutch-backend-clusterbinding", internal::ReconcileClusterBinding);
+    cb.For(informers_->cluster_bindings);
+    cb.Watches(informers_->exports, [](const Json& o) {
       return std::vector<Request>{
           {machinery::Namespace(o), std::string(apis::klutch::kClusterBindingName)}};
-    };
-    auto& cb = make("klutch-backend-clusterbinding", internal::ReconcileClusterBinding);
-    cb.For(cluster_bindings);
-    cb.Watches(exports, to_cluster_binding);
+    });
     // The cluster namespace holds the last-bound time the collection of unconnected spaces
     // counts from: a bind renews it, and the ClusterBinding may have been reconciled before
     // the cache saw it (the test that caught this lost the collection now and then).
-    cb.Watches(namespaces, [](const Json& ns) {
+    cb.Watches(informers_->namespaces, [](const Json& ns) {
       std::vector<Request> out;
       if (!machinery::Annotation(ns, apis::klutch::kIdentityAnnotation).empty()) {
         out.push_back({machinery::Name(ns), std::string(apis::klutch::kClusterBindingName)});
       }
       return out;
     });
-
-    auto& kubeconfig = make("klutch-backend-kubeconfig", internal::ReconcileKubeconfig);
-    kubeconfig.For(cluster_bindings);
-
-    if (!options_.consumer_quota.empty()) {
-      client::InformerOptions ours = o;
-      ours.label_selector = std::string(kConsumerQuotaLabel);
-      ctx_->quotas = &manager_.Informer(internal::kResourceQuotas, ours);
-      auto& quota = make("klutch-backend-consumerquota", internal::ReconcileConsumerQuota);
-      quota.For(namespaces);
-      quota.Watches(*ctx_->quotas, [](const Json& q) {
-        return std::vector<Request>{{"", machinery::Namespace(q)}};
-      });
-      // The claim kinds follow the exports of the cluster namespace, in it and in its
-      // provider namespaces.
-      quota.Watches(exports, [&namespaces](const Json& e) {
-        const std::string cluster_ns = machinery::Namespace(e);
-        std::vector<Request> out{{"", cluster_ns}};
-        for (const ObjectPtr& ns :
-             namespaces.indexer().ByIndex(internal::kByClusterNamespaceIndex, cluster_ns)) {
-          out.push_back({"", machinery::Name(*ns)});
-        }
-        return out;
-      });
-    }
-
-    if (options_.control_plane_mode) {
-      auto& acb = make("klutch-backend-appclusterbinding", internal::ReconcileAppClusterBinding);
-      acb.For(*ctx_->app_cluster_bindings);
-      client::Informer* bindings = ctx_->app_cluster_bindings;
-      acb.Watches(*ctx_->secrets, [bindings](const Json& secret) {
-        std::vector<Request> out;
-        for (const ObjectPtr& b :
-             bindings->indexer().ByIndex(internal::kBySecretIndex, client::ObjectKey(secret))) {
-          out.push_back({machinery::Namespace(*b), machinery::Name(*b)});
-        }
-        return out;
-      });
-      auto by_labels =
-          reconcile::MapByLabels(std::string(apis::klutch::kAppClusterBindingNamespaceLabel),
-                                 std::string(apis::klutch::kAppClusterBindingNameLabel));
-      acb.Watches(*ctx_->api_service_bindings, by_labels);
-      acb.Watches(*ctx_->deployments, by_labels);
-      acb.Watches(requests, by_labels);
-      acb.Watches(cluster_bindings, by_labels);
-      // Exports in a binding root namespace: through the root Namespace's labels.
-      acb.Watches(exports, [&namespaces, by_labels](const Json& e) {
-        ObjectPtr ns = namespaces.indexer().Get(machinery::Namespace(e));
-        return ns ? by_labels(*ns) : std::vector<Request>{};
-      });
-      acb.Watches(namespaces, by_labels);
-    }
-    return core::Status::Ok();
   }
 
-  void Stop() { events_.Stop(); }
+  void SetupKubeconfigController() {
+    Add("klutch-backend-kubeconfig", internal::ReconcileKubeconfig)
+        .For(informers_->cluster_bindings);
+  }
 
- private:
+  void SetupConsumerQuotaController() {
+    if (options_.consumer_quota.empty()) return;
+    client::InformerOptions ours = InformerOptions();
+    ours.label_selector = std::string(kConsumerQuotaLabel);
+    ctx_->quotas = &manager_.Informer(internal::kResourceQuotas, ours);
+    client::Informer& namespaces = informers_->namespaces;
+    auto& quota = Add("klutch-backend-consumerquota", internal::ReconcileConsumerQuota);
+    quota.For(namespaces);
+    quota.Watches(*ctx_->quotas, [](const Json& q) {
+      return std::vector<Request>{{"", machinery::Namespace(q)}};
+    });
+    // The claim kinds follow the exports of the cluster namespace, in it and in its
+    // provider namespaces.
+    quota.Watches(informers_->exports, [&namespaces](const Json& e) {
+      const std::string cluster_ns = machinery::Namespace(e);
+      std::vector<Request> out{{"", cluster_ns}};
+      for (const ObjectPtr& ns :
+           namespaces.indexer().ByIndex(internal::kByClusterNamespaceIndex, cluster_ns)) {
+        out.push_back({"", machinery::Name(*ns)});
+      }
+      return out;
+    });
+  }
+
+  void SetupAppClusterBindingController() {
+    if (!options_.control_plane_mode) return;
+    auto& acb = Add("klutch-backend-appclusterbinding", internal::ReconcileAppClusterBinding);
+    acb.For(*ctx_->app_cluster_bindings);
+    client::Informer* bindings = ctx_->app_cluster_bindings;
+    acb.Watches(*ctx_->secrets, [bindings](const Json& secret) {
+      return RequestsByIndex(*bindings, internal::kBySecretIndex, client::ObjectKey(secret));
+    });
+    auto by_labels =
+        reconcile::MapByLabels(std::string(apis::klutch::kAppClusterBindingNamespaceLabel),
+                               std::string(apis::klutch::kAppClusterBindingNameLabel));
+    acb.Watches(*ctx_->api_service_bindings, by_labels);
+    acb.Watches(*ctx_->deployments, by_labels);
+    acb.Watches(informers_->requests, by_labels);
+    acb.Watches(informers_->cluster_bindings, by_labels);
+    // Exports in a binding root namespace: through the root Namespace's labels.
+    client::Informer& namespaces = informers_->namespaces;
+    acb.Watches(informers_->exports, [&namespaces, by_labels](const Json& e) {
+      ObjectPtr ns = namespaces.indexer().Get(machinery::Namespace(e));
+      return ns ? by_labels(*ns) : std::vector<Request>{};
+    });
+    acb.Watches(namespaces, by_labels);
+  }
+
   reconcile::Manager& manager_;
   BackendControllersOptions options_;
   const core::Clock& clock_;
   reconcile::EventRecorder events_;
+  std::string scope_;      // normalised consumer scope
+  std::string isolation_;  // normalised cluster-scoped isolation
+  std::unique_ptr<Informers> informers_;
   std::unique_ptr<Context> ctx_;
   std::vector<std::unique_ptr<reconcile::FuncReconciler>> reconcilers_;
 };
