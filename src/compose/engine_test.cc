@@ -1,4 +1,4 @@
-// The composition engine (engine.h) and provider-kubernetes' Object (kubernetes_object.h) on an
+// The composition engine (engine.h) and provider-kubernetes' Object (object_provider.h) on an
 // in-process cluster, in real time, with Klutch's upstream Crossplane package applied unchanged:
 // definitions become CRDs, every example claim is composed as data-services.md §5 says, status
 // flows back, connection details reach the claim's Secret, deletion follows the claim's
@@ -25,7 +25,7 @@
 #include "core/strings.h"
 #include "machinery/json.h"
 #include "machinery/object.h"
-#include "providers/kubernetes_object.h"
+#include "providers/object_provider.h"
 #include "reconcile/conditions.h"
 #include "reconcile/crd_installer.h"
 #include "reconcile/manager.h"

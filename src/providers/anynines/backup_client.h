@@ -1,8 +1,8 @@
 // BackupClient: the a9s Backup Manager API client of provider-anynines (data-services.md §6.5).
 //
 // Basic auth, no OSB version header, a JSON body only when there is one; error answers are
-// ServiceErrors (api.h) with the body's `error` and `description`. Backup and restore IDs are
-// the manager's integers. The instance ID is the provider-generated OSB instance ID.
+// ServiceErrors (api_client.h) with the body's `error` and `description`. Backup and restore IDs
+// are the manager's integers. The instance ID is the provider-generated OSB instance ID.
 //
 // Thread-safe: any number of threads may call at once.
 #pragma once
@@ -13,7 +13,7 @@
 #include <string>
 
 #include "core/status.h"
-#include "providers/anynines/api.h"
+#include "providers/anynines/api_client.h"
 
 namespace klutch::providers::anynines {
 

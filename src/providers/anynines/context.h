@@ -3,19 +3,18 @@
 // (per-resource re-check pacing, management policies, status writes). Internal to
 // src/providers.
 //
-// Context is built once per start of the controllers and outlives them. Pacer is thread-safe;
-// the free functions are pure.
+// Context is built once per start of the controllers and outlives them; the free functions
+// are pure. (The pacing of re-checks: pacer.h.)
 #pragma once
 
 #include <chrono>
-#include <map>
+#include <functional>
 #include <string>
 #include <string_view>
 
 #include "client/informer.h"
 #include "core/clock.h"
-#include "core/sync.h"
-#include "providers/anynines.h"
+#include "providers/anynines_provider.h"
 #include "reconcile/events.h"
 
 namespace klutch::providers::anynines {
@@ -105,20 +104,6 @@ struct Context {
   // Asks the ProviderConfig controller for a health check of `name` soon (a resource found
   // its service unreachable).
   std::function<void(const std::string& name)> request_health_check;
-};
-
-// Per-resource pacing of re-checks: Fast() starts at `min` and doubles up to `max` on every
-// call until Reset(); used while an operation is in flight. Thread-safe.
-class Pacer {
- public:
-  Pacer(std::chrono::milliseconds min, std::chrono::milliseconds max) : min_(min), max_(max) {}
-  std::chrono::milliseconds Next(const std::string& key);
-  void Reset(const std::string& key);
-
- private:
-  const std::chrono::milliseconds min_, max_;
-  core::Mutex mu_;
-  std::map<std::string, std::chrono::milliseconds> next_ GUARDED_BY(mu_);
 };
 
 struct Policies {

@@ -1,10 +1,10 @@
 // The managed-resource reconcilers of provider-anynines (data-services.md §6.2, §6.3, §6.6,
-// §6.7), on the informers and clients of a Context (wired in anynines.cc).
+// §6.7), on the informers and clients of a Context (wired in anynines_provider.cc).
 //
 // Every pass follows Crossplane's managed reconciler: pause annotation, management policies,
 // the ProviderConfig (usage record, clients), finalizer and external-name, then observe the
 // external resource and create, update or delete it. Failures set Synced=False with what the
-// user can act on (api.h UserMessage) and a Warning Event, and back off from
+// user can act on (api_client.h UserMessage) and a Warning Event, and back off from
 // failure_backoff_min to poll_interval. While an operation is in flight a resource is checked
 // again after fast_poll_min, doubling to fast_poll_max; in steady state after poll_interval.
 // Writes after an external change (an operation key, a backup ID) do not wait for a matching

@@ -13,8 +13,10 @@
 #include <string>
 #include <vector>
 
+#include "providers/anynines/connections.h"
 #include "providers/anynines/context.h"
 #include "providers/anynines/credentials.h"
+#include "providers/anynines/pacer.h"
 #include "providers/anynines/provider_config.h"
 #include "reconcile/controller.h"
 

@@ -3,7 +3,7 @@
 //
 // Every request carries `X-Broker-API-Version: 2.14` and the endpoint's basic auth; a JSON
 // body only when there is one. Answers other than the documented successes are ServiceErrors
-// (api.h) keeping the body's `error` and `description`. Required IDs are checked before
+// (api_client.h) keeping the body's `error` and `description`. Required IDs are checked before
 // anything is sent (kInvalid naming the missing field). The catalog is cached for
 // `catalog_ttl` (0: never cached).
 //
@@ -18,7 +18,7 @@
 #include "core/clock.h"
 #include "core/status.h"
 #include "core/sync.h"
-#include "providers/anynines/api.h"
+#include "providers/anynines/api_client.h"
 
 namespace klutch::providers::anynines {
 

@@ -7,23 +7,17 @@
 
 #include "client/dynamic.h"
 #include "core/duration.h"
-#include "core/log.h"
 #include "core/strings.h"
 #include "machinery/object.h"
-#include "reconcile/committer.h"
-#include "reconcile/conditions.h"
 
 namespace klutch::providers::anynines {
 namespace {
 
 using machinery::Find;
 using machinery::GetString;
-using reconcile::Request;
-using reconcile::Result;
 using std::chrono::milliseconds;
 
 constexpr milliseconds kMaxDefaultGrace = std::chrono::hours(1);
-constexpr milliseconds kForcedCheckSpacing{2000};
 
 core::Result<std::string> ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -166,50 +160,6 @@ core::Result<ProviderConfigSettings> LoadProviderConfig(const Json& pc,
   return s;
 }
 
-// --- Connections ------------------------------------------------------------------------------
-
-Connections::Connections(CredentialSources sources, const AnyninesProviderOptions& options,
-                         const core::Clock& clock)
-    : sources_(std::move(sources)), options_(options), clock_(clock) {}
-
-core::Result<Connections::Connection> Connections::For(const Json& pc) {
-  const std::string name = machinery::Name(pc);
-  const std::string rv = machinery::ResourceVersion(pc);
-  {
-    core::MutexLock lock(mu_);
-    auto it = entries_.find(name);
-    if (it != entries_.end() && it->second.resource_version == rv &&
-        clock_.MonotonicNow() - it->second.loaded < options_.credentials_ttl) {
-      return it->second.connection;
-    }
-  }
-  KLUTCH_ASSIGN_OR_RETURN(ProviderConfigSettings settings,
-                          LoadProviderConfig(pc, sources_, options_.request_timeout));
-  core::MutexLock lock(mu_);
-  Entry& e = entries_[name];
-  if (!e.connection.osb || !(e.connection.settings.endpoint == settings.endpoint)) {
-    // New credentials or TLS settings: new clients (and connection pools). Resources still
-    // holding the old ones finish their requests with them.
-    KLUTCH_ASSIGN_OR_RETURN(
-        std::unique_ptr<OsbClient> osb,
-        OsbClient::New(settings.endpoint, {.catalog_ttl = options_.catalog_ttl, .clock = &clock_}));
-    KLUTCH_ASSIGN_OR_RETURN(std::unique_ptr<BackupClient> backup,
-                            BackupClient::New(settings.endpoint));
-    e.connection.osb = std::move(osb);
-    e.connection.backup = std::move(backup);
-  }
-  e.connection.settings = std::move(settings);
-  e.resource_version = rv;
-  e.loaded = clock_.MonotonicNow();
-  return e.connection;
-}
-
-void Connections::Invalidate(const std::string& name) {
-  core::MutexLock lock(mu_);
-  auto it = entries_.find(name);
-  if (it != entries_.end()) it->second.resource_version.clear();
-}
-
 // --- usage ------------------------------------------------------------------------------------
 
 core::Status TrackUsage(Context& ctx, const Json& mr, const std::string& pc_name) {
@@ -244,136 +194,6 @@ core::Status TrackUsage(Context& ctx, const Json& mr, const std::string& pc_name
       .Patch(uid, client::PatchType::kMerge, machinery::Dump(patch),
              {.field_manager = std::string(kFieldManager)})
       .status();
-}
-
-// --- the ProviderConfig controller ------------------------------------------------------------
-
-void ProviderConfigReconciler::RequestCheck(const std::string& name) {
-  core::MutexLock lock(mu_);
-  forced_.insert(name);
-}
-
-core::Result<Result> ProviderConfigReconciler::Reconcile(const Request& r) {
-  client::ObjectPtr ptr = ctx_.configs->indexer().Get(r.Key());
-  if (!ptr) {
-    core::MutexLock lock(mu_);
-    health_.erase(r.name);
-    forced_.erase(r.name);
-    return Result::Done();
-  }
-  Json pc = *ptr;
-  const size_t users = ctx_.usages->indexer().ByIndex(kByProviderConfig, r.name).size();
-  client::ResourceClient configs(ctx_.rest, kProviderConfigs);
-  reconcile::Committer committer(configs, std::string(kFieldManager));
-  if (machinery::IsBeingDeleted(pc)) {
-    if (users > 0) {
-      ctx_.events.Event(pc, reconcile::kEventTypeWarning, "InUse",
-                        fmt::format("cannot delete ProviderConfig {}: {} managed resource(s) still "
-                                    "use it",
-                                    r.name, users));
-      return Result::RequeueAfter(ctx_.options.poll_interval);
-    }
-    Json modified = pc;
-    if (machinery::RemoveFinalizer(modified, kInUseFinalizer)) {
-      auto w = committer.Commit(pc, modified);
-      if (!w.ok() && !core::IsNotFound(w.status())) return w.status();
-    }
-    return Result::Done();
-  }
-  Json modified = pc;
-  if (machinery::AddFinalizer(modified, kInUseFinalizer)) {
-    KLUTCH_ASSIGN_OR_RETURN(pc, committer.Commit(pc, modified));
-  }
-  modified = pc;
-  modified["status"]["users"] = static_cast<int64_t>(users);
-  KLUTCH_ASSIGN_OR_RETURN(pc, committer.CommitStatus(pc, modified));
-
-  // Health: from memory, or (after a restart) from what status says.
-  Health h;
-  bool forced = false;
-  {
-    core::MutexLock lock(mu_);
-    h = health_[r.name];
-    forced = forced_.count(r.name) > 0;
-  }
-  const core::MonoTime now = ctx_.clock.MonotonicNow();
-  const Json* last_check = Find(pc, {"status", "health", "lastCheckTime"});
-  const bool cleared = !last_check || last_check->is_null();
-  if (!h.checked && !cleared) {
-    if (auto t = core::ParseTime(GetString(pc, {"status", "health", "lastCheckTime"}))) {
-      h.checked = true;
-      h.at = now - std::chrono::duration_cast<std::chrono::nanoseconds>(ctx_.clock.Now() - *t);
-      if (const Json* s = Find(pc, {"status", "health", "lastStatus"})) {
-        if (const bool* b = s->get_ptr<const bool*>()) h.healthy = *b;
-      }
-    }
-  }
-  const milliseconds interval =
-      h.healthy ? ctx_.options.health_interval : ctx_.options.health_retry_interval;
-  const core::MonoTime due = h.at + interval;
-  const core::MonoTime forced_due = h.at + std::min(kForcedCheckSpacing, interval);
-  // A resource's failure is news only while the service counts as healthy.
-  forced = forced && h.healthy;
-  if (!h.checked || cleared || now >= due || (forced && now >= forced_due)) {
-    return Result::RequeueAfter(Check(pc, h));
-  }
-  core::MonoTime next = forced ? std::min(due, forced_due) : due;
-  return Result::RequeueAfter(
-      std::max(milliseconds(1), std::chrono::duration_cast<milliseconds>(next - now)));
-}
-
-milliseconds ProviderConfigReconciler::Check(const Json& pc, const Health& previous) {
-  const std::string name = machinery::Name(pc);
-  core::Status result;
-  auto conn = ctx_.connections.For(pc);
-  if (!conn.ok()) {
-    result = conn.status();
-  } else {
-    ServiceEndpoint endpoint = conn->settings.endpoint;
-    endpoint.timeout = ctx_.options.health_timeout;
-    if (conn->settings.service_type == kServiceTypeBackupManager) {
-      auto c = BackupClient::New(endpoint);
-      result = c.ok() ? (*c)->CheckHealth(conn->settings.health_endpoint) : c.status();
-    } else {
-      auto c = OsbClient::New(endpoint);
-      result = c.ok() ? (*c)->CheckHealth(conn->settings.health_endpoint) : c.status();
-    }
-  }
-  bool internal = false;
-  std::string message = result.ok() ? "Available" : UserMessage(result, internal);
-  if (internal) {
-    KLUTCH_LOG(kWarn, "provider-anynines", "health check of ProviderConfig {}: {}", name,
-               result.ToString());
-  }
-  if (!result.ok()) ctx_.connections.Invalidate(name);
-  const bool healthy = result.ok();
-  Json patch = {{"status",
-                 {{"health",
-                   {{"lastStatus", healthy},
-                    {"lastMessage", message},
-                    {"lastCheckTime", core::FormatTime(ctx_.clock.Now())}}}}}};
-  auto w = client::ResourceClient(ctx_.rest, kProviderConfigs)
-               .Patch(name, client::PatchType::kMerge, machinery::Dump(patch),
-                      {.field_manager = std::string(kFieldManager)}, "status");
-  if (!w.ok() && !core::IsNotFound(w.status())) {
-    KLUTCH_LOG(kWarn, "provider-anynines", "writing the health of ProviderConfig {}: {}", name,
-               w.status().ToString());
-  }
-  if (!previous.checked || previous.healthy != healthy) {
-    if (healthy) {
-      ctx_.events.Event(pc, reconcile::kEventTypeNormal, "CheckSuccess",
-                        "ProviderConfig is now healthy");
-    } else {
-      ctx_.events.Event(pc, reconcile::kEventTypeWarning, "CheckFailure",
-                        "Health check failed: " + message);
-    }
-  }
-  {
-    core::MutexLock lock(mu_);
-    health_[name] = {.checked = true, .healthy = healthy, .at = ctx_.clock.MonotonicNow()};
-    forced_.erase(name);
-  }
-  return healthy ? ctx_.options.health_interval : ctx_.options.health_retry_interval;
 }
 
 }  // namespace klutch::providers::anynines

@@ -1,4 +1,4 @@
-#include "providers/anynines/api.h"
+#include "providers/anynines/api_client.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "providers/anynines.h"
+#include "providers/anynines_provider.h"
 
 #include <array>
 #include <map>
@@ -6,9 +6,10 @@
 #include "client/dynamic.h"
 #include "core/log.h"
 #include "machinery/object.h"
+#include "providers/anynines/connections.h"
 #include "providers/anynines/context.h"
 #include "providers/anynines/controllers.h"
-#include "providers/anynines/provider_config.h"
+#include "providers/anynines/provider_config_reconciler.h"
 #include "reconcile/conditions.h"
 #include "reconcile/events.h"
 

@@ -1,4 +1,4 @@
-#include "providers/kubernetes_object.h"
+#include "providers/object_provider.h"
 
 #include <map>
 #include <set>
