@@ -104,10 +104,27 @@ class AnyninesRuntime {
 
   ~AnyninesRuntime() { Stop(); }
 
+  // Informers, indexes, reconcilers and controllers, their watches, then the informers'
+  // sync and the controllers' start.
   core::Status Start() {
-    const core::Clock& clock = ctx_.clock;
+    CreateInformers();
+    AddIndexes();
+    CreateControllers();
+    WatchOwnKinds();
+    WatchRelatedKinds();
+    WatchProviderConfigs();
+    return StartAll();
+  }
+
+  void Stop() {
+    for (auto& c : controllers_) c->Stop();
+    for (auto& i : informers_) i->Stop();
+  }
+
+ private:
+  void CreateInformers() {
     auto informer = [&](const GroupVersionResource& gvr, client::InformerOptions o = {}) {
-      o.clock = &clock;
+      o.clock = &ctx_.clock;
       informers_.push_back(std::make_unique<Informer>(manager_.rest(), gvr, std::move(o)));
       return informers_.back().get();
     };
@@ -121,7 +138,9 @@ class AnyninesRuntime {
         informer(client::resources::kSecrets,
                  {.field_selector = "type=" + std::string(anynines::kConnectionSecretType),
                   .compact = true});
+  }
 
+  void AddIndexes() {
     auto ref_index = [](const char* field) {
       return [field](const Json& o) {
         std::string name = GetString(o, {"spec", "forProvider", field});
@@ -145,7 +164,9 @@ class AnyninesRuntime {
       std::string pc = GetString(o, {"metadata", "labels", anynines::kLabelProviderConfig});
       return pc.empty() ? std::vector<std::string>{} : std::vector<std::string>{pc};
     });
+  }
 
+  void CreateControllers() {
     instance_reconciler_ = std::make_unique<anynines::ServiceInstanceReconciler>(ctx_);
     binding_reconciler_ = std::make_unique<anynines::ServiceBindingReconciler>(ctx_);
     backup_reconciler_ = std::make_unique<anynines::BackupReconciler>(ctx_);
@@ -158,36 +179,39 @@ class AnyninesRuntime {
       controllers_.push_back(std::make_unique<reconcile::Controller>(
           name, r,
           reconcile::ControllerOptions{
-              .workers = options_.workers, .metrics = &manager_.metrics(), .clock = &clock}));
+              .workers = options_.workers, .metrics = &manager_.metrics(), .clock = &ctx_.clock}));
       return controllers_.back().get();
     };
-    reconcile::Controller* instances =
-        controller("klutch-manager-anynines-serviceinstance", *instance_reconciler_);
-    reconcile::Controller* bindings =
-        controller("klutch-manager-anynines-servicebinding", *binding_reconciler_);
-    reconcile::Controller* backups =
-        controller("klutch-manager-anynines-backup", *backup_reconciler_);
-    reconcile::Controller* restores =
-        controller("klutch-manager-anynines-restore", *restore_reconciler_);
-    reconcile::Controller* configs =
-        controller("klutch-manager-anynines-providerconfig", *config_reconciler_);
+    instances_ = controller("klutch-manager-anynines-serviceinstance", *instance_reconciler_);
+    bindings_ = controller("klutch-manager-anynines-servicebinding", *binding_reconciler_);
+    backups_ = controller("klutch-manager-anynines-backup", *backup_reconciler_);
+    restores_ = controller("klutch-manager-anynines-restore", *restore_reconciler_);
+    configs_ = controller("klutch-manager-anynines-providerconfig", *config_reconciler_);
+  }
 
+  // Each managed kind queues itself; a changed ProviderConfig (spec, rotation annotations)
+  // revisits the resources using it.
+  void WatchOwnKinds() {
     auto self = [](const Json& o) { return std::vector<std::string>{machinery::Name(o)}; };
-    WatchChanges(*ctx_.instances, *instances, self);
-    WatchChanges(*ctx_.bindings, *bindings, self);
-    WatchChanges(*ctx_.backups, *backups, self);
-    WatchChanges(*ctx_.restores, *restores, self);
-    // A changed ProviderConfig (spec, rotation annotations) revisits the resources using it.
+    WatchChanges(*ctx_.instances, *instances_, self);
+    WatchChanges(*ctx_.bindings, *bindings_, self);
+    WatchChanges(*ctx_.backups, *backups_, self);
+    WatchChanges(*ctx_.restores, *restores_, self);
     for (auto [informer, c] :
-         {std::pair{ctx_.instances, instances}, std::pair{ctx_.bindings, bindings},
-          std::pair{ctx_.backups, backups}, std::pair{ctx_.restores, restores}}) {
+         {std::pair{ctx_.instances, instances_}, std::pair{ctx_.bindings, bindings_},
+          std::pair{ctx_.backups, backups_}, std::pair{ctx_.restores, restores_}}) {
       Informer* users = informer;
       WatchChanges(*ctx_.configs, *c, [users](const Json& pc) {
         return Names(users->indexer().ByIndex(anynines::kByProviderConfig, machinery::Name(pc)));
       });
     }
+  }
+
+  // The resources one kind waits for: instances for bindings and backups, bindings for a
+  // deleted instance, backups for restores; and the binding Secrets.
+  void WatchRelatedKinds() {
     // Any change of an instance MR (its status too) may unblock bindings and backups.
-    bindings->Watches(*ctx_.instances, [this](const Json& inst) {
+    bindings_->Watches(*ctx_.instances, [this](const Json& inst) {
       std::vector<Request> out;
       for (const auto& b :
            ctx_.bindings->indexer().ByIndex(anynines::kByInstanceRef, anynines::ClaimKey(inst))) {
@@ -196,7 +220,7 @@ class AnyninesRuntime {
       return out;
     });
     // A binding going away may let the deletion of its instance go on.
-    instances->Watches(*ctx_.bindings, [this](const Json& binding) {
+    instances_->Watches(*ctx_.bindings, [this](const Json& binding) {
       std::string instance = GetString(binding, {"spec", "forProvider", "instanceName"});
       std::string ns = GetString(binding, {"metadata", "labels", anynines::kLabelClaimNamespace});
       std::vector<Request> out;
@@ -207,7 +231,7 @@ class AnyninesRuntime {
       }
       return out;
     });
-    backups->Watches(*ctx_.instances, [this](const Json& inst) {
+    backups_->Watches(*ctx_.instances, [this](const Json& inst) {
       std::vector<Request> out;
       for (const auto& b :
            ctx_.backups->indexer().ByIndex(anynines::kByInstanceRef, anynines::ClaimKey(inst))) {
@@ -215,7 +239,7 @@ class AnyninesRuntime {
       }
       return out;
     });
-    restores->Watches(*ctx_.backups, [this](const Json& backup) {
+    restores_->Watches(*ctx_.backups, [this](const Json& backup) {
       std::vector<Request> out;
       for (const auto& r :
            ctx_.restores->indexer().ByIndex(anynines::kByBackupRef, anynines::ClaimKey(backup))) {
@@ -223,18 +247,25 @@ class AnyninesRuntime {
       }
       return out;
     });
-    bindings->Owns(*ctx_.secrets, std::string(anynines::kGroup), "ServiceBinding",
-                   /*owner_namespaced=*/false);
-    configs->For(*ctx_.configs);
-    configs->Watches(*ctx_.usages, [](const Json& usage) {
+    bindings_->Owns(*ctx_.secrets, std::string(anynines::kGroup), "ServiceBinding",
+                    /*owner_namespaced=*/false);
+  }
+
+  // The ProviderConfig controller: its own objects, their usages, and early health checks
+  // resources ask for.
+  void WatchProviderConfigs() {
+    configs_->For(*ctx_.configs);
+    configs_->Watches(*ctx_.usages, [](const Json& usage) {
       std::string pc = GetString(usage, {"metadata", "labels", anynines::kLabelProviderConfig});
       return pc.empty() ? std::vector<Request>{} : std::vector<Request>{{"", pc}};
     });
-    ctx_.request_health_check = [this, configs](const std::string& name) {
+    ctx_.request_health_check = [this](const std::string& name) {
       config_logic_->RequestCheck(name);
-      configs->queue().Add(name);
+      configs_->queue().Add(name);
     };
+  }
 
+  core::Status StartAll() {
     for (auto& i : informers_) i->Start();
     for (auto& i : informers_) {
       if (!i->WaitForSync(std::chrono::seconds(60))) {
@@ -246,12 +277,6 @@ class AnyninesRuntime {
     return core::Status::Ok();
   }
 
-  void Stop() {
-    for (auto& c : controllers_) c->Stop();
-    for (auto& i : informers_) i->Stop();
-  }
-
- private:
   reconcile::Manager& manager_;
   const AnyninesProviderOptions& options_;
   anynines::Connections connections_;
@@ -264,6 +289,11 @@ class AnyninesRuntime {
   std::unique_ptr<anynines::ProviderConfigReconciler> config_logic_;
   std::unique_ptr<reconcile::FuncReconciler> config_reconciler_;
   std::vector<std::unique_ptr<reconcile::Controller>> controllers_;
+  reconcile::Controller* instances_ = nullptr;
+  reconcile::Controller* bindings_ = nullptr;
+  reconcile::Controller* backups_ = nullptr;
+  reconcile::Controller* restores_ = nullptr;
+  reconcile::Controller* configs_ = nullptr;
 };
 
 class AnyninesProvider::Impl {
