@@ -17,7 +17,7 @@
 //    quotas' status.
 //  - deletes: preconditions, finalizers and deletionTimestamp, propagation (Background,
 //    Foreground, Orphan), namespaces turning Terminating.
-//  - lists: one store snapshot, label/field selectors (Filter), limit/continue,
+//  - lists: one store snapshot, label/field selectors (Filter, filter.h), limit/continue,
 //    resourceVersion and resourceVersionMatch.
 // The HTTP handler (handler.cc) serves every resource request through it, so every client,
 // including the built-in controllers over their in-process RestClient, meets the same rules;
@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "apiserver/filter.h"
 #include "apiserver/quota.h"
 #include "apiserver/resource.h"
 #include "core/clock.h"
@@ -102,26 +103,6 @@ struct ListOutcome {
   std::vector<ListItem> items;
   std::string resource_version;
   std::string continue_token;
-};
-
-// Compiled list/watch filters (label and field selectors) for one resource.
-class Filter {
- public:
-  static core::Result<Filter> Make(const ResourceInfo& resource, const std::string& labels,
-                                   const std::string& fields);
-  bool Empty() const;
-  // True when the filter only pins metadata.name/metadata.namespace with equalities, which
-  // the storage key already decides: no need to look inside objects.
-  bool KeyOnly() const;
-  bool Matches(const ResourceInfo& resource, const Json& object) const;
-  // The namespace or name the field selector pins, for key narrowing ("" if none).
-  std::string PinnedName() const;
-  std::string PinnedNamespace() const;
-
-  struct Impl;
-
- private:
-  std::shared_ptr<const Impl> impl_;
 };
 
 class RestStorage {
