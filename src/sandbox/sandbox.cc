@@ -12,6 +12,7 @@
 
 #include "apis/klutch/apiservicebinding.h"
 #include "apis/klutch/clusterbinding.h"
+#include "apis/klutch/export_request.h"
 #include "apis/klutch/ids.h"
 #include "apis/klutch/register.h"
 #include "apis/manifests.h"
@@ -55,6 +56,19 @@ constexpr OfferedApi kOffered[] = {{"postgresqlinstances", false},
                                    {"servicebindings", true},
                                    {"backups", false},
                                    {"restores", false}};
+// The API group of the offered APIs (Klutch's claim APIs).
+constexpr char kOfferedGroup[] = "anynines.com";
+
+// The permission claims of an offered API that hands out credentials: the Secrets and
+// ConfigMaps the provider owns.
+Json CredentialClaims() {
+  Json claims = Json::array();
+  for (const char* r : {"secrets", "configmaps"}) {
+    claims.push_back(
+        {{"group", ""}, {"resource", r}, {"version", "v1"}, {"selector", {{"owner", "Provider"}}}});
+  }
+  return claims;
+}
 
 std::string AppName(int i) { return fmt::format("app-{}", i); }
 
@@ -468,22 +482,13 @@ class Sandbox::Impl {
     // Templates for the Klutch APIs, in the namespace upstream uses.
     client::Applier applier(*cp_);
     for (const OfferedApi& api : kOffered) {
-      Json t = {
-          {"apiVersion",
-           std::string(apis::klutch::kTemplateGroup) + "/" + std::string(apis::klutch::kVersion)},
-          {"kind", "APIServiceExportTemplate"},
-          {"metadata", {{"name", api.resource}, {"namespace", kTemplateNamespace}}},
-          {"spec",
-           {{"APIServiceSelector", {{"group", "anynines.com"}, {"resource", api.resource}}}}}};
-      if (api.claims_credentials) {
-        t["spec"]["permissionClaims"] = Json::array();
-        for (const char* r : {"secrets", "configmaps"}) {
-          t["spec"]["permissionClaims"].push_back({{"group", ""},
-                                                   {"resource", r},
-                                                   {"version", "v1"},
-                                                   {"selector", {{"owner", "Provider"}}}});
-        }
-      }
+      Json t = {{"apiVersion", std::string(apis::klutch::kTemplateGroup) + "/" +
+                                   std::string(apis::klutch::kVersion)},
+                {"kind", "APIServiceExportTemplate"},
+                {"metadata", {{"name", api.resource}, {"namespace", kTemplateNamespace}}},
+                {"spec",
+                 {{"APIServiceSelector", {{"group", kOfferedGroup}, {"resource", api.resource}}}}}};
+      if (api.claims_credentials) t["spec"]["permissionClaims"] = CredentialClaims();
       KLUTCH_RETURN_IF_ERROR(Retry(std::chrono::seconds(60), [&] {
         return applier.Apply(t, {.field_manager = "klutch-up"}).status();
       }));
@@ -553,25 +558,16 @@ class Sandbox::Impl {
                                 idp_->issuer()));
     fs::path kubeconfig = dir_ / "app-1-provider.kubeconfig";
     KLUTCH_RETURN_IF_ERROR(core::WriteFileAtomic(kubeconfig, access.kubeconfig));
-    Json request = {{"apiVersion", apis::klutch::kApiVersion},
-                    {"kind", "APIServiceExportRequest"},
-                    {"metadata", {{"name", "klutch-apis"}}},
-                    {"spec", {{"resources", Json::array()}}}};
+    apis::klutch::ExportRequest request{.name = "klutch-apis"};
     for (const OfferedApi& api : kOffered) {
-      Json r = {{"group", "anynines.com"}, {"resource", api.resource}};
-      if (api.claims_credentials) {
-        r["permissionClaims"] = Json::array();
-        for (const char* res : {"secrets", "configmaps"}) {
-          r["permissionClaims"].push_back({{"group", ""},
-                                           {"resource", res},
-                                           {"version", "v1"},
-                                           {"selector", {{"owner", "Provider"}}}});
-        }
-      }
-      request["spec"]["resources"].push_back(r);
+      request.resources.push_back(
+          {.group = kOfferedGroup,
+           .resource = api.resource,
+           .permission_claims = api.claims_credentials ? CredentialClaims() : Json::array()});
     }
     fs::path request_file = dir_ / "app-1-request.yaml";
-    KLUTCH_RETURN_IF_ERROR(core::WriteFileAtomic(request_file, machinery::ToYaml(request)));
+    KLUTCH_RETURN_IF_ERROR(core::WriteFileAtomic(
+        request_file, machinery::ToYaml(apis::klutch::EncodeExportRequest(request))));
     Say("binding App Cluster 1 (kubectl bind apiservice)...");
     auto bound = core::RunProcess(
         {.argv = {kubectl_bind_, "apiservice", "--kubeconfig", info_.app_kubeconfigs[0].string(),
@@ -589,7 +585,7 @@ class Sandbox::Impl {
     // the bindings exist, before their CRDs are established).
     client::ResourceClient crds(app, resources::kCustomResourceDefinitions);
     for (const OfferedApi& api : kOffered) {
-      std::string name = std::string(api.resource) + ".anynines.com";
+      std::string name = std::string(api.resource) + "." + kOfferedGroup;
       KLUTCH_RETURN_IF_ERROR(Retry(std::chrono::seconds(60), [&]() -> core::Status {
         auto crd = crds.Get(name);
         if (!crd.ok()) return crd.status();
@@ -654,7 +650,8 @@ class Sandbox::Impl {
               .List();
       if (!secrets.ok()) continue;
       for (const Json& secret : (*secrets)["items"]) {
-        auto text = core::Base64Decode(machinery::GetString(secret, {"data", "kubeconfig"}));
+        auto text = core::Base64Decode(
+            machinery::GetString(secret, {"data", apis::klutch::kKubeconfigKey}));
         if (!text) continue;
         auto kubeconfig = client::ParseKubeconfig(*text, "kubeconfig", dir_);
         if (!kubeconfig.ok()) continue;
@@ -662,7 +659,7 @@ class Sandbox::Impl {
         if (!config.ok() || config->server != cp_->config().server) continue;
         auto fresh = RenewedUpstream(config->namespace_);
         if (!fresh || *fresh == *text) continue;
-        Json patch = {{"data", {{"kubeconfig", core::Base64Encode(*fresh)}}}};
+        Json patch = {{"data", {{apis::klutch::kKubeconfigKey, core::Base64Encode(*fresh)}}}};
         auto r =
             client::ResourceClient(*apps_[i], resources::kSecrets, apis::klutch::kBindNamespace)
                 .Patch(machinery::Name(secret), client::PatchType::kMerge, machinery::Dump(patch));
@@ -693,8 +690,8 @@ class Sandbox::Impl {
       auto expires = core::ParseTime(
           machinery::Annotation(*secret, std::string(apis::klutch::kTokenExpiresAnnotation)));
       if (expires && *expires > std::chrono::system_clock::now() + std::chrono::minutes(1)) {
-        return core::Base64Decode(
-            machinery::GetString(*secret, {"data", key.empty() ? "kubeconfig" : key}));
+        return core::Base64Decode(machinery::GetString(
+            *secret, {"data", key.empty() ? std::string(apis::klutch::kKubeconfigKey) : key}));
       }
       if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
       if (!Pause(std::chrono::milliseconds(250)).ok()) return std::nullopt;
@@ -746,8 +743,8 @@ class Sandbox::Impl {
                                          ns.empty() ? machinery::Namespace(acb) : ns)
                       .Get(name);
     if (!secret.ok()) return "";
-    auto text = core::Base64Decode(
-        machinery::GetString(*secret, {"data", key.empty() ? "kubeconfig" : key}));
+    auto text = core::Base64Decode(machinery::GetString(
+        *secret, {"data", key.empty() ? std::string(apis::klutch::kKubeconfigKey) : key}));
     if (!text) return "";
     auto kubeconfig = client::ParseKubeconfig(*text, "kubeconfig", dir_);
     if (!kubeconfig.ok()) return "";
