@@ -1,5 +1,5 @@
-// Wiring of the backend controllers: informers, indexes, event sources and controllers on the
-// manager; plus the helpers the reconcilers share.
+// Wiring of the backend controllers: informers, indexes, event sources and a reconciler per
+// kind on the manager (the reconcilers are in <kind>_reconciler.{h,cc}).
 #include "bind/backend_controllers.h"
 
 #include <algorithm>
@@ -8,6 +8,9 @@
 #include "apis/klutch/clusterbinding.h"
 #include "apis/klutch/register.h"
 #include "apis/klutch_crds.h"
+#include "bind/backend_context.h"
+#include "bind/export_reconciler.h"
+#include "bind/export_request_reconciler.h"
 #include "bind/internal.h"
 #include "bind/names.h"
 #include "core/strings.h"
@@ -15,80 +18,10 @@
 
 namespace klutch::bind {
 
-using internal::Context;
-using internal::Json;
-using internal::ObjectPtr;
-using internal::Request;
+using client::Json;
+using client::ObjectPtr;
+using reconcile::Request;
 namespace resources = client::resources;
-
-namespace internal {
-
-std::vector<Json> Objects(client::Informer& informer) {
-  std::vector<Json> out;
-  for (const ObjectPtr& o : informer.indexer().List()) {
-    out.push_back(*o);
-  }
-  return out;
-}
-
-core::Result<Json> GetOrCreate(const client::ResourceClient& rc, const Json& desired) {
-  auto created = rc.Create(desired, {.field_manager = std::string(kFieldManager)});
-  if (created.ok() || !core::IsAlreadyExists(created.status())) return created;
-  return rc.Get(machinery::Name(desired));
-}
-
-core::Status EnsureRoleBinding(client::RestClient& rest, const std::string& ns,
-                               const std::string& name, const std::string& role_kind,
-                               const std::string& role, const std::string& sa_ns,
-                               const std::string& sa_name, const Json& labels) {
-  client::ResourceClient bindings(rest, resources::kRoleBindings, ns);
-  Json desired = {
-      {"apiVersion", "rbac.authorization.k8s.io/v1"},
-      {"kind", "RoleBinding"},
-      {"metadata", {{"name", name}, {"namespace", ns}}},
-      {"subjects",
-       Json::array({{{"kind", "ServiceAccount"}, {"name", sa_name}, {"namespace", sa_ns}}})},
-      {"roleRef",
-       {{"apiGroup", "rbac.authorization.k8s.io"}, {"kind", role_kind}, {"name", role}}}};
-  if (!labels.empty()) desired["metadata"]["labels"] = labels;
-  auto existing = bindings.Get(name);
-  if (!existing.ok() && !core::IsNotFound(existing.status())) return existing.status();
-  if (existing.ok()) {
-    const Json* have_labels = machinery::Find(*existing, {"metadata", "labels"});
-    const bool labels_ok =
-        labels.empty() || (have_labels != nullptr && machinery::Covers(*have_labels, labels));
-    if ((*existing)["roleRef"] == desired["roleRef"] && labels_ok) {
-      if ((*existing)["subjects"] == desired["subjects"]) return core::Status::Ok();
-      Json modified = *existing;
-      modified["subjects"] = desired["subjects"];
-      auto updated = bindings.Update(modified, {.field_manager = std::string(kFieldManager)});
-      return updated.ok() ? core::Status::Ok() : updated.status();
-    }
-    // roleRef is immutable: replace the binding.
-    auto deleted = bindings.Delete(name);
-    if (!deleted.ok() && !core::IsNotFound(deleted.status())) return deleted.status();
-  }
-  auto created = bindings.Create(desired, {.field_manager = std::string(kFieldManager)});
-  return created.ok() || core::IsAlreadyExists(created.status()) ? core::Status::Ok()
-                                                                 : created.status();
-}
-
-std::string NormaliseScope(std::string_view scope) {
-  const std::string s = core::ToLower(scope);
-  if (s == "namespaced") return "Namespaced";
-  if (s == "cluster") return "Cluster";
-  return "";
-}
-
-std::string NormaliseIsolation(std::string_view isolation) {
-  const std::string s = core::ToLower(isolation);
-  if (s == "prefixed") return "Prefixed";
-  if (s == "namespaced") return "Namespaced";
-  if (s == "none") return "None";
-  return "";
-}
-
-}  // namespace internal
 
 Json BinderClusterRole() {
   auto rule = [](std::string group, std::string resource, Json verbs) {
@@ -178,7 +111,23 @@ core::Status InstallProviderCrds(client::RestClient& admin, bool control_plane_m
 
 namespace {
 
-using ReconcileFn = core::Result<internal::Result> (*)(Context&, const Request&);
+using ReconcileFn = core::Result<internal::Result> (*)(BackendContext&, const Request&);
+
+// Normalised option values; "" when invalid.
+std::string NormaliseScope(std::string_view scope) {
+  const std::string s = core::ToLower(scope);
+  if (s == "namespaced") return "Namespaced";
+  if (s == "cluster") return "Cluster";
+  return "";
+}
+
+std::string NormaliseIsolation(std::string_view isolation) {
+  const std::string s = core::ToLower(isolation);
+  if (s == "prefixed") return "Prefixed";
+  if (s == "namespaced") return "Namespaced";
+  if (s == "none") return "None";
+  return "";
+}
 
 // The objects `informer` indexes under `value` of `index`, as requests.
 std::vector<Request> RequestsByIndex(client::Informer& informer, const char* index,
@@ -254,12 +203,12 @@ class BackendControllers::Impl {
   client::InformerOptions InformerOptions() const { return {.clock = &clock_}; }
 
   core::Status CheckScopes() {
-    scope_ = internal::NormaliseScope(options_.consumer_scope);
+    scope_ = NormaliseScope(options_.consumer_scope);
     if (scope_.empty()) {
       return core::Invalid("consumer scope " + core::GoQuote(options_.consumer_scope) +
                            " must be Namespaced or Cluster");
     }
-    isolation_ = internal::NormaliseIsolation(options_.cluster_scoped_isolation);
+    isolation_ = NormaliseIsolation(options_.cluster_scoped_isolation);
     if (isolation_.empty()) {
       return core::Invalid("cluster-scoped isolation " +
                            core::GoQuote(options_.cluster_scoped_isolation) +
@@ -294,23 +243,20 @@ class BackendControllers::Impl {
                   .templates = manager_.Informer(apis::klutch::kApiServiceExportTemplates, o),
                   .namespaces = manager_.Informer(resources::kNamespaces, o)});
     Informers& in = *informers_;
-    KLUTCH_RETURN_IF_ERROR(
-        in.requests.indexer().AddIndex(internal::kByCrdIndex, CrdNamesOfRequest));
-    KLUTCH_RETURN_IF_ERROR(
-        in.requests.indexer().AddIndex(internal::kByExportIndex, [](const Json& ser) {
-          std::vector<std::string> out = CrdNamesOfRequest(ser);
-          for (auto& n : out) n = machinery::Namespace(ser) + "/" + n;
-          return out;
-        }));
-    KLUTCH_RETURN_IF_ERROR(in.exports.indexer().AddIndex(internal::kByCrdIndex, [](const Json& e) {
-      return std::vector<std::string>{machinery::Name(e)};
+    KLUTCH_RETURN_IF_ERROR(in.requests.indexer().AddIndex(kByCrdIndex, CrdNamesOfRequest));
+    KLUTCH_RETURN_IF_ERROR(in.requests.indexer().AddIndex(kByExportIndex, [](const Json& ser) {
+      std::vector<std::string> out = CrdNamesOfRequest(ser);
+      for (auto& n : out) n = machinery::Namespace(ser) + "/" + n;
+      return out;
     }));
+    KLUTCH_RETURN_IF_ERROR(in.exports.indexer().AddIndex(
+        kByCrdIndex, [](const Json& e) { return std::vector<std::string>{machinery::Name(e)}; }));
     KLUTCH_RETURN_IF_ERROR(
-        in.namespaces.indexer().AddIndex(internal::kByServiceNamespaceIndex, [](const Json& ns) {
+        in.namespaces.indexer().AddIndex(kByServiceNamespaceIndex, [](const Json& ns) {
           std::string owner = ServiceNamespaceOwner(ns);
           return owner.empty() ? std::vector<std::string>{} : std::vector<std::string>{owner};
         }));
-    return in.namespaces.indexer().AddIndex(internal::kByClusterNamespaceIndex, [](const Json& ns) {
+    return in.namespaces.indexer().AddIndex(kByClusterNamespaceIndex, [](const Json& ns) {
       std::string owner = ServiceNamespaceOwner(ns);
       const size_t slash = owner.find('/');
       return slash == std::string::npos ? std::vector<std::string>{}
@@ -321,19 +267,20 @@ class BackendControllers::Impl {
   // The reconcilers' context; in control-plane mode with the AppClusterBinding informers.
   core::Status MakeContext() {
     const Informers& in = *informers_;
-    ctx_ = std::make_unique<Context>(Context{.rest = manager_.rest(),
-                                             .options = options_,
-                                             .clock = clock_,
-                                             .events = events_,
-                                             .consumer_scope = scope_,
-                                             .isolation = isolation_,
-                                             .export_requests = in.requests,
-                                             .exports = in.exports,
-                                             .service_namespaces = in.service_namespaces,
-                                             .cluster_bindings = in.cluster_bindings,
-                                             .crds = in.crds,
-                                             .templates = in.templates,
-                                             .namespaces = in.namespaces});
+    ctx_ =
+        std::make_unique<BackendContext>(BackendContext{.rest = manager_.rest(),
+                                                        .options = options_,
+                                                        .clock = clock_,
+                                                        .events = events_,
+                                                        .consumer_scope = scope_,
+                                                        .isolation = isolation_,
+                                                        .export_requests = in.requests,
+                                                        .exports = in.exports,
+                                                        .service_namespaces = in.service_namespaces,
+                                                        .cluster_bindings = in.cluster_bindings,
+                                                        .crds = in.crds,
+                                                        .templates = in.templates,
+                                                        .namespaces = in.namespaces});
     if (!options_.control_plane_mode) return core::Status::Ok();
     const client::InformerOptions o = InformerOptions();
     ctx_->app_cluster_bindings = &manager_.Informer(apis::klutch::kAppClusterBindings, o);
@@ -344,47 +291,51 @@ class BackendControllers::Impl {
     client::InformerOptions labelled = o;
     labelled.label_selector = std::string(apis::klutch::kAppClusterBindingNameLabel);
     ctx_->deployments = &manager_.Informer(resources::kDeployments, labelled);
-    return ctx_->app_cluster_bindings->indexer().AddIndex(
-        internal::kBySecretIndex, [](const Json& acb) {
-          return std::vector<std::string>{
-              machinery::GetString(acb, {"spec", "kubeconfigSecretRef", "namespace"}) + "/" +
-              machinery::GetString(acb, {"spec", "kubeconfigSecretRef", "name"})};
-        });
+    return ctx_->app_cluster_bindings->indexer().AddIndex(kBySecretIndex, [](const Json& acb) {
+      return std::vector<std::string>{
+          machinery::GetString(acb, {"spec", "kubeconfigSecretRef", "namespace"}) + "/" +
+          machinery::GetString(acb, {"spec", "kubeconfigSecretRef", "name"})};
+    });
   }
 
-  // A controller `name` on the manager running `fn` over the context.
-  reconcile::Controller& Add(std::string name, ReconcileFn fn) {
-    reconcilers_.push_back(std::make_unique<reconcile::FuncReconciler>(
-        [this, fn](const Request& r) { return fn(*ctx_, r); }));
+  // A controller `name` on the manager running `reconciler`.
+  reconcile::Controller& Add(std::string name, std::unique_ptr<reconcile::Reconciler> reconciler) {
+    reconcilers_.push_back(std::move(reconciler));
     return manager_.AddController(std::move(name), *reconcilers_.back(),
                                   std::max(1, options_.workers));
+  }
+  // TODO(#24): until every kind has its reconciler class.
+  reconcile::Controller& Add(std::string name, ReconcileFn fn) {
+    return Add(std::move(name), std::make_unique<reconcile::FuncReconciler>(
+                                    [this, fn](const Request& r) { return fn(*ctx_, r); }));
   }
 
   void SetupExportRequestController() {
     client::Informer& requests = informers_->requests;
-    auto& ser = Add("klutch-backend-serviceexportrequest", internal::ReconcileExportRequest);
+    auto& ser = Add("klutch-backend-serviceexportrequest",
+                    std::make_unique<ExportRequestReconciler>(*ctx_));
     ser.For(requests);
     ser.Watches(informers_->exports, [&requests](const Json& e) {
-      return RequestsByIndex(requests, internal::kByExportIndex, client::ObjectKey(e));
+      return RequestsByIndex(requests, kByExportIndex, client::ObjectKey(e));
     });
     ser.Watches(informers_->crds, [&requests](const Json& crd) {
-      return RequestsByIndex(requests, internal::kByCrdIndex, machinery::Name(crd));
+      return RequestsByIndex(requests, kByCrdIndex, machinery::Name(crd));
     });
     ser.Watches(informers_->templates, [&requests](const Json& t) {
       const std::string group = machinery::GetString(t, {"spec", "APIServiceSelector", "group"});
       const std::string resource =
           machinery::GetString(t, {"spec", "APIServiceSelector", "resource"});
-      return RequestsByIndex(requests, internal::kByCrdIndex,
+      return RequestsByIndex(requests, kByCrdIndex,
                              group.empty() ? resource : resource + "." + group);
     });
   }
 
   void SetupExportController() {
     client::Informer& exports = informers_->exports;
-    auto& exp = Add("klutch-backend-serviceexport", internal::ReconcileExport);
+    auto& exp = Add("klutch-backend-serviceexport", std::make_unique<ExportReconciler>(*ctx_));
     exp.For(exports);
     exp.Watches(informers_->crds, [&exports](const Json& crd) {
-      return RequestsByIndex(exports, internal::kByCrdIndex, machinery::Name(crd));
+      return RequestsByIndex(exports, kByCrdIndex, machinery::Name(crd));
     });
   }
 
@@ -447,7 +398,7 @@ class BackendControllers::Impl {
       const std::string cluster_ns = machinery::Namespace(e);
       std::vector<Request> out{{"", cluster_ns}};
       for (const ObjectPtr& ns :
-           namespaces.indexer().ByIndex(internal::kByClusterNamespaceIndex, cluster_ns)) {
+           namespaces.indexer().ByIndex(kByClusterNamespaceIndex, cluster_ns)) {
         out.push_back({"", machinery::Name(*ns)});
       }
       return out;
@@ -460,7 +411,7 @@ class BackendControllers::Impl {
     acb.For(*ctx_->app_cluster_bindings);
     client::Informer* bindings = ctx_->app_cluster_bindings;
     acb.Watches(*ctx_->secrets, [bindings](const Json& secret) {
-      return RequestsByIndex(*bindings, internal::kBySecretIndex, client::ObjectKey(secret));
+      return RequestsByIndex(*bindings, kBySecretIndex, client::ObjectKey(secret));
     });
     auto by_labels =
         reconcile::MapByLabels(std::string(apis::klutch::kAppClusterBindingNamespaceLabel),
@@ -485,8 +436,8 @@ class BackendControllers::Impl {
   std::string scope_;      // normalised consumer scope
   std::string isolation_;  // normalised cluster-scoped isolation
   std::unique_ptr<Informers> informers_;
-  std::unique_ptr<Context> ctx_;
-  std::vector<std::unique_ptr<reconcile::FuncReconciler>> reconcilers_;
+  std::unique_ptr<BackendContext> ctx_;
+  std::vector<std::unique_ptr<reconcile::Reconciler>> reconcilers_;
 };
 
 BackendControllers::BackendControllers(reconcile::Manager& manager,

@@ -1,16 +1,15 @@
 // Internals of the backend controllers shared by backend_controllers.cc (wiring) and the
-// reconcilers (export_requests.cc, exports.cc, cluster_bindings.cc, app_cluster_bindings.cc): the
-// context every reconciler gets and the pure helpers the unit tests check. Not a public header.
+// reconcilers still written as functions over the context (cluster_bindings.cc,
+// app_cluster_bindings.cc), and the pure helpers the unit tests check. Not a public header.
 #pragma once
 
-#include <algorithm>
-#include <chrono>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "bind/backend_controllers.h"
+#include "bind/backend_context.h"
+#include "bind/object_writes.h"
 #include "client/dynamic.h"
 #include "client/informer.h"
 #include "reconcile/conditions.h"
@@ -23,48 +22,10 @@ using client::Json;
 using client::ObjectPtr;
 using reconcile::Request;
 using reconcile::Result;
+using Context = BackendContext;
 
 inline const client::GroupVersionResource kResourceQuotas{"", "v1", "resourcequotas"};
 
-// A requeue delay in whole milliseconds, at least 1 (0 would mean "no requeue").
-inline std::chrono::milliseconds Ms(core::SystemTime::duration d) {
-  return std::max(std::chrono::duration_cast<std::chrono::milliseconds>(d),
-                  std::chrono::milliseconds(1));
-}
-
-// Informer index names.
-inline constexpr const char* kByExportIndex = "byExport";  // SER -> "<ns>/<plural>.<group>"
-inline constexpr const char* kByCrdIndex = "byCrd";        // SER, export -> "<plural>.<group>"
-inline constexpr const char* kByServiceNamespaceIndex =
-    "byServiceNamespace";  // Namespace -> its api-service-namespace annotation
-inline constexpr const char* kBySecretIndex = "byKubeconfigSecret";  // ACB -> "<ns>/<name>"
-inline constexpr const char* kByClusterNamespaceIndex =
-    "byClusterNamespace";  // provider Namespace -> the cluster namespace it was made for
-
-struct Context {
-  client::RestClient& rest;
-  const BackendControllersOptions& options;
-  const core::Clock& clock;
-  reconcile::EventRecorder& events;
-  std::string consumer_scope;  // normalised: Namespaced | Cluster
-  std::string isolation;       // normalised: Prefixed | Namespaced | None
-  client::Informer& export_requests;
-  client::Informer& exports;
-  client::Informer& service_namespaces;
-  client::Informer& cluster_bindings;
-  client::Informer& crds;
-  client::Informer& templates;
-  client::Informer& namespaces;
-  client::Informer* quotas = nullptr;  // ours only (label); when consumer_quota is set
-  // Control-plane mode only.
-  client::Informer* app_cluster_bindings = nullptr;
-  client::Informer* api_service_bindings = nullptr;
-  client::Informer* secrets = nullptr;  // metadata only: changes of referenced Secrets
-  client::Informer* deployments = nullptr;
-};
-
-core::Result<Result> ReconcileExportRequest(Context& ctx, const Request& request);
-core::Result<Result> ReconcileExport(Context& ctx, const Request& request);
 core::Result<Result> ReconcileServiceNamespace(Context& ctx, const Request& request);
 core::Result<Result> ReconcileClusterBinding(Context& ctx, const Request& request);
 core::Result<Result> ReconcileKubeconfig(Context& ctx, const Request& request);
@@ -100,20 +61,5 @@ Json QuotaHard(const std::map<std::string, int64_t>& quota, const std::vector<Ob
 // before binds recorded it), made for an AppClusterBinding, or grace is 0).
 std::optional<core::SystemTime> UnconnectedDeadline(const Json& cluster_binding, const Json& ns,
                                                     std::chrono::seconds grace);
-
-// Informer contents as plain objects.
-std::vector<Json> Objects(client::Informer& informer);
-
-// Helpers for reconcilers.
-core::Result<Json> GetOrCreate(const client::ResourceClient& rc, const Json& desired);
-// A RoleBinding `name` in `ns` granting ClusterRole (or Role) `role` to the ServiceAccount
-// `sa_ns`/`sa_name`; subjects fixed on drift, re-created when the immutable roleRef differs.
-core::Status EnsureRoleBinding(client::RestClient& rest, const std::string& ns,
-                               const std::string& name, const std::string& role_kind,
-                               const std::string& role, const std::string& sa_ns,
-                               const std::string& sa_name, const Json& labels = Json::object());
-// Normalised option values; "" when invalid.
-std::string NormaliseScope(std::string_view scope);
-std::string NormaliseIsolation(std::string_view isolation);
 
 }  // namespace klutch::bind::internal

@@ -6,7 +6,7 @@
 #include "apis/klutch/clusterbinding.h"
 #include "apis/klutch/ids.h"
 #include "apis/klutch/register.h"
-#include "bind/internal.h"
+#include "bind/object_writes.h"
 #include "client/dynamic.h"
 #include "core/log.h"
 #include "core/strings.h"
@@ -24,7 +24,8 @@ const core::Clock& ClockOf(const ProvisionOptions& options) {
   return options.clock ? *options.clock : core::RealClock::Get();
 }
 
-core::Result<Json> GetOrCreate(const ResourceClient& rc, const Json& desired) {
+// As object_writes.h's GetOrCreate, but written without the backend's field manager.
+core::Result<Json> GetOrCreateWithoutFieldManager(const ResourceClient& rc, const Json& desired) {
   auto created = rc.Create(desired);
   if (created.ok() || !core::IsAlreadyExists(created.status())) return created;
   return rc.Get(machinery::Name(desired));
@@ -342,31 +343,32 @@ core::Result<ConsumerAccess> ProvisionConsumer(client::RestClient& admin,
   if (secret_name.empty()) secret_name = apis::klutch::kKubeconfigSecretName;
 
   KLUTCH_ASSIGN_OR_RETURN(
-      Json account,
-      GetOrCreate(ResourceClient(admin, resources::kServiceAccounts, ns),
-                  {{"apiVersion", "v1"},
-                   {"kind", "ServiceAccount"},
-                   {"metadata", {{"name", apis::klutch::kBinderName}, {"namespace", ns}}}}));
+      Json account, GetOrCreateWithoutFieldManager(
+                        ResourceClient(admin, resources::kServiceAccounts, ns),
+                        {{"apiVersion", "v1"},
+                         {"kind", "ServiceAccount"},
+                         {"metadata", {{"name", apis::klutch::kBinderName}, {"namespace", ns}}}}));
   (void)account;
   // The konnector may use its kubeconfig at once: the ClusterBinding controller would grant
   // this too, a moment later.
-  KLUTCH_RETURN_IF_ERROR(internal::EnsureRoleBinding(
-      admin, ns, std::string(apis::klutch::kBinderName), "ClusterRole",
-      std::string(apis::klutch::kBinderName), ns, std::string(apis::klutch::kBinderName)));
+  KLUTCH_RETURN_IF_ERROR(EnsureRoleBinding(admin, ns, std::string(apis::klutch::kBinderName),
+                                           "ClusterRole", std::string(apis::klutch::kBinderName),
+                                           ns, std::string(apis::klutch::kBinderName)));
   KLUTCH_ASSIGN_OR_RETURN(IssuedKubeconfig issued, IssueKubeconfig(admin, options, ns));
   KLUTCH_ASSIGN_OR_RETURN(Json secret, WriteKubeconfigSecret(admin, ns, secret_name, issued));
   (void)secret;
   if (!existing.ok()) {
     KLUTCH_ASSIGN_OR_RETURN(
         Json created,
-        GetOrCreate(cluster_bindings,
-                    {{"apiVersion", apis::klutch::kApiVersion},
-                     {"kind", "ClusterBinding"},
-                     {"metadata", {{"name", apis::klutch::kClusterBindingName}, {"namespace", ns}}},
-                     {"spec",
-                      {{"kubeconfigSecretRef",
-                        {{"name", secret_name}, {"key", apis::klutch::kKubeconfigKey}}},
-                       {"providerPrettyName", options.pretty_name}}}}));
+        GetOrCreateWithoutFieldManager(
+            cluster_bindings,
+            {{"apiVersion", apis::klutch::kApiVersion},
+             {"kind", "ClusterBinding"},
+             {"metadata", {{"name", apis::klutch::kClusterBindingName}, {"namespace", ns}}},
+             {"spec",
+              {{"kubeconfigSecretRef",
+                {{"name", secret_name}, {"key", apis::klutch::kKubeconfigKey}}},
+               {"providerPrettyName", options.pretty_name}}}}));
     (void)created;
   }
   out.kubeconfig = std::move(issued.kubeconfig);
