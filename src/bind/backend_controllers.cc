@@ -12,7 +12,9 @@
 #include "bind/export_reconciler.h"
 #include "bind/export_request_reconciler.h"
 #include "bind/internal.h"
+#include "bind/kubeconfig_reconciler.h"
 #include "bind/names.h"
+#include "bind/service_namespace_reconciler.h"
 #include "core/strings.h"
 #include "reconcile/crd_installer.h"
 
@@ -341,7 +343,8 @@ class BackendControllers::Impl {
 
   void SetupServiceNamespaceController() {
     client::Informer& service_namespaces = informers_->service_namespaces;
-    auto& asn = Add("klutch-backend-servicenamespace", internal::ReconcileServiceNamespace);
+    auto& asn =
+        Add("klutch-backend-servicenamespace", std::make_unique<ServiceNamespaceReconciler>(*ctx_));
     asn.For(service_namespaces);
     asn.Watches(informers_->namespaces, [](const Json& ns) {
       std::vector<Request> out;
@@ -377,7 +380,7 @@ class BackendControllers::Impl {
   }
 
   void SetupKubeconfigController() {
-    Add("klutch-backend-kubeconfig", internal::ReconcileKubeconfig)
+    Add("klutch-backend-kubeconfig", std::make_unique<KubeconfigReconciler>(*ctx_))
         .For(informers_->cluster_bindings);
   }
 

@@ -26,9 +26,7 @@ using Context = BackendContext;
 
 inline const client::GroupVersionResource kResourceQuotas{"", "v1", "resourcequotas"};
 
-core::Result<Result> ReconcileServiceNamespace(Context& ctx, const Request& request);
 core::Result<Result> ReconcileClusterBinding(Context& ctx, const Request& request);
-core::Result<Result> ReconcileKubeconfig(Context& ctx, const Request& request);
 // Keyed by namespace name (request.ns empty).
 core::Result<Result> ReconcileConsumerQuota(Context& ctx, const Request& request);
 core::Result<Result> ReconcileAppClusterBinding(Context& ctx, const Request& request);
