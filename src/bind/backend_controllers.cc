@@ -9,6 +9,8 @@
 #include "apis/klutch/register.h"
 #include "apis/klutch_crds.h"
 #include "bind/backend_context.h"
+#include "bind/cluster_binding_reconciler.h"
+#include "bind/consumer_quota_reconciler.h"
 #include "bind/export_reconciler.h"
 #include "bind/export_request_reconciler.h"
 #include "bind/internal.h"
@@ -361,7 +363,8 @@ class BackendControllers::Impl {
   }
 
   void SetupClusterBindingController() {
-    auto& cb = Add("klutch-backend-clusterbinding", internal::ReconcileClusterBinding);
+    auto& cb =
+        Add("klutch-backend-clusterbinding", std::make_unique<ClusterBindingReconciler>(*ctx_));
     cb.For(informers_->cluster_bindings);
     cb.Watches(informers_->exports, [](const Json& o) {
       return std::vector<Request>{
@@ -388,9 +391,10 @@ class BackendControllers::Impl {
     if (options_.consumer_quota.empty()) return;
     client::InformerOptions ours = InformerOptions();
     ours.label_selector = std::string(kConsumerQuotaLabel);
-    ctx_->quotas = &manager_.Informer(internal::kResourceQuotas, ours);
+    ctx_->quotas = &manager_.Informer(kResourceQuotas, ours);
     client::Informer& namespaces = informers_->namespaces;
-    auto& quota = Add("klutch-backend-consumerquota", internal::ReconcileConsumerQuota);
+    auto& quota =
+        Add("klutch-backend-consumerquota", std::make_unique<ConsumerQuotaReconciler>(*ctx_));
     quota.For(namespaces);
     quota.Watches(*ctx_->quotas, [](const Json& q) {
       return std::vector<Request>{{"", machinery::Namespace(q)}};

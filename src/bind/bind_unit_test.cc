@@ -3,7 +3,7 @@
 
 #include "apis/klutch/clusterbinding.h"
 #include "apis/klutch/ids.h"
-#include "bind/internal.h"
+#include "bind/cluster_binding_reconciler.h"
 #include "bind/snapshot.h"
 #include "core/clock.h"
 
@@ -55,14 +55,14 @@ TEST(UnconnectedDeadline, CountsFromTheLastBindAndNeverForSpacesWithoutOne) {
   Json cb = {{"metadata", {{"creationTimestamp", "2026-01-01T00:00:00Z"}}}};
   Json ns = {
       {"metadata", {{"annotations", {{std::string(apis::klutch::kIdentityAnnotation), "user"}}}}}};
-  EXPECT_FALSE(internal::UnconnectedDeadline(cb, ns, std::chrono::hours(1)));
+  EXPECT_FALSE(UnconnectedDeadline(cb, ns, std::chrono::hours(1)));
   ns["metadata"]["annotations"][std::string(apis::klutch::kLastBoundAnnotation)] =
       "2026-01-02T00:00:00Z";
-  auto due = internal::UnconnectedDeadline(cb, ns, std::chrono::hours(1));
+  auto due = UnconnectedDeadline(cb, ns, std::chrono::hours(1));
   ASSERT_TRUE(due);
   EXPECT_EQ(core::FormatTime(*due), "2026-01-02T01:00:00Z");
   cb["status"]["lastHeartbeatTime"] = "2026-01-01T00:00:05Z";
-  EXPECT_FALSE(internal::UnconnectedDeadline(cb, ns, std::chrono::hours(1)));
+  EXPECT_FALSE(UnconnectedDeadline(cb, ns, std::chrono::hours(1)));
 }
 
 TEST(CrdSnapshot, KeepsServedVersionsAndTheCrdFacts) {
@@ -158,7 +158,6 @@ Json ClusterBinding(std::string last, std::string interval) {
 TEST(HeartbeatHealth, FollowsTheHeartbeat) {
   const auto now = *core::ParseTime("2026-01-01T12:00:00Z");
   const auto drift = std::chrono::seconds(10);
-  using internal::HeartbeatHealth;
   auto pending = HeartbeatHealth(ClusterBinding("", ""), now, drift);
   EXPECT_EQ(pending.condition.reason, "FirstHeartbeatPending");
   EXPECT_EQ(pending.condition.severity, "Info");
@@ -193,10 +192,10 @@ TEST(BinderRules, OneRulePerGroupDeduplicatedWithStatus) {
   };
   Json secrets = {{"group", ""}, {"resource", "secrets"}, {"version", "v1"}};
   Json configmaps = {{"group", ""}, {"resource", "configmaps"}, {"version", "v1"}};
-  Json rules = internal::BinderRules(
-      {exported("anynines.com", "postgresqlinstances", Json::array({secrets})),
-       exported("anynines.com", "servicebindings", Json::array({secrets, configmaps})),
-       exported("anynines.com", "postgresqlinstances", Json::array())});
+  Json rules =
+      BinderRules({exported("anynines.com", "postgresqlinstances", Json::array({secrets})),
+                   exported("anynines.com", "servicebindings", Json::array({secrets, configmaps})),
+                   exported("anynines.com", "postgresqlinstances", Json::array())});
   const Json all = {"create", "delete", "get", "list", "patch", "update", "watch"};
   EXPECT_EQ(rules,
             Json::array({
@@ -208,7 +207,7 @@ TEST(BinderRules, OneRulePerGroupDeduplicatedWithStatus) {
                  {"resources", {"postgresqlinstances/status", "servicebindings/status"}},
                  {"verbs", {"get", "patch", "update"}}},
             }));
-  EXPECT_EQ(internal::BinderRules({}), Json::array());
+  EXPECT_EQ(BinderRules({}), Json::array());
 }
 
 }  // namespace

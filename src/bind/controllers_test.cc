@@ -20,7 +20,7 @@
 #include "apis/klutch/register.h"
 #include "bind/backend_controllers.h"
 #include "bind/catalog.h"
-#include "bind/internal.h"
+#include "bind/consumer_quota_reconciler.h"
 #include "bind/names.h"
 #include "bind/provision.h"
 #include "bind/snapshot.h"
@@ -881,7 +881,7 @@ class ConsumerLimitsTest : public BindControllersTest {
   }
 
   Json Hard(const std::string& ns) {
-    Json quota = Get(internal::kResourceQuotas, ns, "klutch-consumer");
+    Json quota = Get(kResourceQuotas, ns, "klutch-consumer");
     const Json* hard = machinery::Find(quota, {"spec", "hard"});
     return hard ? *hard : Json();
   }
@@ -1004,7 +1004,7 @@ TEST_F(ConsumerLimitsTest, ConsumerNamespacesKeepTheirObjectCountQuota) {
   EXPECT_EQ(hard["count/configmaps"], "10");
   EXPECT_EQ(hard["count/apiservicenamespaces.klutch.anynines.com"], "5");
   EXPECT_FALSE(hard.contains("count/claims"));
-  Json quota = Get(internal::kResourceQuotas, ns, "klutch-consumer");
+  Json quota = Get(kResourceQuotas, ns, "klutch-consumer");
   EXPECT_EQ(machinery::GetString(quota, {"metadata", "labels", std::string(kConsumerQuotaLabel)}),
             "true");
 
@@ -1038,15 +1038,15 @@ TEST_F(ConsumerLimitsTest, ConsumerNamespacesKeepTheirObjectCountQuota) {
   EXPECT_EQ(eighth.status().code(), 403) << eighth.status().ToString();
 
   // Deleted or altered: put back.
-  ASSERT_TRUE(Resource(internal::kResourceQuotas, provider).Delete("klutch-consumer").ok());
+  ASSERT_TRUE(Resource(kResourceQuotas, provider).Delete("klutch-consumer").ok());
   ASSERT_TRUE(AdvanceUntil([&] { return Hard(provider) == Hard(ns); }));
-  ASSERT_TRUE(Resource(internal::kResourceQuotas, ns)
+  ASSERT_TRUE(Resource(kResourceQuotas, ns)
                   .Patch("klutch-consumer", client::PatchType::kMerge,
                          machinery::Dump({{"spec", {{"hard", {{"count/secrets", "100000"}}}}}}))
                   .ok());
   ASSERT_TRUE(AdvanceUntil([&] { return Hard(ns)["count/secrets"] == "20"; }));
   // Other namespaces get none.
-  EXPECT_FALSE(Exists(internal::kResourceQuotas, "crossplane-system", "klutch-consumer"));
+  EXPECT_FALSE(Exists(kResourceQuotas, "crossplane-system", "klutch-consumer"));
 }
 
 // The backend with exactly the rights deploy/backend/rbac.yaml grants it: the limits need no
@@ -1107,11 +1107,9 @@ TEST_F(BackendRbacTest, DeployRbacAllowsTheConsumerLimits) {
   auto refused = ProvisionConsumer(*backend_, limited, "alice#c2", "https://idp");
   EXPECT_TRUE(IsClusterLimitReached(refused.status())) << refused.status().ToString();
   const std::string ns = access->cluster_namespace;
-  ASSERT_TRUE(
-      AdvanceUntil([&] { return Exists(internal::kResourceQuotas, ns, "klutch-consumer"); }));
-  ASSERT_TRUE(Resource(internal::kResourceQuotas, ns).Delete("klutch-consumer").ok());
-  ASSERT_TRUE(
-      AdvanceUntil([&] { return Exists(internal::kResourceQuotas, ns, "klutch-consumer"); }));
+  ASSERT_TRUE(AdvanceUntil([&] { return Exists(kResourceQuotas, ns, "klutch-consumer"); }));
+  ASSERT_TRUE(Resource(kResourceQuotas, ns).Delete("klutch-consumer").ok());
+  ASSERT_TRUE(AdvanceUntil([&] { return Exists(kResourceQuotas, ns, "klutch-consumer"); }));
   ASSERT_TRUE(AdvanceAndSettle(std::chrono::minutes(59)));
   ASSERT_TRUE(AdvanceUntil(
       [&] {
@@ -1143,12 +1141,12 @@ TEST(ConsumerQuota, ParsesTheFlagAndMakesTheHardCounts) {
       Json{{"spec", {{"group", "example.com"}, {"names", {{"plural", "widgets"}}}}}});
   auto gadgets = std::make_shared<const Json>(
       Json{{"spec", {{"group", "example.com"}, {"names", {{"plural", "gadgets"}}}}}});
-  Json hard = internal::QuotaHard({{"claims", 4}, {"gadgets.example.com", 1}, {"secrets", 9}},
-                                  {widgets, gadgets});
+  Json hard =
+      QuotaHard({{"claims", 4}, {"gadgets.example.com", 1}, {"secrets", 9}}, {widgets, gadgets});
   EXPECT_EQ(hard, (Json{{"count/gadgets.example.com", "1"},
                         {"count/secrets", "9"},
                         {"count/widgets.example.com", "4"}}));
-  EXPECT_EQ(internal::QuotaHard({}, {widgets}), Json::object());
+  EXPECT_EQ(QuotaHard({}, {widgets}), Json::object());
 }
 
 }  // namespace
