@@ -8,12 +8,12 @@
 #include "apis/klutch/clusterbinding.h"
 #include "apis/klutch/register.h"
 #include "apis/klutch_crds.h"
+#include "bind/app_cluster_binding_reconciler.h"
 #include "bind/backend_context.h"
 #include "bind/cluster_binding_reconciler.h"
 #include "bind/consumer_quota_reconciler.h"
 #include "bind/export_reconciler.h"
 #include "bind/export_request_reconciler.h"
-#include "bind/internal.h"
 #include "bind/kubeconfig_reconciler.h"
 #include "bind/names.h"
 #include "bind/service_namespace_reconciler.h"
@@ -114,8 +114,6 @@ core::Status InstallProviderCrds(client::RestClient& admin, bool control_plane_m
 }
 
 namespace {
-
-using ReconcileFn = core::Result<internal::Result> (*)(BackendContext&, const Request&);
 
 // Normalised option values; "" when invalid.
 std::string NormaliseScope(std::string_view scope) {
@@ -308,11 +306,6 @@ class BackendControllers::Impl {
     return manager_.AddController(std::move(name), *reconcilers_.back(),
                                   std::max(1, options_.workers));
   }
-  // TODO(#24): until every kind has its reconciler class.
-  reconcile::Controller& Add(std::string name, ReconcileFn fn) {
-    return Add(std::move(name), std::make_unique<reconcile::FuncReconciler>(
-                                    [this, fn](const Request& r) { return fn(*ctx_, r); }));
-  }
 
   void SetupExportRequestController() {
     client::Informer& requests = informers_->requests;
@@ -414,7 +407,8 @@ class BackendControllers::Impl {
 
   void SetupAppClusterBindingController() {
     if (!options_.control_plane_mode) return;
-    auto& acb = Add("klutch-backend-appclusterbinding", internal::ReconcileAppClusterBinding);
+    auto& acb = Add("klutch-backend-appclusterbinding",
+                    std::make_unique<AppClusterBindingReconciler>(*ctx_));
     acb.For(*ctx_->app_cluster_bindings);
     client::Informer* bindings = ctx_->app_cluster_bindings;
     acb.Watches(*ctx_->secrets, [bindings](const Json& secret) {
