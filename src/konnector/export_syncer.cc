@@ -94,10 +94,9 @@ void ExportSyncer::Watch() {
     adopt_->queue().Add(key);
     spec_->queue().Add(ckey);
   });
-  isolation_->Watch(on_provider, [this](const std::string& pns) {
-    // Objects only the consumer has in this namespace become visible as missing upstream.
-    std::string cns = connection_.ConsumerNamespaceFor(pns);
-    if (cns.empty()) return;
+  isolation_->Watch(on_provider, [this](const std::string& cns) {
+    // The provider cache listed: objects skipped meanwhile (and objects only the consumer has,
+    // now visible as missing upstream) are synced again.
     for (const auto& d : consumer_->indexer().ByIndex(client::Indexer::kNamespaceIndex, cns)) {
       spec_->queue().Add(client::ObjectKey(*d));
     }

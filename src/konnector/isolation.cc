@@ -25,9 +25,12 @@ class NamespacedIsolation final : public Isolation {
                                                                 options)) {}
 
   void Watch(client::EventHandler handler,
-             std::function<void(const std::string&)> on_namespace_synced) override {
+             std::function<void(const std::string&)> on_synced) override {
     cache_->AddEventHandler(std::move(handler));
-    cache_->OnSynced(std::move(on_namespace_synced));
+    cache_->OnSynced([this, on_synced = std::move(on_synced)](const std::string& pns) {
+      std::string cns = connection_.ConsumerNamespaceFor(pns);
+      if (!cns.empty()) on_synced(cns);
+    });
   }
   void Start() override { cache_->Start(); }
   void Stop() override { cache_->Stop(); }
@@ -105,12 +108,19 @@ class ClusterIsolation final : public Isolation {
  public:
   ClusterIsolation(Connection& connection, const client::GroupVersionResource& gvr,
                    const client::InformerOptions& options, std::string namespace_uid)
-      : connection_(connection),
-        namespace_uid_(std::move(namespace_uid)),
-        cache_(std::make_unique<client::Informer>(connection.provider(), gvr, options)) {}
+      : connection_(connection), namespace_uid_(std::move(namespace_uid)) {
+    client::InformerOptions o = options;
+    // on_synced_ is set by Watch() before Start() starts the informer's thread.
+    o.on_synced = [this] {
+      if (on_synced_) on_synced_("");
+    };
+    cache_ = std::make_unique<client::Informer>(connection.provider(), gvr, std::move(o));
+  }
 
-  void Watch(client::EventHandler handler, std::function<void(const std::string&)>) override {
+  void Watch(client::EventHandler handler,
+             std::function<void(const std::string&)> on_synced) override {
     cache_->AddEventHandler(std::move(handler));
+    on_synced_ = std::move(on_synced);
   }
   void Start() override { cache_->Start(); }
   void Stop() override { cache_->Stop(); }
@@ -150,6 +160,7 @@ class ClusterIsolation final : public Isolation {
  private:
   Connection& connection_;
   const std::string namespace_uid_;
+  std::function<void(const std::string&)> on_synced_;  // before cache_: outlives its thread
   std::unique_ptr<client::Informer> cache_;
 };
 

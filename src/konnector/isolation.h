@@ -40,10 +40,12 @@ class Isolation {
                                              const client::InformerOptions& options,
                                              std::string namespace_uid);
 
-  // The provider cache. `on_namespace_synced` is called with a provider namespace whose first
-  // list arrived (namespaced only).
+  // The provider cache. Until a provider cache has listed, the spec reconciler skips consumer
+  // objects whose copies it would hold; `on_synced` is then called once, on the cache's thread,
+  // with the consumer namespace of those objects: per mapped provider namespace (namespaced),
+  // or "" for all of them, which are cluster-scoped (cluster).
   virtual void Watch(client::EventHandler handler,
-                     std::function<void(const std::string& pns)> on_namespace_synced) = 0;
+                     std::function<void(const std::string& consumer_ns)> on_synced) = 0;
   virtual void Start() = 0;
   virtual void Stop() = 0;
   virtual client::ObjectPtr Get(const std::string& provider_key) const = 0;

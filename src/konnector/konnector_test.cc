@@ -11,8 +11,10 @@
 #include "apis/klutch/apiserviceexport.h"
 #include "apis/klutch/register.h"
 #include "client/dynamic.h"
+#include "client/transport.h"
 #include "core/file.h"
 #include "core/strings.h"
+#include "core/sync.h"
 #include "reconcile/conditions.h"
 #include "reconcile/manager.h"
 #include "serving/kubeconfig.h"
@@ -54,6 +56,64 @@ Json Instance(const std::string& ns, const std::string& name, const std::string&
           {"metadata", {{"name", name}, {"namespace", ns}}},
           {"spec", {{"version", version}}}};
 }
+
+// Holds the lists of one resource path on the konnector's provider connections: a test makes
+// "the provider cache has not listed yet" last as long as it needs.
+class ListGate {
+ public:
+  // Lists (not watches) whose target starts with `path` wait until Release().
+  void Hold(const std::string& path) {
+    core::MutexLock lock(mu_);
+    held_path_ = path;
+  }
+  void Release() {
+    core::MutexLock lock(mu_);
+    held_path_.clear();
+    cv_.SignalAll();
+  }
+  // How many lists were held so far.
+  int held() const {
+    core::MutexLock lock(mu_);
+    return held_;
+  }
+  void Pass(const client::TransportRequest& r) {
+    core::MutexLock lock(mu_);
+    if (!Holds(r)) return;
+    ++held_;
+    while (Holds(r)) cv_.Wait(mu_);
+  }
+
+ private:
+  bool Holds(const client::TransportRequest& r) const REQUIRES(mu_) {
+    return !held_path_.empty() && r.method == "GET" && r.target.starts_with(held_path_) &&
+           r.target.find("watch=") == std::string::npos;
+  }
+
+  mutable core::Mutex mu_;
+  core::CondVar cv_;
+  std::string held_path_ GUARDED_BY(mu_);
+  int held_ GUARDED_BY(mu_) = 0;
+};
+
+class GatedTransport final : public client::Transport {
+ public:
+  GatedTransport(std::shared_ptr<client::Transport> inner, ListGate& gate)
+      : inner_(std::move(inner)), gate_(gate) {}
+
+  core::Result<http::ClientResponse> Do(const client::TransportRequest& request) override {
+    gate_.Pass(request);
+    return inner_->Do(request);
+  }
+  core::Result<http::ClientResponse> Stream(const client::TransportRequest& request,
+                                            const std::function<bool(std::string_view)>& on_data,
+                                            client::StreamCanceller* canceller) override {
+    return inner_->Stream(request, on_data, canceller);
+  }
+
+ private:
+  std::shared_ptr<client::Transport> inner_;
+  ListGate& gate_;
+};
 
 class KonnectorTest : public ::testing::Test {
  protected:
@@ -121,7 +181,10 @@ class KonnectorTest : public ::testing::Test {
                            .new_client = [this](const client::RestConfig& c)
                                -> core::Result<std::unique_ptr<client::RestClient>> {
                              ++clients_made_;
-                             return cp_->ClientWithToken(c.bearer_token);
+                             auto direct = cp_->ClientWithToken(c.bearer_token);
+                             return client::RestClient::New(
+                                 direct->config(), {.transport = std::make_shared<GatedTransport>(
+                                                        direct->transport(), gate_)});
                            },
                            .clock = &clock_});
     }
@@ -137,6 +200,7 @@ class KonnectorTest : public ::testing::Test {
   }
 
   void TearDown() override {
+    gate_.Release();
     if (manager_) manager_->Stop();
     if (konnector_) konnector_->Stop();
     if (mapper_) mapper_->Stop();
@@ -208,6 +272,7 @@ class KonnectorTest : public ::testing::Test {
   }
 
   core::FakeClock clock_;
+  ListGate gate_;  // on the provider connections (OIDC mode)
   std::unique_ptr<testing::TestCluster> cp_, app_;
   bind::ProviderBinding provider_;
   std::unique_ptr<bind::NamespaceMapper> mapper_;
@@ -549,6 +614,108 @@ TEST_F(KonnectorTest, DeletingAConsumerNamespaceDeletesItsServiceNamespace) {
   EXPECT_TRUE(Until([&] {
     return core::IsNotFound(Cp(bind::kApiServiceNamespaces, ns()).Get("gone").status());
   }));
+}
+
+// A cluster-scoped export (bind-protocol.md §4.9): every consumer shares the provider's cluster
+// scope, so copies carry the connection's cluster namespace as name prefix and annotation. The
+// consumer object here is created while the provider cache's first list is held: the spec
+// reconciler skips it then, and the cache's first list must bring it back.
+TEST_F(KonnectorTest, ClusterScopedObjectsSyncUnderPrefixedNamesEvenBeforeTheProviderCacheListed) {
+  const client::GroupVersionResource shared{"anynines.com", "v1", "sharedinstances"};
+  const std::string name = "sharedinstances.anynines.com";
+  Json crd = InstanceCrd("sharedinstances", "SharedInstance");
+  crd["spec"]["scope"] = "Cluster";
+  ASSERT_TRUE(
+      ResourceClient(cp_->admin(), client::resources::kCustomResourceDefinitions).Create(crd).ok());
+  ASSERT_TRUE(bind::WaitForCrdEstablished(cp_->admin(), name).ok());
+  ASSERT_TRUE(bind::CreateExport(cp_->admin(), ns(), bind::ExportFromCrd(crd)).ok());
+  // The konnector lists and watches the resource cluster-wide. The backend binds its role
+  // cluster-wide only in Cluster consumer scope (bind-protocol.md §2.6.1), which this fixture's
+  // provider (namespaced, RoleBindings per mapped namespace) does not run in: granted here.
+  const std::string role = "klutch-binder-" + ns();
+  ASSERT_TRUE(ResourceClient(cp_->admin(), client::resources::kClusterRoleBindings)
+                  .Create({{"apiVersion", "rbac.authorization.k8s.io/v1"},
+                           {"kind", "ClusterRoleBinding"},
+                           {"metadata", {{"name", role}}},
+                           {"subjects", Json::array({{{"kind", "ServiceAccount"},
+                                                      {"name", "klutch-binder"},
+                                                      {"namespace", ns()}}})},
+                           {"roleRef",
+                            {{"apiGroup", "rbac.authorization.k8s.io"},
+                             {"kind", "ClusterRole"},
+                             {"name", role}}}})
+                  .ok());
+
+  // The syncer starts; its provider cache's first list waits at the gate.
+  gate_.Hold("/apis/anynines.com/v1/sharedinstances");
+  CreateApp(apis::klutch::kApiServiceBindings, Binding(name, "kubeconfig-provider", Json::array()));
+  ASSERT_TRUE(Until([&] { return App(shared).List().ok() && gate_.held() > 0; }));
+  Json db = Instance("", "db", "14");
+  db["kind"] = "SharedInstance";
+  db["metadata"].erase("namespace");
+  CreateApp(shared, db);
+  // The spec reconciler has seen it and skipped it (no finalizer: the pass ended early).
+  const std::string spec_controller =
+      "controller=\"klutch-konnector-sharedinstances.anynines.com-spec\"";
+  ASSERT_TRUE(Until(
+      [&] { return manager_->metrics().Render().find(spec_controller) != std::string::npos; }));
+  auto skipped = App(shared).Get("db");
+  ASSERT_TRUE(skipped.ok());
+  EXPECT_FALSE(machinery::HasFinalizer(*skipped, apis::klutch::kSyncerFinalizer));
+  gate_.Release();
+
+  // The first list brings it back: up it goes, prefixed, annotated and owned by the Namespace.
+  const std::string copy = ns() + "-db";
+  EXPECT_TRUE(Until([&] { return Get(Cp(shared), copy, {"spec", "version"}) == "14"; }));
+  auto u = Cp(shared).Get(copy);
+  ASSERT_TRUE(u.ok());
+  EXPECT_EQ(machinery::GetString(
+                *u, {"metadata", "annotations", apis::klutch::kClusterNamespaceAnnotation}),
+            ns());
+  EXPECT_EQ(machinery::GetString((*u)["metadata"]["ownerReferences"][0], {"kind"}), "Namespace");
+  EXPECT_EQ(machinery::GetString((*u)["metadata"]["ownerReferences"][0], {"name"}), ns());
+  EXPECT_TRUE(Until([&] {
+    auto d = App(shared).Get("db");
+    return d.ok() && machinery::HasFinalizer(*d, apis::klutch::kSyncerFinalizer);
+  }));
+
+  // Status flows down under the consumer's name.
+  ASSERT_TRUE(
+      Cp(shared)
+          .Patch(copy, client::PatchType::kMerge, R"({"status":{"phase":"Ready"}})", {}, "status")
+          .ok());
+  EXPECT_TRUE(Until([&] { return Get(App(shared), "db", {"status", "phase"}) == "Ready"; }));
+
+  // Another connection's objects stay on the provider, even one whose name carries our prefix;
+  // one of ours the provider made is adopted under its unprefixed name.
+  auto provider_object = [&](const std::string& object_name, const std::string& cluster_ns) {
+    Json o = db;
+    o["metadata"] = {
+        {"name", object_name},
+        {"annotations", {{std::string(apis::klutch::kClusterNamespaceAnnotation), cluster_ns}}}};
+    return o;
+  };
+  ASSERT_TRUE(Cp(shared).Create(provider_object("other-x", "other")).ok());
+  ASSERT_TRUE(Cp(shared).Create(provider_object(ns() + "-intruder", ns() + "-other")).ok());
+  ASSERT_TRUE(Cp(shared).Create(provider_object(ns() + "-adopted", ns())).ok());
+  EXPECT_TRUE(Until([&] {
+    auto a = App(shared).Get("adopted");
+    return a.ok() && machinery::Annotation(*a, apis::klutch::kBoundAnnotation) == "true";
+  }));
+  for (int i = 0; i < 10; ++i) clock_.Advance(std::chrono::seconds(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_TRUE(core::IsNotFound(App(shared).Get("intruder").status()));
+  EXPECT_TRUE(core::IsNotFound(App(shared).Get("x").status()));
+  EXPECT_TRUE(core::IsNotFound(App(shared).Get("other-x").status()));
+
+  // Deleting the consumer object deletes its copy and releases it.
+  ASSERT_TRUE(App(shared).Delete("db").ok());
+  EXPECT_TRUE(Until([&] {
+    return core::IsNotFound(App(shared).Get("db").status()) &&
+           core::IsNotFound(Cp(shared).Get(copy).status());
+  }));
+  EXPECT_TRUE(Cp(shared).Get("other-x").ok());
+  EXPECT_TRUE(Cp(shared).Get(ns() + "-intruder").ok());
 }
 
 // A token for the provider's klutch-binder ServiceAccount from a new token Secret.
