@@ -11,7 +11,8 @@
 // object exists), DeriveFromObject (the object's Ready condition), AllTrue (every condition
 // True). Changes of wrapped objects on the local cluster are watched (an informer per kind,
 // started on first use); remote ones are polled every `poll_interval`. Writes happen only
-// when the live object does not already carry the manifest. Thread-safe.
+// when the live object does not already carry the manifest. ObjectProvider wires (informers,
+// controller, watches); a pass is ObjectReconciler's (object_reconciler.h). Thread-safe.
 #pragma once
 
 #include <chrono>
