@@ -1,5 +1,5 @@
 // The managed-resource reconcilers of provider-anynines (data-services.md §6.2, §6.3, §6.6,
-// §6.7), on the informers and clients of a Context (wired in anynines_provider.cc).
+// §6.7), on the informers and clients of a Context (wired in runtime.cc).
 //
 // Every pass follows Crossplane's managed reconciler: pause annotation, management policies,
 // the ProviderConfig (usage record, clients), finalizer and external-name, then observe the

@@ -29,61 +29,80 @@ void ProviderConfigReconciler::RequestCheck(const std::string& name) {
   forced_.insert(name);
 }
 
+struct ProviderConfigReconciler::Pass {
+  Json pc;  // the ProviderConfig as last read or written
+  const std::string name;
+  const size_t users;  // ProviderConfigUsages naming it
+  reconcile::Committer committer;
+};
+
 core::Result<Result> ProviderConfigReconciler::Reconcile(const Request& r) {
   client::ObjectPtr ptr = ctx_.configs->indexer().Get(r.Key());
   if (!ptr) {
-    core::MutexLock lock(mu_);
-    health_.erase(r.name);
-    forced_.erase(r.name);
+    Forget(r.name);
     return Result::Done();
   }
-  Json pc = *ptr;
-  const size_t users = ctx_.usages->indexer().ByIndex(kByProviderConfig, r.name).size();
-  client::ResourceClient configs(ctx_.rest, kProviderConfigs);
-  reconcile::Committer committer(configs, std::string(kFieldManager));
-  if (machinery::IsBeingDeleted(pc)) {
-    if (users > 0) {
-      ctx_.events.Event(pc, reconcile::kEventTypeWarning, "InUse",
-                        fmt::format("cannot delete ProviderConfig {}: {} managed resource(s) still "
-                                    "use it",
-                                    r.name, users));
-      return Result::RequeueAfter(ctx_.options.poll_interval);
-    }
-    Json modified = pc;
-    if (machinery::RemoveFinalizer(modified, kInUseFinalizer)) {
-      auto w = committer.Commit(pc, modified);
-      if (!w.ok() && !core::IsNotFound(w.status())) return w.status();
-    }
-    return Result::Done();
-  }
-  Json modified = pc;
-  if (machinery::AddFinalizer(modified, kInUseFinalizer)) {
-    KLUTCH_ASSIGN_OR_RETURN(pc, committer.Commit(pc, modified));
-  }
-  modified = pc;
-  modified["status"]["users"] = static_cast<int64_t>(users);
-  KLUTCH_ASSIGN_OR_RETURN(pc, committer.CommitStatus(pc, modified));
+  Pass p{.pc = *ptr,
+         .name = r.name,
+         .users = ctx_.usages->indexer().ByIndex(kByProviderConfig, r.name).size(),
+         .committer = reconcile::Committer(client::ResourceClient(ctx_.rest, kProviderConfigs),
+                                           std::string(kFieldManager))};
+  if (machinery::IsBeingDeleted(p.pc)) return Delete(p);
+  KLUTCH_RETURN_IF_ERROR(EnsureFinalizer(p));
+  KLUTCH_RETURN_IF_ERROR(RecordUsers(p));
+  return CheckHealthWhenDue(p);
+}
 
+void ProviderConfigReconciler::Forget(const std::string& name) {
+  core::MutexLock lock(mu_);
+  health_.erase(name);
+  forced_.erase(name);
+}
+
+core::Result<Result> ProviderConfigReconciler::Delete(Pass& p) {
+  if (p.users > 0) {
+    ctx_.events.Event(p.pc, reconcile::kEventTypeWarning, "InUse",
+                      fmt::format("cannot delete ProviderConfig {}: {} managed resource(s) still "
+                                  "use it",
+                                  p.name, p.users));
+    return Result::RequeueAfter(ctx_.options.poll_interval);
+  }
+  Json modified = p.pc;
+  if (machinery::RemoveFinalizer(modified, kInUseFinalizer)) {
+    auto w = p.committer.Commit(p.pc, modified);
+    if (!w.ok() && !core::IsNotFound(w.status())) return w.status();
+  }
+  return Result::Done();
+}
+
+core::Status ProviderConfigReconciler::EnsureFinalizer(Pass& p) {
+  Json modified = p.pc;
+  if (machinery::AddFinalizer(modified, kInUseFinalizer)) {
+    KLUTCH_ASSIGN_OR_RETURN(p.pc, p.committer.Commit(p.pc, modified));
+  }
+  return core::Status::Ok();
+}
+
+core::Status ProviderConfigReconciler::RecordUsers(Pass& p) {
+  Json modified = p.pc;
+  modified["status"]["users"] = static_cast<int64_t>(p.users);
+  KLUTCH_ASSIGN_OR_RETURN(p.pc, p.committer.CommitStatus(p.pc, modified));
+  return core::Status::Ok();
+}
+
+core::Result<Result> ProviderConfigReconciler::CheckHealthWhenDue(Pass& p) {
   // Health: from memory, or (after a restart) from what status says.
   Health h;
   bool forced = false;
   {
     core::MutexLock lock(mu_);
-    h = health_[r.name];
-    forced = forced_.count(r.name) > 0;
+    h = health_[p.name];
+    forced = forced_.count(p.name) > 0;
   }
   const core::MonoTime now = ctx_.clock.MonotonicNow();
-  const Json* last_check = Find(pc, {"status", "health", "lastCheckTime"});
+  const Json* last_check = Find(p.pc, {"status", "health", "lastCheckTime"});
   const bool cleared = !last_check || last_check->is_null();
-  if (!h.checked && !cleared) {
-    if (auto t = core::ParseTime(GetString(pc, {"status", "health", "lastCheckTime"}))) {
-      h.checked = true;
-      h.at = now - std::chrono::duration_cast<std::chrono::nanoseconds>(ctx_.clock.Now() - *t);
-      if (const Json* s = Find(pc, {"status", "health", "lastStatus"})) {
-        if (const bool* b = s->get_ptr<const bool*>()) h.healthy = *b;
-      }
-    }
-  }
+  if (!h.checked && !cleared) RestoreHealth(p.pc, now, h);
   const milliseconds interval =
       h.healthy ? ctx_.options.health_interval : ctx_.options.health_retry_interval;
   const core::MonoTime due = h.at + interval;
@@ -91,11 +110,21 @@ core::Result<Result> ProviderConfigReconciler::Reconcile(const Request& r) {
   // A resource's failure is news only while the service counts as healthy.
   forced = forced && h.healthy;
   if (!h.checked || cleared || now >= due || (forced && now >= forced_due)) {
-    return Result::RequeueAfter(Check(pc, h));
+    return Result::RequeueAfter(Check(p.pc, h));
   }
   core::MonoTime next = forced ? std::min(due, forced_due) : due;
   return Result::RequeueAfter(
       std::max(milliseconds(1), std::chrono::duration_cast<milliseconds>(next - now)));
+}
+
+void ProviderConfigReconciler::RestoreHealth(const Json& pc, core::MonoTime now, Health& h) {
+  if (auto t = core::ParseTime(GetString(pc, {"status", "health", "lastCheckTime"}))) {
+    h.checked = true;
+    h.at = now - std::chrono::duration_cast<std::chrono::nanoseconds>(ctx_.clock.Now() - *t);
+    if (const Json* s = Find(pc, {"status", "health", "lastStatus"})) {
+      if (const bool* b = s->get_ptr<const bool*>()) h.healthy = *b;
+    }
+  }
 }
 
 milliseconds ProviderConfigReconciler::Check(const Json& pc, const Health& previous) {

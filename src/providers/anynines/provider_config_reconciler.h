@@ -16,24 +16,36 @@
 
 namespace klutch::providers::anynines {
 
-// The ProviderConfig controller's logic (wired in anynines_provider.cc): for each ProviderConfig
-// the usage count and finalizer, and the health check when due: health_interval after a success,
-// health_retry_interval after a failure, at once when status.health.lastCheckTime is null or
-// a resource found the service unreachable while it counted as healthy (RequestCheck, at most
-// every 2 s). Thread-safe.
-class ProviderConfigReconciler {
+// The ProviderConfig controller's logic (wired in runtime.cc): for each ProviderConfig the
+// finalizer and usage count (a deleted one waits, with an InUse Event, while it is used), and
+// the health check when due: health_interval after a success, health_retry_interval after a
+// failure, at once when status.health.lastCheckTime is null or a resource found the service
+// unreachable while it counted as healthy (RequestCheck, at most every 2 s). Thread-safe.
+class ProviderConfigReconciler final : public reconcile::Reconciler {
  public:
   explicit ProviderConfigReconciler(Context& ctx) : ctx_(ctx) {}
-  core::Result<reconcile::Result> Reconcile(const reconcile::Request& request);
+  core::Result<reconcile::Result> Reconcile(const reconcile::Request& request) override;
   // Marks `name` for an early check; the caller queues it.
   void RequestCheck(const std::string& name);
 
  private:
+  struct Pass;  // what the steps of one reconcile share
   struct Health {
     bool checked = false;
     bool healthy = false;
     core::MonoTime at;
   };
+  // A ProviderConfig gone: its health and requested check are forgotten.
+  void Forget(const std::string& name);
+  // A deleted ProviderConfig: kept (InUse Event) while used, else the finalizer removed.
+  core::Result<reconcile::Result> Delete(Pass& p);
+  core::Status EnsureFinalizer(Pass& p);
+  // status.users.
+  core::Status RecordUsers(Pass& p);
+  // The health check when due; the delay to the next one.
+  core::Result<reconcile::Result> CheckHealthWhenDue(Pass& p);
+  // After a restart: the last check's outcome as status.health records it, into `h`.
+  void RestoreHealth(const Json& pc, core::MonoTime now, Health& h);
   // Runs the check, writes status.health and the Event; returns the delay to the next check.
   std::chrono::milliseconds Check(const Json& pc, const Health& previous);
 

@@ -223,7 +223,7 @@ core::Result<Result> ServiceInstanceReconciler::WaitForBindings(
     Remember(p.key, "in-use", message);
   }
   KLUTCH_RETURN_IF_ERROR(ForceStatus(p));
-  // A binding going away queues this instance again (anynines_provider.cc); the composite's
+  // A binding going away queues this instance again (runtime.cc); the composite's
   // annotation is not watched, so look again soon.
   return Steady(p, std::chrono::seconds(10));
 }
