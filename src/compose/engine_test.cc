@@ -496,10 +496,17 @@ class ComposeEngineTest : public ::testing::Test {
     crds.push_back(WrappedCrd("backups.anynines.com", "Backup", "backups"));
     crds.push_back(WrappedCrd("backups.anynines.com", "Restore", "restores"));
     crds.push_back(WrappedCrd("servicebindings.anynines.com", "ServiceBinding", "servicebindings"));
-    for (const Json& crd : crds) {
-      core::Status s = reconcile::InstallCrd(admin(), crd, 30s);
-      ASSERT_TRUE(s.ok()) << machinery::Name(crd) << ": " << s.ToString();
-    }
+    // Created at once and then awaited together: the cluster establishes them in parallel,
+    // where one InstallCrd after the other waited a poll interval for each.
+    for (const Json& crd : crds) Create(kCrds, crd);
+    ASSERT_TRUE(Eventually([&] {
+      for (const Json& crd : crds) {
+        if (!reconcile::IsConditionTrue(Get(kCrds, "", machinery::Name(crd)), "Established")) {
+          return false;
+        }
+      }
+      return true;
+    })) << "the provider's and the a8s operators' CRDs did not become Established";
     CreateNamespace("crossplane-system");  // where XRs' connection Secrets go
     Create(kKubernetesProviderConfigs, Yaml(R"(
 apiVersion: kubernetes.crossplane.io/v1alpha1
