@@ -1,7 +1,6 @@
-// Internals of the konnector shared by its parts (konnector.cc, connection.cc, export_syncer.cc,
-// the spec, status and adopt reconcilers, claim_syncer.cc): the context every controller gets,
-// the sync metrics, the index names and the informer handler helper. Not a public header of
-// the module.
+// Internals of the konnector shared by its parts (konnector.cc, the connection, the syncers and
+// every reconciler): the context every controller gets, the sync metrics, the index names, the
+// binding's Secret check and the informer handler helper. Not a public header of the module.
 #pragma once
 
 #include <functional>
@@ -53,6 +52,8 @@ inline constexpr const char* kBySecretIndex = "byKubeconfigSecret";
 inline constexpr const char* kByProviderNamespaceIndex = "byProviderNamespace";
 
 std::string SecretKeyOf(const Json& binding);  // "<ns>/<name>" of spec.kubeconfigSecretRef
+// The check of `binding`'s kubeconfig Secret (§4.2) as the Secret cache has it.
+KubeconfigCheck CheckBindingSecret(const Context& ctx, const Json& binding);
 
 // An informer handler calling `fn` with the object on add, change and delete (a resync's
 // unchanged object is skipped).

@@ -1,8 +1,7 @@
-// The konnector's top level (§4.1-§4.3): binding validity, one connection per distinct
-// provider kubeconfig, the App Cluster caches, and the binding CRD installer.
+// The konnector's top level (§4.1-§4.3): the App Cluster caches, the wiring of the binding
+// validity and connection controllers, the shared context's metrics, and the binding CRD
+// installer.
 #include "konnector/konnector.h"
-
-#include <thread>
 
 #include "apis/klutch/apiservicebinding.h"
 #include "apis/klutch/apiserviceexport.h"
@@ -10,17 +9,13 @@
 #include "apis/klutch_crds.h"
 #include "client/dynamic.h"
 #include "core/log.h"
-#include "konnector/connection.h"
-#include "reconcile/committer.h"
-#include "reconcile/conditions.h"
+#include "konnector/connection_reconciler.h"
+#include "konnector/service_binding_reconciler.h"
 #include "reconcile/crd_installer.h"
 
 namespace klutch::konnector {
 
-using client::ObjectPtr;
-using internal::Connection;
 using reconcile::Request;
-using reconcile::Result;
 
 namespace internal {
 
@@ -38,6 +33,14 @@ SyncMetrics::SyncMetrics(serving::MetricRegistry& r)
       syncers(r.Gauge("klutch_konnector_syncers", "Running export syncers, by connection")),
       heartbeats(r.Counter("klutch_konnector_heartbeats_total",
                            "ClusterBinding heartbeat writes, by result")) {}
+
+KubeconfigCheck CheckBindingSecret(const Context& ctx, const Json& binding) {
+  std::string key = machinery::GetString(binding, {"spec", "kubeconfigSecretRef", "key"});
+  if (key.empty()) key = apis::klutch::kKubeconfigKey;
+  std::string secret_key = SecretKeyOf(binding);
+  client::ObjectPtr secret = ctx.secrets.indexer().Get(secret_key);
+  return CheckKubeconfigSecret(secret.get(), secret_key, key, !ctx.options.control_plane_mode);
+}
 
 }  // namespace internal
 
@@ -86,10 +89,8 @@ class Konnector::Impl {
                           .metrics = metrics_,
                           .controller_metrics = manager_.metrics()});
 
-    validity_ = std::make_unique<reconcile::FuncReconciler>(
-        [this](const Request& r) { return ReconcileValidity(r); });
-    connections_reconciler_ = std::make_unique<reconcile::FuncReconciler>(
-        [this](const Request& r) { return ReconcileConnection(r); });
+    validity_ = std::make_unique<internal::ServiceBindingReconciler>(*ctx_);
+    connections_ = std::make_unique<internal::ConnectionReconciler>(*ctx_);
     auto by_secret = [this](const Json& secret) {
       std::vector<Request> out;
       for (const auto& b :
@@ -103,7 +104,7 @@ class Konnector::Impl {
     validity.For(*bindings_);
     validity.Watches(*secrets_, by_secret);
     // One worker: connections are opened and closed in one place.
-    auto& connections = manager_.AddController("klutch-konnector", *connections_reconciler_, 1);
+    auto& connections = manager_.AddController("klutch-konnector", *connections_, 1);
     connections.For(*bindings_);
     connections.Watches(*secrets_, by_secret);
     return core::Status::Ok();
@@ -121,129 +122,16 @@ class Konnector::Impl {
   }
 
   void Stop() {
-    std::map<std::string, std::unique_ptr<Connection>> connections;
-    {
-      core::MutexLock lock(mu_);
-      if (stopped_) return;
-      stopped_ = true;
-      connections.swap(connections_);
-      binding_connection_.clear();
-    }
-    connections.clear();
-    std::vector<std::thread> closing;
-    {
-      core::MutexLock lock(mu_);
-      closing.swap(closing_);
-    }
-    for (auto& t : closing) t.join();
+    if (connections_ && !connections_->Stop()) return;  // stopped before
     app_crds_->Stop();
     app_namespaces_->Stop();
     binding_events_.Stop();
     app_events_.Stop();
   }
 
-  size_t connections() const {
-    core::MutexLock lock(mu_);
-    return connections_.size();
-  }
+  size_t connections() const { return connections_ ? connections_->connections() : 0; }
 
  private:
-  KubeconfigCheck Check(const Json& binding) {
-    std::string key = machinery::GetString(binding, {"spec", "kubeconfigSecretRef", "key"});
-    if (key.empty()) key = apis::klutch::kKubeconfigKey;
-    std::string secret_key = internal::SecretKeyOf(binding);
-    ObjectPtr secret = secrets_->indexer().Get(secret_key);
-    return CheckKubeconfigSecret(secret.get(), secret_key, key, !options_.control_plane_mode);
-  }
-
-  // §4.2: SecretValid.
-  core::Result<Result> ReconcileValidity(const Request& request) {
-    ObjectPtr binding = bindings_->indexer().Get(request.Key());
-    if (!binding) return Result::Done();
-    KubeconfigCheck check = Check(*binding);
-    Json modified = *binding;
-    bool changed;
-    if (check.valid) {
-      changed = reconcile::MarkTrue(modified, "SecretValid", clock_);
-    } else {
-      changed = reconcile::MarkFalse(modified, "SecretValid", check.reason,
-                                     reconcile::kSeverityError, check.message, clock_);
-    }
-    reconcile::SetSummary(modified, clock_);
-    auto r = reconcile::Committer(
-                 client::ResourceClient(manager_.rest(), apis::klutch::kApiServiceBindings),
-                 std::string(apis::klutch::kKonnectorFieldManager))
-                 .CommitStatus(*binding, modified);
-    if (!r.ok()) return r.status();
-    if (changed && !check.valid)
-      binding_events_.Event(*binding, "Warning", check.reason, check.message);
-    return Result::Done();
-  }
-
-  // §4.3: which connection serves each binding.
-  core::Result<Result> ReconcileConnection(const Request& request) {
-    const std::string key = request.Key();
-    ObjectPtr binding = bindings_->indexer().Get(key);
-    std::string connection_key;
-    KubeconfigCheck check;
-    if (binding) {
-      if (options_.control_plane_mode) {
-        connection_key = "control-plane";
-      } else {
-        check = Check(*binding);
-        if (check.valid) connection_key = check.kubeconfig;
-      }
-    }
-    core::MutexLock lock(mu_);
-    if (stopped_) return Result::Done();
-    std::unique_ptr<Connection> closed;
-    auto bound = binding_connection_.find(key);
-    if (bound != binding_connection_.end()) {
-      if (bound->second == connection_key) return Result::Done();
-      auto it = connections_.find(bound->second);
-      if (it != connections_.end()) {
-        it->second->Detach(key);
-        if (it->second->Empty()) {
-          closed = std::move(it->second);
-          connections_.erase(it);
-        }
-      }
-      binding_connection_.erase(bound);
-    }
-    if (closed) {
-      // Stopping waits for requests in flight to a provider that may not answer: never on
-      // this (the only) worker.
-      std::shared_ptr<Connection> c(std::move(closed));
-      closing_.emplace_back([c] { c->Stop(); });
-    }
-    if (connection_key.empty()) return Result::Done();
-    auto it = connections_.find(connection_key);
-    if (it == connections_.end()) {
-      std::unique_ptr<Connection> connection;
-      if (options_.control_plane_mode) {
-        connection = std::make_unique<Connection>(*ctx_, connection_key, manager_.rest(), nullptr,
-                                                  options_.binding_namespace);
-      } else {
-        auto provider = options_.new_client(check.config);
-        if (!provider.ok()) {
-          KLUTCH_LOG(kWarn, "konnector", "cannot connect binding {}: {}", key,
-                     provider.status().message());
-          return provider.status();
-        }
-        client::RestClient& rest = **provider;
-        connection = std::make_unique<Connection>(*ctx_, connection_key, rest, std::move(*provider),
-                                                  check.ns);
-      }
-      KLUTCH_LOG(kInfo, "konnector", "opening provider connection for namespace {} (binding {})",
-                 connection->provider_ns(), key);
-      connection->Start();
-      it = connections_.emplace(connection_key, std::move(connection)).first;
-    }
-    it->second->Attach(key);
-    binding_connection_[key] = connection_key;
-    return Result::Done();
-  }
-
   reconcile::Manager& manager_;
   client::RestClient& app_;
   KonnectorOptions options_;
@@ -256,15 +144,8 @@ class Konnector::Impl {
   client::Informer* bindings_ = nullptr;
   client::Informer* secrets_ = nullptr;
   std::unique_ptr<internal::Context> ctx_;
-  std::unique_ptr<reconcile::FuncReconciler> validity_;
-  std::unique_ptr<reconcile::FuncReconciler> connections_reconciler_;
-
-  mutable core::Mutex mu_;
-  // Keyed by the kubeconfig text ("control-plane" in control-plane mode).
-  std::map<std::string, std::unique_ptr<Connection>> connections_ GUARDED_BY(mu_);
-  std::map<std::string, std::string> binding_connection_ GUARDED_BY(mu_);
-  std::vector<std::thread> closing_ GUARDED_BY(mu_);  // connections being stopped
-  bool stopped_ GUARDED_BY(mu_) = false;
+  std::unique_ptr<internal::ServiceBindingReconciler> validity_;
+  std::unique_ptr<internal::ConnectionReconciler> connections_;
 };
 
 Konnector::Konnector(reconcile::Manager& manager, client::RestClient& app, KonnectorOptions options)
