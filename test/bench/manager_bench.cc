@@ -141,7 +141,7 @@ bool ReadyTrue(const Json& o) {
 }
 
 int Run(bool quick, const std::vector<std::string>& extra) {
-  const int n = quick ? 50 : 1000;
+  const int n = quick ? 10 : 1000;  // quick: the slow-tier smoke test, every step at small N
   TempDir dir("klutch-bench-manager");
   std::string error;
   auto server = ApiServerProcess::Start(dir.path() / "data", {}, &error);
@@ -213,7 +213,10 @@ int Run(bool quick, const std::vector<std::string>& extra) {
       return 1;
     }
   }
-  std::this_thread::sleep_for(std::chrono::seconds(1));
+  // Pauses for the manager to settle between phases (short in the quick run, which asserts
+  // nothing about the numbers).
+  const auto pause = quick ? std::chrono::milliseconds(300) : std::chrono::milliseconds(1000);
+  std::this_thread::sleep_for(pause);
   std::atomic<int> errors{0};
 
   // Baseline A: the composed Objects created directly.
@@ -221,7 +224,7 @@ int Run(bool quick, const std::vector<std::string>& extra) {
   double raw = Parallel(
       n, [&](int i) { return objects.Create(RawObject(i)).status(); }, errors);
   (void)objects.DeleteCollection({.label_selector = "bench=raw"});
-  std::this_thread::sleep_for(std::chrono::seconds(1));
+  std::this_thread::sleep_for(pause);
 
   // Watches: composed Objects appearing, claims turning Ready, claims going away.
   Seen composed, claim_ready, claim_gone;
@@ -265,7 +268,7 @@ int Run(bool quick, const std::vector<std::string>& extra) {
   }
   double all_composed = static_cast<double>(composed.last() - t0) / 1e9;
   // Let the claims settle (Synced, Ready=False) before measuring memory.
-  std::this_thread::sleep_for(std::chrono::seconds(quick ? 2 : 5));
+  std::this_thread::sleep_for(quick ? std::chrono::milliseconds(500) : std::chrono::seconds(5));
   const long rss_loaded = RssKiB(manager.pid());
 
   // 2. Composed resources turn Ready at 200/s; the claim follows.
@@ -322,7 +325,7 @@ int Run(bool quick, const std::vector<std::string>& extra) {
     return 1;
   }
   double deleted = static_cast<double>(claim_gone.last() - d0) / 1e9;
-  std::this_thread::sleep_for(std::chrono::seconds(2));
+  std::this_thread::sleep_for(2 * pause);
   auto after = ScrapeMetrics(port);
   if (!after) return 1;
   object_watch.Stop();
