@@ -1,6 +1,8 @@
 # Helpers that give every module the same shape: a library named klutch_<folder>, its tests
 # beside it, warnings and sanitizers applied once here.
 
+include(${CMAKE_CURRENT_LIST_DIR}/TestCosts.cmake)
+
 set(KLUTCH_WARNINGS -Wall -Wextra -Wpedantic -Wno-unused-parameter -Wno-missing-field-initializers -Wnon-virtual-dtor
     -Wimplicit-fallthrough)
 # Modules whose code still puts GUARDED_BY on std::mutex members (libstdc++'s mutex is no
@@ -63,11 +65,13 @@ function(klutch_test name)
   # Tests are built file by file: most have one source (nothing to batch), and their files
   # reuse local names (Case, Eval, Fixture) by design.
   set_target_properties(${name} PROPERTIES UNITY_BUILD OFF)
-  # Test code is compiled without optimisation: at -O2 it was half of a fresh build's compile
-  # time (gtest and nlohmann templates; -O0 takes a third less per file) and it runs for
-  # milliseconds. The libraries under test keep the preset's optimisation.
+  # Test code is compiled at -Og: at -O2 it was half of a fresh build's compile time (gtest and
+  # nlohmann templates); -Og costs what -O0 does (0 to 10 % more per file). Not -O0: the linker
+  # keeps the test object's copy of every inline function and template both instantiate
+  # (nlohmann's serializer and lexer, std::string), so at -O0 the libraries under test ran
+  # unoptimised JSON code too (compose_engine_test: 2.6 s of CPU per case at -O0, 0.9 at -Og).
   if(CMAKE_BUILD_TYPE STREQUAL "Release")
-    target_compile_options(${name} PRIVATE -O0)
+    target_compile_options(${name} PRIVATE -Og)
   endif()
   set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
   # Tests include the header-only helpers of test/support/ (json_text.h) as "test/support/...".
@@ -77,20 +81,19 @@ function(klutch_test name)
     KLUTCH_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
     KLUTCH_SHARED_DIR="${PROJECT_SOURCE_DIR}/../shared"
     KLUTCH_BIN_DIR="${CMAKE_BINARY_DIR}/bin")
-  # Slow tests start first on a tree without timing history (a fresh machine): the long ones
-  # then overlap the many short ones instead of running alone at the end.
-  if(ARG_LABEL STREQUAL "slow")
-    set(cost 10)
-  else()
-    set(cost 1)
-  endif()
+  # Long tests start first on a tree without timing history (a fresh machine): they then
+  # overlap the many short ones instead of running alone at the end (cmake/TestCosts.cmake).
+  klutch_test_cost(${name} ${ARG_LABEL} cost)
   if(ARG_WHOLE)
     add_test(NAME ${name} COMMAND ${name})
     set_tests_properties(${name} PROPERTIES LABELS ${ARG_LABEL} TIMEOUT ${ARG_TIMEOUT}
                          COST ${cost})
   else()
+    # NO_PRETTY_VALUES: a ctest name is the gtest name (Suite.Test/case_name), never with the
+    # printed parameter, which for a struct is its bytes and changes per run; parameterized
+    # suites give readable names instead (test/support/param_name.h).
     gtest_discover_tests(${name} PROPERTIES LABELS ${ARG_LABEL} TIMEOUT ${ARG_TIMEOUT}
-                         COST ${cost} DISCOVERY_TIMEOUT 60)
+                         COST ${cost} DISCOVERY_TIMEOUT 60 NO_PRETTY_VALUES)
   endif()
 endfunction()
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "test/support/json_text.h"
+#include "test/support/param_name.h"
 
 namespace klutch::machinery {
 namespace {
@@ -61,7 +62,10 @@ INSTANTIATE_TEST_SUITE_P(Cases, LabelSelectorParse,
                              {"notin=in", "notin=in"},
                              {"a.b_c-d=E.f_g-9", "a.b_c-d=E.f_g-9"},
                              {"k\t=\nv", "k=v"},
-                         }));
+                         }),
+                         [](const testing::TestParamInfo<ParseCase>& info) {
+                           return fixture::ParamName(info.index, info.param.text);
+                         });
 
 struct ErrorCase {
   const char* text;
@@ -143,7 +147,10 @@ INSTANTIATE_TEST_SUITE_P(
          "alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric "
          "character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is "
          "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"},
-    }));
+    }),
+    [](const testing::TestParamInfo<ErrorCase>& info) {
+      return fixture::ParamName(info.index, info.param.text);
+    });
 
 TEST(LabelSelector, KeyNamePartAndPrefixLengthLimits) {
   std::string name63(63, 'a');
@@ -216,7 +223,10 @@ INSTANTIATE_TEST_SUITE_P(
         {"app=web,tier=front", R"({"app":"web","tier":"back"})", false},
         {"app=web", R"({"app":1})", false},  // a non-string value counts as absent
         {"!app", R"({"app":1})", true},
-    }));
+    }),
+    [](const testing::TestParamInfo<MatchCase>& info) {
+      return fixture::ParamName(info.index, info.param.selector);
+    });
 
 TEST(LabelSelector, EmptyAndNothing) {
   LabelSelector everything;
@@ -326,7 +336,10 @@ INSTANTIATE_TEST_SUITE_P(
         {"a==", {{"a", true, ""}}},
         {"=x", {{"", true, "x"}}},  // field names are the caller's to check
         {"a==x,a=w,a!=v", {{"a", false, "v"}, {"a", true, "w"}, {"a", true, "x"}}},
-    }));
+    }),
+    [](const testing::TestParamInfo<FieldCase>& info) {
+      return fixture::ParamName(info.index, info.param.text);
+    });
 
 TEST(FieldSelectorErrors, RejectWithKubernetesMessages) {
   struct Case {

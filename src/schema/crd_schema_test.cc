@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "test/support/param_name.h"
+
 namespace klutch::schema {
 namespace {
 
@@ -149,7 +151,7 @@ INSTANTIATE_TEST_SUITE_P(
              R"({"type":"any"})",
              {".type: Unsupported value: \"any\": supported values: \"array\", \"boolean\", "
               "\"integer\", \"number\", \"object\", \"string\""}}),
-    [](const ::testing::TestParamInfo<Case>& info) { return std::to_string(info.index); });
+    [](const ::testing::TestParamInfo<Case>& info) { return fixture::ParamName(info.param.name); });
 
 TEST(ValidateCrdSchema, MetadataMayOnlyRestrictNameAndGenerateName) {
   Json ok = Json::parse(R"({"type":"object","properties":{"metadata":{"type":"object",

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "schema/field_error.h"
+#include "test/support/param_name.h"
 
 namespace klutch::schema {
 namespace {
@@ -267,7 +268,7 @@ INSTANTIATE_TEST_SUITE_P(
               "'-', start with an alphabetic character, and end with an alphanumeric character "
               "(e.g. 'my-name',  or 'abc-123', regex used for validation is "
               "'[a-z]([-a-z0-9]*[a-z0-9])?') [FieldValueInvalid]"}}),
-    [](const ::testing::TestParamInfo<Case>& info) { return std::to_string(info.index); });
+    [](const ::testing::TestParamInfo<Case>& info) { return fixture::ParamName(info.param.name); });
 
 TEST(ValidateValue, RootsCausesAtTheGivenPathLikeDefaultValidation) {
   std::vector<core::Cause> causes;
