@@ -48,6 +48,43 @@ function(klutch_library name)
   target_link_libraries(klutch_${name} PUBLIC ${ARG_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
 endfunction()
 
+# What every test is compiled with; the tests' precompiled header below is compiled with it too
+# (g++ uses a precompiled header only under the flags it was made with).
+function(klutch_test_flags target)
+  klutch_apply_common(${target})
+  # Test code is compiled at -Og: at -O2 it was half of a fresh build's compile time (gtest and
+  # nlohmann templates); -Og costs what -O0 does (0 to 10 % more per file). Not -O0: the linker
+  # keeps the test object's copy of every inline function and template both instantiate
+  # (nlohmann's serializer and lexer, std::string), so at -O0 the libraries under test ran
+  # unoptimised JSON code too (compose_engine_test: 2.6 s of CPU per case at -O0, 0.9 at -Og).
+  if(CMAKE_BUILD_TYPE STREQUAL "Release")
+    target_compile_options(${target} PRIVATE -Og)
+  endif()
+  target_compile_definitions(${target} PRIVATE
+    KLUTCH_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
+    KLUTCH_SHARED_DIR="${PROJECT_SOURCE_DIR}/../shared"
+    KLUTCH_BIN_DIR="${CMAKE_BINARY_DIR}/bin")
+  # gtest's usage requirements (GTEST_HAS_PTHREAD) are part of the flags.
+  target_link_libraries(${target} PRIVATE GTest::gmock)
+endfunction()
+
+# One precompiled header for every test (ADR 0016): gtest, gmock, nlohmann/json and fmt are
+# parsed once per build instead of once per test source, a fifth of a test source's compile
+# time. Only headers of Debian packages, never a project header: editing src/ never rebuilds it.
+option(KLUTCH_TEST_PCH "Compile the tests with one shared precompiled header" ON)
+if(KLUTCH_TEST_PCH)
+  file(CONFIGURE OUTPUT ${CMAKE_BINARY_DIR}/klutch_test_pch.cc
+       CONTENT "// The owner of the tests' precompiled header (cmake/KlutchTargets.cmake).\n")
+  add_library(klutch_test_pch OBJECT ${CMAKE_BINARY_DIR}/klutch_test_pch.cc)
+  klutch_test_flags(klutch_test_pch)
+  # Every test links klutch_core and so fmt, whose FMT_SHARED changes what fmt's headers mean:
+  # the header must be made with it too.
+  target_link_libraries(klutch_test_pch PRIVATE fmt::fmt)
+  set_target_properties(klutch_test_pch PROPERTIES UNITY_BUILD OFF)
+  target_precompile_headers(klutch_test_pch PRIVATE
+    <gmock/gmock.h> <gtest/gtest.h> <nlohmann/json.hpp> <fmt/format.h> <map> <string> <vector>)
+endif()
+
 # klutch_test(<name> SOURCES ... [DEPS ...] [LABEL fast|slow] [WHOLE])
 # Unit tests are labelled "fast" (the tier to run while iterating); integration and kubectl
 # scenarios are "slow". Each gtest case is its own ctest test, unless WHOLE: then the binary
@@ -61,26 +98,17 @@ function(klutch_test name)
     set(ARG_TIMEOUT 120)
   endif()
   add_executable(${name} ${ARG_SOURCES})
-  klutch_apply_common(${name})
+  klutch_test_flags(${name})
   # Tests are built file by file: most have one source (nothing to batch), and their files
   # reuse local names (Case, Eval, Fixture) by design.
   set_target_properties(${name} PROPERTIES UNITY_BUILD OFF)
-  # Test code is compiled at -Og: at -O2 it was half of a fresh build's compile time (gtest and
-  # nlohmann templates); -Og costs what -O0 does (0 to 10 % more per file). Not -O0: the linker
-  # keeps the test object's copy of every inline function and template both instantiate
-  # (nlohmann's serializer and lexer, std::string), so at -O0 the libraries under test ran
-  # unoptimised JSON code too (compose_engine_test: 2.6 s of CPU per case at -O0, 0.9 at -Og).
-  if(CMAKE_BUILD_TYPE STREQUAL "Release")
-    target_compile_options(${name} PRIVATE -Og)
+  if(KLUTCH_TEST_PCH)
+    target_precompile_headers(${name} REUSE_FROM klutch_test_pch)
   endif()
   set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
   # Tests include the header-only helpers of test/support/ (json_text.h) as "test/support/...".
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gmock GTest::gtest_main)
-  target_compile_definitions(${name} PRIVATE
-    KLUTCH_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
-    KLUTCH_SHARED_DIR="${PROJECT_SOURCE_DIR}/../shared"
-    KLUTCH_BIN_DIR="${CMAKE_BINARY_DIR}/bin")
   # Long tests start first on a tree without timing history (a fresh machine): they then
   # overlap the many short ones instead of running alone at the end (cmake/TestCosts.cmake).
   klutch_test_cost(${name} ${ARG_LABEL} cost)

@@ -53,6 +53,9 @@ WARNINGS = ["-Wthread-safety", "-Wthread-safety-beta"]
 # generation flags are dropped, so only the analysis and the checks can fail.
 KEEP_WITH_VALUE = {"-I", "-D", "-U", "-isystem", "-iquote", "-include", "-std"}
 KEEP_PREFIXES = ("-I", "-D", "-U", "-std=", "-isystem", "-iquote", "-include", "-f", "-pthread")
+# CMake's precompiled header, which the tests' commands force-include (cmake_pch.hxx, made by
+# g++ into cmake_pch.hxx.gch).
+PCH_SUFFIX = "cmake_pch.hxx"
 DROP_F = ("-fdiagnostics", "-fcolor", "-fsanitize", "-fprofile", "-fcoverage", "-fno-omit")
 
 
@@ -109,6 +112,9 @@ def flags(entry, pending):
     out, i = [], 1
     while i < len(args):
         a = args[i]
+        if a == "-include" and i + 1 < len(args) and args[i + 1].endswith(PCH_SUFFIX):
+            i += 2  # g++'s precompiled header (ADR 0016): clang cannot read it, and a source
+            continue  # includes what it uses anyway
         if a in KEEP_WITH_VALUE and i + 1 < len(args):
             out += [a, args[i + 1]]
             i += 2
@@ -378,15 +384,23 @@ def self_test():
     with tempfile.TemporaryDirectory() as tmp:
         build = os.path.join(tmp, "build")
         os.makedirs(build)
+        pch = os.path.join(build, "CMakeFiles", "t_pch.dir", PCH_SUFFIX)
+        os.makedirs(os.path.dirname(pch))
+        with open(pch, "w", encoding="utf-8") as f:
+            f.write("#error the precompiled header is not for clang\n")
+        with open(pch + ".gch", "wb") as f:
+            f.write(b"gpch.014 not a clang precompiled header")
         entries = []
         for rel, (source, _) in FIXTURES.items():
             path = os.path.join(tmp, rel)
             os.makedirs(os.path.dirname(path), exist_ok=True)
             with open(path, "w", encoding="utf-8") as f:
                 f.write(source)
-            # A g++ command as the dev build records it (its warnings are dropped).
+            # A g++ command as the dev build records it (its warnings are dropped), with a
+            # precompiled header of g++'s that clang cannot read (dropped too).
             entries.append({"directory": build, "file": path,
                             "command": f"/usr/bin/c++ -I{ROOT}/src -O2 -Wall -Wextra -Werror "
+                                       f"-Winvalid-pch -include {pch} "
                                        f"-std=c++20 -o x.o -c {path}"})
         shutil.copy(os.path.join(ROOT, ".clang-tidy"), tmp)
         chosen = {os.path.relpath(e["file"], tmp): e for e in select(tmp, entries, [])}

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "apis/klutch/apiservicebinding.h"
+#include "apis/klutch/apiserviceexport.h"
 #include "apis/klutch/clusterbinding.h"
 #include "apis/klutch/register.h"
 #include "client/dynamic.h"
