@@ -11,7 +11,7 @@
 #include <optional>
 
 #include "broker/broker.h"
-#include "broker/served_broker_test_util.h"
+#include "test/support/served_broker.h"
 #include "core/file.h"
 #include "core/process.h"
 #include "core/random.h"
