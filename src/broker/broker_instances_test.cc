@@ -10,7 +10,6 @@
 #include <thread>
 
 #include "broker/broker.h"
-#include "test/support/served_broker.h"
 #include "core/file.h"
 #include "core/process.h"
 #include "core/random.h"
@@ -19,6 +18,7 @@
 #include "http/server.h"
 #include "machinery/json.h"
 #include "machinery/object.h"
+#include "test/support/served_broker.h"
 #include "test/support/wait.h"
 
 namespace klutch::broker {

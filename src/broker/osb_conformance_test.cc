@@ -11,7 +11,6 @@
 #include <optional>
 
 #include "broker/broker.h"
-#include "test/support/served_broker.h"
 #include "core/file.h"
 #include "core/process.h"
 #include "core/random.h"
@@ -20,6 +19,7 @@
 #include "http/server.h"
 #include "machinery/json.h"
 #include "machinery/object.h"
+#include "test/support/served_broker.h"
 #include "test/support/wait.h"
 
 namespace klutch::broker {
