@@ -161,32 +161,15 @@ core::Result<WriteOutcome> RestStorage::WriteUpdate(const ResourceInfo& r, const
                                                     Json updated, const WriteOptions& options) {
   WriteOutcome out;
   const std::string name = machinery::Name(current);
-  if (ReadyToRemove(r, updated)) {
-    if (options.dry_run) {
-      out.object = std::move(updated);
-      return out;
-    }
-    auto shared = std::make_shared<Json>(std::move(updated));
-    storage::WriteRequest w;
-    w.op = storage::WriteRequest::Op::kDelete;
-    w.key = key;
-    w.expected_mod_revision = mod_revision;
-    w.make_value = internal::Stamp(shared);
-    KLUTCH_ASSIGN_OR_RETURN(storage::WriteResult res, store_.Write(std::move(w)));
-    if (!res.succeeded) return ConflictError(r, name, internal::kModified);
-    out.object = std::move(*shared);
-    internal::ToRequestedVersion(r, out.object);
-    // (A status write never removes: it keeps the finalizers. Quota recounts write status.)
-    if (options.subresource != "status") quotas_.Removed(r, machinery::Namespace(out.object));
-    return out;
-  }
+  // An update that takes the last finalizer off an object being deleted removes it instead.
+  const bool remove = ReadyToRemove(r, updated);
   if (options.dry_run) {
     out.object = std::move(updated);
     return out;
   }
   auto shared = std::make_shared<Json>(std::move(updated));
   storage::WriteRequest w;
-  w.op = storage::WriteRequest::Op::kPut;
+  w.op = remove ? storage::WriteRequest::Op::kDelete : storage::WriteRequest::Op::kPut;
   w.key = key;
   w.expected_mod_revision = mod_revision;
   w.make_value = internal::Stamp(shared);
@@ -194,6 +177,10 @@ core::Result<WriteOutcome> RestStorage::WriteUpdate(const ResourceInfo& r, const
   if (!res.succeeded) return ConflictError(r, name, internal::kModified);
   out.object = std::move(*shared);
   internal::ToRequestedVersion(r, out.object);
+  // (A status write never removes: it keeps the finalizers. Quota recounts write status.)
+  if (remove && options.subresource != "status") {
+    quotas_.Removed(r, machinery::Namespace(out.object));
+  }
   return out;
 }
 
