@@ -7,8 +7,8 @@
 # much: `ctest --preset dev` prints every test's seconds.
 set(KLUTCH_TEST_COSTS
   # e2e and integration binaries (klutch_test)
-  sandbox_e2e_test 130
-  broker_e2e_test 50
+  sandbox_e2e_test 150
+  broker_e2e_test 110
   konnector_chaos_test 40
   bind_web_browser_test 35
   konnector_e2e_test 23
