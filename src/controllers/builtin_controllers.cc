@@ -63,8 +63,9 @@ class Framework final : public BuiltinControllers {
                    {.field_selector = std::string("metadata.name=") + kRootCaConfigMap});
     client::Informer& crds = m.Informer(client::resources::kCustomResourceDefinitions);
 
-    f->namespace_ =
-        std::make_unique<NamespaceReconciler>(*f->rest_, namespaces.indexer(), *f->mapper_);
+    f->namespace_ = std::make_unique<NamespaceReconciler>(
+        *f->rest_, namespaces.indexer(), *f->mapper_,
+        options.clock ? *options.clock : core::RealClock::Get());
     m.AddController("klutch-apiserver-namespace", *f->namespace_).For(namespaces);
 
     f->defaults_ = std::make_unique<NamespaceDefaultsReconciler>(

@@ -34,7 +34,7 @@ core::Result<reconcile::Result> NamespaceReconciler::Reconcile(const reconcile::
   client::ObjectPtr ns = namespaces_.Get(request.name);
   if (!ns || !machinery::IsBeingDeleted(*ns) || !HasSpecFinalizer(*ns, "kubernetes")) {
     core::MutexLock lock(mu_);
-    empty_once_.erase(request.name);
+    empty_since_.erase(request.name);
     return reconcile::Result::Done();
   }
   // What the server serves now (CRDs come and go).
@@ -62,17 +62,24 @@ core::Result<reconcile::Result> NamespaceReconciler::Reconcile(const reconcile::
   {
     core::MutexLock lock(mu_);
     if (remaining) {
-      empty_once_.erase(request.name);
+      empty_since_.erase(request.name);
       // Each pass costs a request per resource type: poll gently while finalizers hold
       // objects (their removal is not an event this controller watches).
       return reconcile::Result::RequeueAfter(std::chrono::milliseconds(500));
     }
     // A create admitted just before the namespace turned Terminating may commit after the
-    // lists above: finalize only after a second empty pass, once such writes have landed.
-    if (empty_once_.insert(request.name).second) {
-      return reconcile::Result::RequeueAfter(std::chrono::milliseconds(200));
+    // lists above: finalize only after a second empty pass at least 200 ms after the first,
+    // once such writes have landed. A pass an event brings sooner waits out the rest.
+    constexpr std::chrono::milliseconds kSettle(200);
+    const core::MonoTime now = clock_.MonotonicNow();
+    auto [since, first] = empty_since_.try_emplace(request.name, now);
+    if (first) return reconcile::Result::RequeueAfter(kSettle);
+    if (now - since->second < kSettle) {
+      return reconcile::Result::RequeueAfter(
+          std::chrono::duration_cast<std::chrono::milliseconds>(kSettle - (now - since->second)) +
+          std::chrono::milliseconds(1));
     }
-    empty_once_.erase(request.name);
+    empty_since_.erase(since);
   }
   Json finalized = *ns;
   Json kept = Json::array();

@@ -13,11 +13,12 @@
 // Both read from informer caches and write through the REST client. Thread-safe.
 #pragma once
 
-#include <set>
+#include <map>
 #include <string>
 
 #include "client/discovery.h"
 #include "client/informer.h"
+#include "core/clock.h"
 #include "core/sync.h"
 #include "reconcile/controller.h"
 
@@ -28,16 +29,18 @@ inline constexpr const char* kRootCaConfigMap = "kube-root-ca.crt";
 class NamespaceReconciler final : public reconcile::Reconciler {
  public:
   NamespaceReconciler(client::RestClient& rest, client::Indexer& namespaces,
-                      client::RestMapper& mapper)
-      : rest_(rest), namespaces_(namespaces), mapper_(mapper) {}
+                      client::RestMapper& mapper, const core::Clock& clock)
+      : rest_(rest), namespaces_(namespaces), mapper_(mapper), clock_(clock) {}
   core::Result<reconcile::Result> Reconcile(const reconcile::Request& request) override;
 
  private:
   client::RestClient& rest_;
   client::Indexer& namespaces_;
   client::RestMapper& mapper_;
+  const core::Clock& clock_;
   core::Mutex mu_;
-  std::set<std::string> empty_once_ GUARDED_BY(mu_);  // namespaces found empty once
+  // When each Terminating namespace was first found empty (monotonic).
+  std::map<std::string, core::MonoTime> empty_since_ GUARDED_BY(mu_);
 };
 
 class NamespaceDefaultsReconciler final : public reconcile::Reconciler {
