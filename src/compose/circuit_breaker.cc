@@ -7,7 +7,9 @@ bool CircuitBreaker::AllowWrite(const std::string& key, std::chrono::millisecond
   core::MutexLock lock(mu_);
   Window& b = windows_[key];
   if (now < b.open_until) {
-    wait = std::chrono::duration_cast<std::chrono::milliseconds>(b.open_until - now);
+    // Rounded up: a wait truncated to 0 ms would be no requeue at all, and the key would stay
+    // held back until something else changed.
+    wait = std::chrono::ceil<std::chrono::milliseconds>(b.open_until - now);
     return false;
   }
   while (!b.writes.empty() && now - b.writes.front() > window_) b.writes.pop_front();
