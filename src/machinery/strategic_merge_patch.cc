@@ -26,17 +26,17 @@ constexpr std::string_view kDeleteFromPrimitiveList = "$deleteFromPrimitiveList"
 constexpr int kMaxDepth = 1000;
 
 // Where in the object an error is, rendered only when one happens ("spec.containers[2].env").
-struct Path {
-  Path(const Path* parent, std::string_view field) : parent(parent), field(field) {}
-  Path(const Path* parent, size_t index) : parent(parent), index(index), is_index(true) {}
-  const Path* parent;
+struct PatchPath {
+  PatchPath(const PatchPath* parent, std::string_view field) : parent(parent), field(field) {}
+  PatchPath(const PatchPath* parent, size_t index) : parent(parent), index(index), is_index(true) {}
+  const PatchPath* parent;
   std::string_view field;
   size_t index = 0;
   bool is_index = false;
 };
 
-std::string Render(const Path* path) {
-  std::vector<const Path*> chain;
+std::string Render(const PatchPath* path) {
+  std::vector<const PatchPath*> chain;
   for (; path != nullptr; path = path->parent) chain.push_back(path);
   std::string out;
   for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
@@ -50,7 +50,7 @@ std::string Render(const Path* path) {
   return out;
 }
 
-core::Status Error(const Path* path, std::string_view message) {
+core::Status Error(const PatchPath* path, std::string_view message) {
   std::string where = Render(path);
   if (where.empty()) return core::BadRequest(std::string(message));
   return core::BadRequest(fmt::format("{}: {}", where, message));
@@ -190,21 +190,21 @@ Positions OriginalPositions(const Json* list, const std::string& key) {
 enum class Outcome { kKeep, kDelete };
 
 core::Result<Outcome> MergeMapInto(Json& target, const Json& patch, const SchemaCursor& schema,
-                                   const Path* path, int depth);
+                                   const PatchPath* path, int depth);
 
-core::Status TooDeep(const Path* path) {
+core::Status TooDeep(const PatchPath* path) {
   return Error(path, fmt::format("patch is nested more than {} levels deep", kMaxDepth));
 }
 
 // The value a list takes when it is replaced by `patch`: each element normalized as if merged
 // into nothing. Elements that are bare directives carry no data and are dropped.
-core::Result<Json> NormalizeList(const Json& patch, const SchemaCursor& items, const Path* path,
-                                 int depth) {
+core::Result<Json> NormalizeList(const Json& patch, const SchemaCursor& items,
+                                 const PatchPath* path, int depth) {
   if (depth > kMaxDepth) return TooDeep(path);
   Json out = Json::array();
   for (size_t i = 0; i < patch.size(); ++i) {
     const Json& element = patch[i];
-    Path child(path, i);
+    PatchPath child(path, i);
     if (element.is_object()) {
       if (auto marker = element.find(kDirectiveMarker); marker != element.end()) {
         std::string_view directive = DirectiveValue(*marker);
@@ -230,13 +230,13 @@ core::Result<Json> NormalizeList(const Json& patch, const SchemaCursor& items, c
 
 // A list merged by `key`. `original` (may be null) is consumed.
 core::Result<Json> MergeKeyedList(Json* original, const Json& patch, const std::string& key,
-                                  const SchemaCursor& items, const Path* path, int depth) {
+                                  const SchemaCursor& items, const PatchPath* path, int depth) {
   std::vector<size_t> regular;  // indices of the patch's data elements
   std::set<Json> deleted;
   bool replace = false;
   for (size_t i = 0; i < patch.size(); ++i) {
     const Json& element = patch[i];
-    Path child(path, i);
+    PatchPath child(path, i);
     if (!element.is_object()) {
       return Error(&child, fmt::format("expected an object in a list merged by key \"{}\", got {}",
                                        key, element.type_name()));
@@ -263,7 +263,7 @@ core::Result<Json> MergeKeyedList(Json* original, const Json& patch, const std::
   if (replace) {
     Json out = Json::array();
     for (size_t i : regular) {
-      Path child(path, i);
+      PatchPath child(path, i);
       Json fresh = Json::object();
       KLUTCH_ASSIGN_OR_RETURN(Outcome outcome,
                               MergeMapInto(fresh, patch[i], items, &child, depth + 1));
@@ -285,7 +285,7 @@ core::Result<Json> MergeKeyedList(Json* original, const Json& patch, const std::
   Positions rank;
   for (size_t n = 0; n < regular.size(); ++n) {
     const Json& element = patch[regular[n]];
-    Path child(path, regular[n]);
+    PatchPath child(path, regular[n]);
     const Json& id = *element.find(key);
     rank.emplace(id, n);
     if (auto it = index.find(id); it != index.end()) {
@@ -308,7 +308,7 @@ core::Result<Json> MergeKeyedList(Json* original, const Json& patch, const std::
 // A list of primitives merged as a set. `original` (may be null) is consumed. Falls back to
 // replacement when either side holds objects or lists, which only a schema mismatch produces.
 core::Result<Json> MergePrimitiveList(Json* original, const Json& patch, const SchemaCursor& items,
-                                      const Path* path, int depth) {
+                                      const PatchPath* path, int depth) {
   auto is_directive = [](const Json& e) { return e.is_object() && e.contains(kDirectiveMarker); };
   bool primitives = std::none_of(patch.begin(), patch.end(), [&](const Json& e) {
     return e.is_structured() && !is_directive(e);
@@ -327,7 +327,7 @@ core::Result<Json> MergePrimitiveList(Json* original, const Json& patch, const S
       values.push_back(&element);
       continue;
     }
-    Path child(path, i);
+    PatchPath child(path, i);
     const Json& marker = *element.find(kDirectiveMarker);
     std::string_view directive = DirectiveValue(marker);
     if (directive == "replace") {
@@ -364,7 +364,7 @@ core::Result<Json> MergePrimitiveList(Json* original, const Json& patch, const S
 // The new value of a list field: merged with `original` (may be null; consumed) when the schema
 // says so, else `patch` normalized.
 core::Result<Json> MergeList(Json* original, const Json& patch, const FieldMeta& meta,
-                             const Path* path, int depth) {
+                             const PatchPath* path, int depth) {
   if (depth > kMaxDepth) return TooDeep(path);
   if (meta.merge && !meta.merge_key.empty()) {
     return MergeKeyedList(original, patch, meta.merge_key, meta.schema.Items(), path, depth);
@@ -373,7 +373,7 @@ core::Result<Json> MergeList(Json* original, const Json& patch, const FieldMeta&
   return NormalizeList(patch, meta.schema.Items(), path, depth);
 }
 
-core::Status ApplyRetainKeys(Json& target, const Json& patch, const Path* path) {
+core::Status ApplyRetainKeys(Json& target, const Json& patch, const PatchPath* path) {
   auto directive = patch.find(kRetainKeys);
   if (directive == patch.end()) return core::Status::Ok();
   std::set<std::string, std::less<>> keep;
@@ -412,7 +412,7 @@ core::Status ApplyRetainKeys(Json& target, const Json& patch, const Path* path) 
 
 // The field a "$setElementOrder/<f>" or "$deleteFromPrimitiveList/<f>" key is about.
 core::Result<std::string_view> DirectiveField(std::string_view name, std::string_view prefix,
-                                              std::string_view what, const Path* path) {
+                                              std::string_view what, const PatchPath* path) {
   if (name.size() < prefix.size() + 2 || name[prefix.size()] != '/') {
     return Error(path, fmt::format("invalid patch format of {}: \"{}\" must be \"{}/<field>\"",
                                    what, name, prefix));
@@ -422,7 +422,7 @@ core::Result<std::string_view> DirectiveField(std::string_view name, std::string
 
 // Checks that the patch list's elements appear in `order` in the same relative order.
 core::Status CheckElementOrder(const Json* patch_list, const Json& order, const std::string& key,
-                               std::string_view directive, const Path* path) {
+                               std::string_view directive, const PatchPath* path) {
   std::vector<const Json*> ids;
   for (size_t i = 0; i < order.size(); ++i) {
     const Json* id = IdentityOf(order[i], key);
@@ -451,7 +451,7 @@ core::Status CheckElementOrder(const Json* patch_list, const Json& order, const 
 }
 
 core::Result<Outcome> MergeMapInto(Json& target, const Json& patch, const SchemaCursor& schema,
-                                   const Path* path, int depth) {
+                                   const PatchPath* path, int depth) {
   if (depth > kMaxDepth) return TooDeep(path);
   if (auto marker = patch.find(kDirectiveMarker); marker != patch.end()) {
     std::string_view directive = DirectiveValue(*marker);
@@ -472,7 +472,7 @@ core::Result<Outcome> MergeMapInto(Json& target, const Json& patch, const Schema
     if (!std::string_view(name).starts_with(kSetElementOrder)) continue;
     KLUTCH_ASSIGN_OR_RETURN(std::string_view field,
                             DirectiveField(name, kSetElementOrder, "setElementOrder list", path));
-    Path child(path, field);
+    PatchPath child(path, field);
     if (!order.is_array()) {
       return Error(path, fmt::format("invalid patch format of setElementOrder list: {} must be a "
                                      "list",
@@ -510,7 +510,7 @@ core::Result<Outcome> MergeMapInto(Json& target, const Json& patch, const Schema
       target.erase(name);
       continue;
     }
-    Path child(path, name);
+    PatchPath child(path, name);
     if (value.is_object()) {
       FieldMeta meta = LookupField(schema, name);
       auto existing = target.find(name);

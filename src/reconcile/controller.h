@@ -9,11 +9,13 @@
 // The Reconciler's answer decides what happens next: an error requeues with per-item
 // exponential backoff (a Conflict silently: another writer won, the next pass sees its
 // write), Requeue() backs off the same way without an error, RequeueAfter(d) comes back
-// after d, Done() forgets the key's backoff. Reconcilers are level-triggered: they read the
-// current state (the informer cache) and must not rely on which event queued the key.
-// Thread-safe.
+// after d (at least 1 ms: a computed wait that came out as zero or less, e.g. a deadline that
+// just passed, means "again now", never "done"), Done() forgets the key's backoff. Reconcilers are
+// level-triggered: they read the current state (the informer cache) and must not rely on which
+// event queued the key. Thread-safe.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -54,7 +56,9 @@ struct Result {
   std::chrono::milliseconds requeue_after{0};
   static Result Done() { return {}; }
   static Result Requeue() { return {.requeue = true}; }
-  static Result RequeueAfter(std::chrono::milliseconds d) { return {.requeue_after = d}; }
+  static Result RequeueAfter(std::chrono::milliseconds d) {
+    return {.requeue_after = std::max(d, std::chrono::milliseconds(1))};
+  }
 };
 
 class Reconciler {

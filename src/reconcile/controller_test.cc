@@ -110,5 +110,31 @@ TEST(Controller, BacksOffErrorsAndHonoursRequeueAfterInSimulatedTime) {
   c.Stop();
 }
 
+// A wait computed from a deadline (a cooldown, a grace period) comes out as zero or less when
+// the deadline has just passed; that must mean "again now", never "done" (the compose breaker
+// and the namespace finalizer each lost a key so before this was the rule).
+TEST(Controller, ARequeueAfterOfZeroOrLessComesBackAtOnce) {
+  EXPECT_EQ(Result::RequeueAfter(std::chrono::milliseconds(0)).requeue_after.count(), 1);
+  EXPECT_EQ(Result::RequeueAfter(std::chrono::milliseconds(-30)).requeue_after.count(), 1);
+  EXPECT_EQ(Result::RequeueAfter(std::chrono::milliseconds(7)).requeue_after.count(), 7);
+  core::FakeClock clock;
+  std::atomic<int> calls{0};
+  FuncReconciler reconciler([&](const Request&) -> core::Result<Result> {
+    if (++calls == 1) return Result::RequeueAfter(std::chrono::milliseconds(0));
+    return Result::Done();
+  });
+  Controller c("klutch-test-zero-wait", reconciler, {.clock = &clock});
+  c.queue().Add("ns/x");
+  c.Start();
+  ASSERT_TRUE(clock.WaitForWaiters(1));
+  EXPECT_EQ(calls.load(), 1);
+  clock.Advance(std::chrono::milliseconds(1));
+  for (int i = 0; i < 20000 && calls.load() < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  EXPECT_EQ(calls.load(), 2);
+  c.Stop();
+}
+
 }  // namespace
 }  // namespace klutch::reconcile
