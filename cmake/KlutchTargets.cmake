@@ -99,9 +99,9 @@ function(klutch_test name)
   endif()
   add_executable(${name} ${ARG_SOURCES})
   klutch_test_flags(${name})
-  # Tests are built file by file: most have one source (nothing to batch), and their files
-  # reuse local names (Case, Eval, Fixture) by design.
-  set_target_properties(${name} PROPERTIES UNITY_BUILD OFF)
+  # A test's sources are batched like a library's (ADR 0015): its files share the parse of the
+  # module's headers and one instantiation of its templates. Two files of one test target
+  # therefore never define the same file-local name.
   if(KLUTCH_TEST_PCH)
     target_precompile_headers(${name} REUSE_FROM klutch_test_pch)
   endif()

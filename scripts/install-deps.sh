@@ -10,7 +10,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 packages=(
   # toolchain
   build-essential cmake ninja-build pkg-config g++ git ca-certificates
-  clang-14 libclang-rt-14-dev clang-format clang-tidy ccache
+  clang-14 libclang-rt-14-dev clang-format clang-tidy ccache lld
   # libraries (Boost 1.81 only; never libboost-dev 1.74, it conflicts)
   libboost1.81-dev libboost-json1.81-dev libboost-url1.81-dev libboost-system1.81-dev
   libssl-dev nlohmann-json3-dev libyaml-dev libsqlite3-dev libre2-dev

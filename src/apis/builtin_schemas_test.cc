@@ -15,7 +15,7 @@
 #include "apis/embedded_files.h"
 #include "machinery/schema_cursor.h"
 
-namespace klutch::apis {
+namespace klutch::apis::builtin_schemas_test {
 namespace {
 
 using machinery::Json;
@@ -486,4 +486,4 @@ TEST(BuiltinSchemas, DescriptionsAreOneShortSentenceEach) {
 }
 
 }  // namespace
-}  // namespace klutch::apis
+}  // namespace klutch::apis::builtin_schemas_test

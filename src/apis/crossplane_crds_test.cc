@@ -27,7 +27,7 @@
 #include "schema/validation_rules.h"
 #include "test/support/process.h"
 
-namespace klutch::apis {
+namespace klutch::apis::crossplane_crds_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -897,4 +897,4 @@ TEST(ManagerManifests, ProbesAndPortsMatchTheBindAddresses) {
 }
 
 }  // namespace
-}  // namespace klutch::apis
+}  // namespace klutch::apis::crossplane_crds_test

@@ -18,7 +18,7 @@
 #include "schema/validation_rules.h"
 #include "test/support/process.h"
 
-namespace klutch::apis {
+namespace klutch::apis::klutch_crds_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -399,4 +399,4 @@ TEST(KonnectorManifests, ProbesAndPortsMatchTheBindAddresses) {
 }
 
 }  // namespace
-}  // namespace klutch::apis
+}  // namespace klutch::apis::klutch_crds_test

@@ -18,7 +18,7 @@
 #include "apiserver/watch.h"
 #include "storage/memory/memory_store.h"
 
-namespace klutch::apiserver {
+namespace klutch::apiserver::access_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -190,4 +190,4 @@ TEST_F(AccessTest, HeadersThatAreNotUtf8StillGetTheirAuditEvent) {
 }
 
 }  // namespace
-}  // namespace klutch::apiserver
+}  // namespace klutch::apiserver::access_test

@@ -7,7 +7,7 @@
 #include "apiserver/table.h"
 #include "core/clock.h"
 
-namespace klutch::apiserver {
+namespace klutch::apiserver::crd_test {
 namespace {
 
 Json Crd(Json columns) {
@@ -124,4 +124,4 @@ TEST(CrdPrinterColumns, CellsAreWhatKubeApiserversTableConvertorPrints) {
 }
 
 }  // namespace
-}  // namespace klutch::apiserver
+}  // namespace klutch::apiserver::crd_test

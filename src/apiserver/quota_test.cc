@@ -14,7 +14,7 @@
 #include "apiserver/rest_storage.h"
 #include "storage/memory/memory_store.h"
 
-namespace klutch::apiserver {
+namespace klutch::apiserver::quota_test {
 namespace {
 
 class QuotaTest : public ::testing::Test {
@@ -226,4 +226,4 @@ TEST(ObjectCountQuotaKeys, AreCountSlashResourceDotGroupAndTheLegacyCoreNames) {
 }
 
 }  // namespace
-}  // namespace klutch::apiserver
+}  // namespace klutch::apiserver::quota_test

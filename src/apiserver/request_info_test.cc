@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-namespace klutch::apiserver {
+namespace klutch::apiserver::request_info_test {
 namespace {
 
 http::Request Req(std::string method, std::string target) {
@@ -116,4 +116,4 @@ TEST(QueryBool, FollowsKubernetesConversion) {
 }
 
 }  // namespace
-}  // namespace klutch::apiserver
+}  // namespace klutch::apiserver::request_info_test

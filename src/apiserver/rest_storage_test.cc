@@ -8,7 +8,7 @@
 #include "core/strings.h"
 #include "storage/memory/memory_store.h"
 
-namespace klutch::apiserver {
+namespace klutch::apiserver::rest_storage_test {
 namespace {
 
 class RestStorageTest : public ::testing::Test {
@@ -315,4 +315,4 @@ TEST_F(RestStorageTest, ConfigMapsAndSecretsHoldAtMostOneMebibyteOfData) {
 }
 
 }  // namespace
-}  // namespace klutch::apiserver
+}  // namespace klutch::apiserver::rest_storage_test

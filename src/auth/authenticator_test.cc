@@ -10,7 +10,7 @@
 #include "auth/service_account.h"
 #include "core/strings.h"
 
-namespace klutch::auth {
+namespace klutch::auth::authenticator_test {
 namespace {
 
 using ::testing::ElementsAre;
@@ -391,4 +391,4 @@ TEST(OidcAuthenticator, LeavesOtherIssuersTokensAlone) {
 }
 
 }  // namespace
-}  // namespace klutch::auth
+}  // namespace klutch::auth::authenticator_test

@@ -18,7 +18,7 @@
 
 #include "core/strings.h"
 
-namespace klutch::auth {
+namespace klutch::auth::jwt_test {
 namespace {
 
 using machinery::Json;
@@ -1029,4 +1029,4 @@ TEST(ExpiryOf, ReadsExpAsTime) {
 }
 
 }  // namespace
-}  // namespace klutch::auth
+}  // namespace klutch::auth::jwt_test

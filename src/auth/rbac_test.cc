@@ -11,7 +11,7 @@
 #include "auth/bootstrap_policy.h"
 #include "machinery/object.h"
 
-namespace klutch::auth {
+namespace klutch::auth::rbac_test {
 namespace {
 
 using machinery::Json;
@@ -981,4 +981,4 @@ TEST_F(EscalationTest, UpdatesTouchingOnlyGarbageCollectionFieldsAreAllowed) {
 }
 
 }  // namespace
-}  // namespace klutch::auth
+}  // namespace klutch::auth::rbac_test

@@ -7,7 +7,7 @@
 #include "bind/snapshot.h"
 #include "core/clock.h"
 
-namespace klutch::bind {
+namespace klutch::bind::bind_unit_test {
 namespace {
 
 using machinery::Json;
@@ -211,4 +211,4 @@ TEST(BinderRules, OneRulePerGroupDeduplicatedWithStatus) {
 }
 
 }  // namespace
-}  // namespace klutch::bind
+}  // namespace klutch::bind::bind_unit_test

@@ -12,7 +12,7 @@
 #include "machinery/json.h"
 #include "test/support/process.h"
 
-namespace klutch::bind {
+namespace klutch::bind::manifests_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -168,4 +168,4 @@ TEST(BackendManifests, TemplatesOfferTheKlutchDataServices) {
 }
 
 }  // namespace
-}  // namespace klutch::bind
+}  // namespace klutch::bind::manifests_test

@@ -5,7 +5,7 @@
 
 #include "cel/cel.h"
 
-namespace klutch::cel {
+namespace klutch::cel::ext_strings_test {
 namespace {
 
 Value Eval(std::string_view expr) {
@@ -174,4 +174,4 @@ TEST(StringsExtension, StopsAtTheCostLimit) {
 }
 
 }  // namespace
-}  // namespace klutch::cel
+}  // namespace klutch::cel::ext_strings_test

@@ -2,7 +2,7 @@
 
 #include "cel/cel.h"
 
-namespace klutch::cel {
+namespace klutch::cel::interpreter_test {
 namespace {
 
 EvalResult Eval(std::string_view expr, const MapActivation& vars = {}) {
@@ -117,4 +117,4 @@ TEST(CelInterpreter, StopsAtTheCostLimit) {
 }
 
 }  // namespace
-}  // namespace klutch::cel
+}  // namespace klutch::cel::interpreter_test

@@ -7,7 +7,7 @@
 #include "cel/cel.h"
 #include "cel/quantity.h"
 
-namespace klutch::cel {
+namespace klutch::cel::k8s_library_test {
 namespace {
 
 // Calls the first overload of a global function registered under `name` directly (the
@@ -288,4 +288,4 @@ TEST(KubernetesLibraries, ChargeCostForInputSize) {
 }
 
 }  // namespace
-}  // namespace klutch::cel
+}  // namespace klutch::cel::k8s_library_test

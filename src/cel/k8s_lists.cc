@@ -95,7 +95,7 @@ Value Extreme(const ListValue& list, std::partial_ordering prefer, const char* n
   return result;
 }
 
-constexpr Int128 kNanosPerSecond = 1000000000;
+constexpr Int128 kListNanosPerSecond = 1000000000;
 
 Value Sum(const ListValue& list) {
   if (list.size() == 0) return Value::Int(0);
@@ -126,7 +126,7 @@ Value Sum(const ListValue& list) {
         break;
       case Kind::kDuration: {
         const Duration d = v.duration();
-        nanos += static_cast<Int128>(d.seconds) * kNanosPerSecond + d.nanos;
+        nanos += static_cast<Int128>(d.seconds) * kListNanosPerSecond + d.nanos;
         // cel-go durations are int64 nanoseconds.
         if (nanos > std::numeric_limits<int64_t>::max() ||
             nanos < std::numeric_limits<int64_t>::min()) {
@@ -147,8 +147,8 @@ Value Sum(const ListValue& list) {
       return Value::Double(double_sum);
     default: {
       Duration d;
-      d.seconds = static_cast<int64_t>(nanos / kNanosPerSecond);
-      d.nanos = static_cast<int32_t>(nanos % kNanosPerSecond);
+      d.seconds = static_cast<int64_t>(nanos / kListNanosPerSecond);
+      d.nanos = static_cast<int32_t>(nanos % kListNanosPerSecond);
       return Value::Span(d);
     }
   }

@@ -150,10 +150,10 @@ constexpr std::string_view kErrFormatWrong =
 constexpr std::string_view kErrNumeric = "unable to parse numeric part of quantity";
 constexpr std::string_view kErrSuffix = "unable to parse quantity's suffix";
 
-enum class Format { kDecimalExponent, kBinarySI, kDecimalSI };
+enum class QuantityFormat { kDecimalExponent, kBinarySI, kDecimalSI };
 
 // Go's suffixHandler.interpret.
-bool InterpretSuffix(std::string_view s, int* base, int64_t* exponent, Format* format) {
+bool InterpretSuffix(std::string_view s, int* base, int64_t* exponent, QuantityFormat* format) {
   struct Entry {
     std::string_view suffix;
     int base;
@@ -168,7 +168,7 @@ bool InterpretSuffix(std::string_view s, int* base, int64_t* exponent, Format* f
     if (e.suffix == s) {
       *base = e.base;
       *exponent = e.exponent;
-      *format = Format::kDecimalSI;
+      *format = QuantityFormat::kDecimalSI;
       return true;
     }
   }
@@ -176,7 +176,7 @@ bool InterpretSuffix(std::string_view s, int* base, int64_t* exponent, Format* f
     if (e.suffix == s) {
       *base = e.base;
       *exponent = e.exponent;
-      *format = Format::kBinarySI;
+      *format = QuantityFormat::kBinarySI;
       return true;
     }
   }
@@ -197,7 +197,7 @@ bool InterpretSuffix(std::string_view s, int* base, int64_t* exponent, Format* f
     }
     *base = 10;
     *exponent = static_cast<int32_t>(negative ? -v : v);  // Go truncates to int32 too
-    *format = Format::kDecimalExponent;
+    *format = QuantityFormat::kDecimalExponent;
     return true;
   }
   return false;
@@ -282,7 +282,7 @@ std::optional<Amount> ParseQuantity(std::string_view str, std::string* error,
   }
   int base = 10;
   int64_t exponent = 0;
-  Format format = Format::kDecimalSI;
+  QuantityFormat format = QuantityFormat::kDecimalSI;
   if (!InterpretSuffix(q.suffix, &base, &exponent, &format)) {
     *error = kErrSuffix;
     return std::nullopt;
@@ -291,7 +291,7 @@ std::optional<Amount> ParseQuantity(std::string_view str, std::string* error,
   int64_t precision = 0;
   int64_t scale = 0;
   int64_t mantissa = 1;
-  if (format == Format::kBinarySI) {
+  if (format == QuantityFormat::kBinarySI) {
     if (exponent >= 0 && q.denom.empty()) {
       mantissa = int64_t{1} << exponent;
       precision = 15 - static_cast<int64_t>(q.num.size()) -
@@ -353,7 +353,8 @@ std::optional<Amount> ParseQuantity(std::string_view str, std::string* error,
   if (exp10 > std::numeric_limits<int32_t>::max()) return too_large();
   Amount amount{true, m, static_cast<int32_t>(exp10)};
   const Amount max_allowed{true, std::numeric_limits<int64_t>::max(), 0};
-  if (format == Format::kBinarySI && CompareAmounts(amount, max_allowed) > 0) amount = max_allowed;
+  if (format == QuantityFormat::kBinarySI && CompareAmounts(amount, max_allowed) > 0)
+    amount = max_allowed;
   if (!q.positive) amount.value = -amount.value;
   return amount;
 }

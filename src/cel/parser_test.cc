@@ -2,7 +2,7 @@
 
 #include "cel/cel.h"
 
-namespace klutch::cel {
+namespace klutch::cel::parser_test {
 namespace {
 
 TEST(CelParser, RejectsMalformedExpressionsWithPositions) {
@@ -88,4 +88,4 @@ TEST(CelParser, DecodesLiterals) {
 }
 
 }  // namespace
-}  // namespace klutch::cel
+}  // namespace klutch::cel::parser_test

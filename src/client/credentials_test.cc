@@ -16,7 +16,7 @@
 #include "core/strings.h"
 #include "machinery/json.h"
 
-namespace klutch::client {
+namespace klutch::client::credentials_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -510,4 +510,4 @@ TEST(RunExecPlugin, ReturnsMaterialAndExpiry) {
 }
 
 }  // namespace
-}  // namespace klutch::client
+}  // namespace klutch::client::credentials_test

@@ -13,7 +13,7 @@
 #include "client/credentials.h"
 #include "test/support/process.h"
 
-namespace klutch::client {
+namespace klutch::client::in_cluster_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -152,4 +152,4 @@ TEST(InClusterConfig, RotatedTokenIsSeenThroughCredentials) {
 }
 
 }  // namespace
-}  // namespace klutch::client
+}  // namespace klutch::client::in_cluster_test

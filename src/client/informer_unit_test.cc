@@ -7,7 +7,7 @@
 #include "client/multi_namespace_informer.h"
 #include "test/support/cluster_fixture.h"
 
-namespace klutch::client {
+namespace klutch::client::informer_unit_test {
 namespace {
 
 class InformerTiming : public testing::ClusterTest {
@@ -70,9 +70,9 @@ TEST_F(InformerTiming, AFailingListBacksOffOnTheClockAndSyncsOnceItCan) {
 }
 
 }  // namespace
-}  // namespace klutch::client
+}  // namespace klutch::client::informer_unit_test
 
-namespace klutch::client {
+namespace klutch::client::informer_unit_test {
 namespace {
 
 class InformerSets : public testing::ClusterTest {
@@ -189,4 +189,4 @@ TEST_F(InformerSets, CompactCacheReadsBackWhatItCached) {
 }
 
 }  // namespace
-}  // namespace klutch::client
+}  // namespace klutch::client::informer_unit_test

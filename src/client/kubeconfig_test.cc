@@ -12,7 +12,7 @@
 #include "core/strings.h"
 #include "test/support/process.h"
 
-namespace klutch::client {
+namespace klutch::client::kubeconfig_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -740,4 +740,4 @@ TEST(ReadConfigFile, ReadsBytesAndReportsMissingFiles) {
 }
 
 }  // namespace
-}  // namespace klutch::client
+}  // namespace klutch::client::kubeconfig_test

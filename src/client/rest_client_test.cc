@@ -10,7 +10,7 @@
 #include "client/dynamic.h"
 #include "http/server.h"
 
-namespace klutch::client {
+namespace klutch::client::rest_client_test {
 namespace {
 
 // A plain-HTTP server whose answers the test scripts, counting what it saw.
@@ -236,4 +236,4 @@ TEST(RestClient, WatchReportsGoneAndDecodingErrors) {
 }
 
 }  // namespace
-}  // namespace klutch::client
+}  // namespace klutch::client::rest_client_test

@@ -4,7 +4,7 @@
 
 #include "client/dynamic.h"
 
-namespace klutch::client {
+namespace klutch::client::watch_test {
 namespace {
 
 std::vector<std::string> Decode(WatchDecoder& d, std::string_view data,
@@ -126,4 +126,4 @@ TEST(ResourcePath, BuildsCoreGroupNamespacedAndSubresourcePaths) {
 }
 
 }  // namespace
-}  // namespace klutch::client
+}  // namespace klutch::client::watch_test

@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-namespace klutch::client {
+namespace klutch::client::workqueue_test {
 namespace {
 
 using std::chrono::hours;
@@ -448,4 +448,4 @@ TEST(WorkQueue, ConcurrentProducersAndConsumersProcessEveryAddOneWorkerPerItem) 
 }
 
 }  // namespace
-}  // namespace klutch::client
+}  // namespace klutch::client::workqueue_test

@@ -11,7 +11,7 @@
 
 #include "machinery/json.h"
 
-namespace klutch::codec {
+namespace klutch::codec::openapi_v2_test {
 namespace {
 
 using machinery::Json;
@@ -624,4 +624,4 @@ TEST(EncodeOpenApiV2Protobuf, RejectsNestingDeeperThanTheJsonLimit) {
 }
 
 }  // namespace
-}  // namespace klutch::codec
+}  // namespace klutch::codec::openapi_v2_test

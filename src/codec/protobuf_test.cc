@@ -14,7 +14,7 @@
 
 #include "apis/builtin_schemas.h"
 
-namespace klutch::codec {
+namespace klutch::codec::protobuf_test {
 namespace {
 
 using machinery::Dump;
@@ -955,4 +955,4 @@ TEST(DecodeKubernetesProtobuf, SurvivesTruncationAndCorruptionOfRealBodies) {
 }
 
 }  // namespace
-}  // namespace klutch::codec
+}  // namespace klutch::codec::protobuf_test

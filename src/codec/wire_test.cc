@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-namespace klutch::codec {
+namespace klutch::codec::wire_test {
 namespace {
 
 std::string Varint(uint64_t v) {
@@ -166,4 +166,4 @@ TEST(IsValidUtf8, AcceptsWellFormedTextOnly) {
 }
 
 }  // namespace
-}  // namespace klutch::codec
+}  // namespace klutch::codec::wire_test

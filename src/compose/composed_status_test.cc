@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-namespace klutch::compose {
+namespace klutch::compose::composed_status_test {
 namespace {
 
 machinery::Json WithConditions(machinery::Json conditions) {
@@ -55,4 +55,4 @@ TEST(ComposedStatus, SilentOrTrueConditionsSayNothing) {
 }
 
 }  // namespace
-}  // namespace klutch::compose
+}  // namespace klutch::compose::composed_status_test

@@ -10,7 +10,7 @@
 
 #include "test/support/json_text.h"
 
-namespace klutch::compose {
+namespace klutch::compose::fieldpath_test {
 namespace {
 
 using fixture::J;
@@ -306,4 +306,4 @@ TEST(DeletePath, ReportsAbsence) {
 }
 
 }  // namespace
-}  // namespace klutch::compose
+}  // namespace klutch::compose::fieldpath_test

@@ -19,7 +19,7 @@
 #include "machinery/json.h"
 #include "test/support/json_text.h"
 
-namespace klutch::compose {
+namespace klutch::compose::function_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -1086,4 +1086,4 @@ TEST(RunPatchAndTransform, ErrorsLeaveNothingHalfApplied) {
 }
 
 }  // namespace
-}  // namespace klutch::compose
+}  // namespace klutch::compose::function_test

@@ -10,7 +10,7 @@
 
 #include "test/support/json_text.h"
 
-namespace klutch::compose {
+namespace klutch::compose::transforms_test {
 namespace {
 
 using fixture::J;
@@ -469,4 +469,4 @@ TEST(ApplyTransforms, A8sPostgresqlChains) {
 }
 
 }  // namespace
-}  // namespace klutch::compose
+}  // namespace klutch::compose::transforms_test

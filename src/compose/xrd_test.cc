@@ -18,7 +18,7 @@
 #include "machinery/json.h"
 #include "test/support/json_text.h"
 
-namespace klutch::compose {
+namespace klutch::compose::xrd_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -438,4 +438,4 @@ TEST(SelectComposition, ErrorsListTheCompositionsForTheType) {
 }
 
 }  // namespace
-}  // namespace klutch::compose
+}  // namespace klutch::compose::xrd_test

@@ -7,7 +7,7 @@
 #include "core/strings.h"
 #include "test/support/cluster_fixture.h"
 
-namespace klutch::controllers {
+namespace klutch::controllers::access_reconcilers_test {
 namespace {
 
 using client::Json;
@@ -92,4 +92,4 @@ TEST_F(AccessControllers, ALegacyTokenSecretGetsAWorkingTokenAndGoesWithItsAccou
 }
 
 }  // namespace
-}  // namespace klutch::controllers
+}  // namespace klutch::controllers::access_reconcilers_test

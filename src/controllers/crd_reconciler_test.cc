@@ -6,7 +6,7 @@
 
 #include "test/support/cluster_fixture.h"
 
-namespace klutch::controllers {
+namespace klutch::controllers::crd_reconciler_test {
 namespace {
 
 using client::Json;
@@ -72,4 +72,4 @@ TEST_F(CrdController, DeletingACrdDeletesItsObjectsFirst) {
 }
 
 }  // namespace
-}  // namespace klutch::controllers
+}  // namespace klutch::controllers::crd_reconciler_test

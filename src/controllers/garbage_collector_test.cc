@@ -8,7 +8,7 @@
 
 #include "test/support/cluster_fixture.h"
 
-namespace klutch::controllers {
+namespace klutch::controllers::garbage_collector_test {
 namespace {
 
 using client::Json;
@@ -159,4 +159,4 @@ TEST_F(GarbageCollection, FollowsCustomResourcesOfACrdCreatedAfterStart) {
 }
 
 }  // namespace
-}  // namespace klutch::controllers
+}  // namespace klutch::controllers::garbage_collector_test

@@ -7,7 +7,7 @@
 #include "machinery/object.h"
 #include "test/support/cluster_fixture.h"
 
-namespace klutch::controllers {
+namespace klutch::controllers::namespace_reconciler_test {
 namespace {
 
 using client::Json;
@@ -118,4 +118,4 @@ TEST_F(NamespaceControllers, AnObjectHeldByAFinalizerKeepsTheNamespaceUntilRelea
 }
 
 }  // namespace
-}  // namespace klutch::controllers
+}  // namespace klutch::controllers::namespace_reconciler_test

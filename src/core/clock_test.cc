@@ -5,7 +5,7 @@
 #include <future>
 #include <thread>
 
-namespace klutch::core {
+namespace klutch::core::clock_test {
 namespace {
 
 using std::chrono::hours;
@@ -148,4 +148,4 @@ TEST(RealClock, WaitUntilReturnsAtAPassedDeadline) {
 }
 
 }  // namespace
-}  // namespace klutch::core
+}  // namespace klutch::core::clock_test

@@ -4,7 +4,7 @@
 
 #include <string>
 
-namespace klutch::core {
+namespace klutch::core::duration_test {
 namespace {
 
 TEST(ParseGoDuration, ReadsGoSyntax) {
@@ -87,4 +87,4 @@ TEST(ParseGoDuration, CallersMayNarrowOrWidenTheRange) {
 }
 
 }  // namespace
-}  // namespace klutch::core
+}  // namespace klutch::core::duration_test

@@ -5,7 +5,7 @@
 
 #include <cstdlib>
 
-namespace klutch::core {
+namespace klutch::core::file_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -76,4 +76,4 @@ TEST_F(FileTest, ErrorsNameThePath) {
 }
 
 }  // namespace
-}  // namespace klutch::core
+}  // namespace klutch::core::file_test

@@ -4,7 +4,7 @@
 
 #include <string>
 
-namespace klutch::core {
+namespace klutch::core::ip_test {
 namespace {
 
 constexpr IpParseOptions kNetip = {.allow_zone = true, .allow_ipv4_mapped = true};
@@ -182,4 +182,4 @@ TEST(ParseIpPrefix, SaysWhyInGoWording) {
 }
 
 }  // namespace
-}  // namespace klutch::core
+}  // namespace klutch::core::ip_test

@@ -6,7 +6,7 @@
 #include <map>
 #include <thread>
 
-namespace klutch::core {
+namespace klutch::core::process_supervisor_test {
 namespace {
 
 using namespace std::chrono_literals;
@@ -316,4 +316,4 @@ TEST_F(ProcessSupervisorTest, ForgetLeavesTheProcessRunningAndKillAllReachesTheO
 }
 
 }  // namespace
-}  // namespace klutch::core
+}  // namespace klutch::core::process_supervisor_test

@@ -9,7 +9,7 @@
 
 #include "core/file.h"
 
-namespace klutch::core {
+namespace klutch::core::process_test {
 namespace {
 
 using std::chrono::milliseconds;
@@ -145,4 +145,4 @@ TEST(ProcessTest, CheckReachableByNamesTheDirectoryInTheWayAndTheFix) {
 }
 
 }  // namespace
-}  // namespace klutch::core
+}  // namespace klutch::core::process_test

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-namespace klutch::core {
+namespace klutch::core::status_test {
 namespace {
 
 TEST(Status, ReasonTableMapsToKubernetesCodes) {
@@ -56,4 +56,4 @@ TEST(Result, PropagatesTheFirstError) {
 }
 
 }  // namespace
-}  // namespace klutch::core
+}  // namespace klutch::core::status_test

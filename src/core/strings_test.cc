@@ -4,7 +4,7 @@
 
 #include "core/random.h"
 
-namespace klutch::core {
+namespace klutch::core::strings_test {
 namespace {
 
 TEST(Strings, SplitKeepsEmptyParts) {
@@ -67,4 +67,4 @@ TEST(Random, UuidAndSuffixShapes) {
 }
 
 }  // namespace
-}  // namespace klutch::core
+}  // namespace klutch::core::strings_test

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-namespace klutch::http {
+namespace klutch::http::html_test {
 namespace {
 
 TEST(Html, EscapesEverySpecialCharacter) {
@@ -11,4 +11,4 @@ TEST(Html, EscapesEverySpecialCharacter) {
 }
 
 }  // namespace
-}  // namespace klutch::http
+}  // namespace klutch::http::html_test

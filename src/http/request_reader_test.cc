@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-namespace klutch::http::internal {
+namespace klutch::http::internal::request_reader_test {
 namespace {
 
 TEST(ParseRequest, ReadsTheSameRequestWhateverPiecesItArrivesIn) {
@@ -59,4 +59,4 @@ TEST(ParseRequest, AnswersEachFailureAsAClientShouldSeeIt) {
 }
 
 }  // namespace
-}  // namespace klutch::http::internal
+}  // namespace klutch::http::internal::request_reader_test

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-namespace klutch::http {
+namespace klutch::http::router_test {
 namespace {
 
 Request Make(std::string method, std::string target) {
@@ -112,4 +112,4 @@ TEST(Router, RefusesMalformedAndDuplicatePatterns) {
 }
 
 }  // namespace
-}  // namespace klutch::http
+}  // namespace klutch::http::router_test

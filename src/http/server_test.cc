@@ -17,7 +17,7 @@
 #include "http/certs.h"
 #include "http/client.h"
 
-namespace klutch::http {
+namespace klutch::http::server_test {
 namespace {
 
 Response Echo(Request& req) {
@@ -500,4 +500,4 @@ TEST_F(TlsTest, ClientRefusesServerFromAnotherCa) {
 }
 
 }  // namespace
-}  // namespace klutch::http
+}  // namespace klutch::http::server_test

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-namespace klutch::http {
+namespace klutch::http::url_test {
 namespace {
 
 TEST(Url, TakesAbsoluteUrlsApart) {
@@ -54,4 +54,4 @@ TEST(Url, AddQueryKeepsExistingParametersAndEncodes) {
 }
 
 }  // namespace
-}  // namespace klutch::http
+}  // namespace klutch::http::url_test

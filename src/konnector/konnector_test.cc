@@ -22,7 +22,7 @@
 #include "test/support/test_cluster.h"
 #include "test/support/wait.h"
 
-namespace klutch::konnector {
+namespace klutch::konnector::konnector_test {
 namespace {
 
 using client::Json;
@@ -875,4 +875,4 @@ TEST_F(ControlPlaneModeTest, SyncsThroughTheAppClusterKubeconfig) {
 }
 
 }  // namespace
-}  // namespace klutch::konnector
+}  // namespace klutch::konnector::konnector_test

@@ -5,7 +5,7 @@
 #include "apis/klutch/apiserviceexport.h"
 #include "core/strings.h"
 
-namespace klutch::konnector {
+namespace klutch::konnector::objects_test {
 namespace {
 
 Json Export() {
@@ -190,4 +190,4 @@ TEST(ClusterManaged, WhatEachClusterMakesForItselfIsNeverClaimed) {
 }
 
 }  // namespace
-}  // namespace klutch::konnector
+}  // namespace klutch::konnector::objects_test

@@ -8,7 +8,7 @@
 #include "core/strings.h"
 #include "test/support/json_text.h"
 
-namespace klutch::machinery {
+namespace klutch::machinery::fieldpath_test {
 namespace {
 
 using fixture::J;
@@ -215,4 +215,4 @@ TEST(GoJson, EscapesLikeGoEncodingJson) {
 }
 
 }  // namespace
-}  // namespace klutch::machinery
+}  // namespace klutch::machinery::fieldpath_test

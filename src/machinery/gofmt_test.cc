@@ -12,7 +12,7 @@
 
 #include "test/support/json_text.h"
 
-namespace klutch::machinery {
+namespace klutch::machinery::gofmt_test {
 namespace {
 
 using fixture::J;
@@ -222,4 +222,4 @@ TEST(GoSprintf, CharacterVerbReplacesInvalidCodePoints) {
 }
 
 }  // namespace
-}  // namespace klutch::machinery
+}  // namespace klutch::machinery::gofmt_test

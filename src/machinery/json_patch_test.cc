@@ -10,7 +10,7 @@
 
 #include "test/support/json_text.h"
 
-namespace klutch::machinery {
+namespace klutch::machinery::json_patch_test {
 namespace {
 
 using fixture::J;
@@ -307,4 +307,4 @@ TEST(ApplyJsonPatch, LeavesTheInputUntouchedOnFailure) {
 }
 
 }  // namespace
-}  // namespace klutch::machinery
+}  // namespace klutch::machinery::json_patch_test

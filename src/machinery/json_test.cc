@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace klutch::machinery {
+namespace klutch::machinery::json_test {
 namespace {
 
 TEST(ParseJson, ReportsPositionOfMalformedInput) {
@@ -180,4 +180,4 @@ TEST(ToYaml, QuotesStringsThatWouldReadBackAsSomethingElse) {
 }
 
 }  // namespace
-}  // namespace klutch::machinery
+}  // namespace klutch::machinery::json_test

@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-namespace klutch::machinery {
+namespace klutch::machinery::jsonpath_test {
 namespace {
 
 const Json kDoc = Json::parse(R"({
@@ -122,4 +122,4 @@ TEST(JsonPath, MalformedExpressionsAreBadRequests) {
 }
 
 }  // namespace
-}  // namespace klutch::machinery
+}  // namespace klutch::machinery::jsonpath_test

@@ -8,7 +8,7 @@
 
 #include "test/support/json_text.h"
 
-namespace klutch::machinery {
+namespace klutch::machinery::managed_fields_test {
 namespace {
 
 using fixture::J;
@@ -801,4 +801,4 @@ TEST(ValidateManagedFields, NamesTheFaultyField) {
 }
 
 }  // namespace
-}  // namespace klutch::machinery
+}  // namespace klutch::machinery::managed_fields_test

@@ -8,7 +8,7 @@
 
 #include "test/support/json_text.h"
 
-namespace klutch::machinery {
+namespace klutch::machinery::merge_patch_test {
 namespace {
 
 using fixture::J;
@@ -173,4 +173,4 @@ TEST(CreateMergePatch, RoundTripsRandomDocuments) {
 }
 
 }  // namespace
-}  // namespace klutch::machinery
+}  // namespace klutch::machinery::merge_patch_test

@@ -7,7 +7,7 @@
 #include "machinery/jsonpath.h"
 #include "machinery/validation.h"
 
-namespace klutch::machinery {
+namespace klutch::machinery::object_test {
 namespace {
 
 TEST(StatusJson, InvalidObjectMatchesKubeApiserverWording) {
@@ -77,4 +77,4 @@ TEST(JsonPath, SelectsFieldsIndexesAndFilters) {
 }
 
 }  // namespace
-}  // namespace klutch::machinery
+}  // namespace klutch::machinery::object_test

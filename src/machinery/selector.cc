@@ -187,9 +187,9 @@ std::vector<Item> Scan(std::string_view text) {
   return items;
 }
 
-class Parser {
+class SelectorParser {
  public:
-  explicit Parser(std::string_view text) : items_(Scan(text)) {}
+  explicit SelectorParser(std::string_view text) : items_(Scan(text)) {}
 
   core::Result<std::vector<LabelRequirement>> Parse() {
     std::vector<LabelRequirement> requirements;
@@ -498,7 +498,7 @@ std::string EscapeValue(std::string_view s) {
 }  // namespace
 
 core::Result<LabelSelector> LabelSelector::Parse(std::string_view text) {
-  KLUTCH_ASSIGN_OR_RETURN(std::vector<Requirement> requirements, Parser(text).Parse());
+  KLUTCH_ASSIGN_OR_RETURN(std::vector<Requirement> requirements, SelectorParser(text).Parse());
   SortByKey(requirements);
   LabelSelector selector;
   selector.requirements_ = std::move(requirements);

@@ -10,7 +10,7 @@
 #include "test/support/json_text.h"
 #include "test/support/param_name.h"
 
-namespace klutch::machinery {
+namespace klutch::machinery::selector_test {
 namespace {
 
 using fixture::J;
@@ -397,4 +397,4 @@ TEST(FieldSelector, MatchesWithGetter) {
 }
 
 }  // namespace
-}  // namespace klutch::machinery
+}  // namespace klutch::machinery::selector_test

@@ -8,7 +8,7 @@
 
 #include "test/support/json_text.h"
 
-namespace klutch::machinery {
+namespace klutch::machinery::strategic_merge_patch_test {
 namespace {
 
 using fixture::J;
@@ -431,4 +431,4 @@ TEST(ApplyStrategicMergePatch, NoDirectiveReachesTheResult) {
 }
 
 }  // namespace
-}  // namespace klutch::machinery
+}  // namespace klutch::machinery::strategic_merge_patch_test

@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace klutch::machinery {
+namespace klutch::machinery::validation_test {
 namespace {
 
 // kube-apiserver's messages, spelled out once (apimachinery's util/validation).
@@ -293,4 +293,4 @@ TEST(ReplaceWholeName, ReplacesTheNameNotWordsThatContainIt) {
 }
 
 }  // namespace
-}  // namespace klutch::machinery
+}  // namespace klutch::machinery::validation_test

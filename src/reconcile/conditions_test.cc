@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-namespace klutch::reconcile {
+namespace klutch::reconcile::conditions_test {
 namespace {
 
 constexpr const char* kNow = "2026-11-22T05:02:18Z";
@@ -433,4 +433,4 @@ TEST(SetSummary, WithoutOtherConditionsLeavesReadyAlone) {
 }
 
 }  // namespace
-}  // namespace klutch::reconcile
+}  // namespace klutch::reconcile::conditions_test

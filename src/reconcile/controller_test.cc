@@ -8,7 +8,7 @@
 #include "core/clock.h"
 #include "core/sync.h"
 
-namespace klutch::reconcile {
+namespace klutch::reconcile::controller_test {
 namespace {
 
 TEST(Request, KeysRoundTripWithAndWithoutAResource) {
@@ -137,4 +137,4 @@ TEST(Controller, ARequeueAfterOfZeroOrLessComesBackAtOnce) {
 }
 
 }  // namespace
-}  // namespace klutch::reconcile
+}  // namespace klutch::reconcile::controller_test

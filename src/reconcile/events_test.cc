@@ -15,7 +15,7 @@
 #include "core/sync.h"
 #include "test/support/cluster_fixture.h"
 
-namespace klutch::reconcile {
+namespace klutch::reconcile::events_test {
 namespace {
 
 using namespace std::chrono_literals;
@@ -320,4 +320,4 @@ TEST_F(EventRecording, StopWithQueuedEventsReturnsAfterTheSendInProgress) {
 }
 
 }  // namespace
-}  // namespace klutch::reconcile
+}  // namespace klutch::reconcile::events_test

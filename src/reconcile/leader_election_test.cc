@@ -9,7 +9,7 @@
 #include "client/transport.h"
 #include "test/support/cluster_fixture.h"
 
-namespace klutch::reconcile {
+namespace klutch::reconcile::leader_election_test {
 namespace {
 
 // A transport that can be cut: while down, every request fails as an unreachable server.
@@ -125,4 +125,4 @@ TEST_F(LeaderElection, ALeaderCutOffStopsLeadingAtTheRenewDeadline) {
 }
 
 }  // namespace
-}  // namespace klutch::reconcile
+}  // namespace klutch::reconcile::leader_election_test

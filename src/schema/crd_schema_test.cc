@@ -10,7 +10,7 @@
 
 #include "test/support/param_name.h"
 
-namespace klutch::schema {
+namespace klutch::schema::crd_schema_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -236,4 +236,4 @@ TEST(ValidateCrdSchema, AcceptsKlutchCrds) {
 }
 
 }  // namespace
-}  // namespace klutch::schema
+}  // namespace klutch::schema::crd_schema_test

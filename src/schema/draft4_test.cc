@@ -16,7 +16,7 @@
 
 #include "schema/structural.h"
 
-namespace klutch::schema {
+namespace klutch::schema::draft4_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -132,4 +132,4 @@ TEST(JsonSchemaDraft4, SupportedKeywordsPass) {
 }
 
 }  // namespace
-}  // namespace klutch::schema
+}  // namespace klutch::schema::draft4_test

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-namespace klutch::schema {
+namespace klutch::schema::formats_test {
 namespace {
 
 struct Case {
@@ -103,4 +103,4 @@ TEST(MatchesFormat, QuantityAsParseQuantityReadsIt) {
 }
 
 }  // namespace
-}  // namespace klutch::schema
+}  // namespace klutch::schema::formats_test

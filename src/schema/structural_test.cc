@@ -7,7 +7,7 @@
 #include "schema/field_error.h"
 #include "test/support/param_name.h"
 
-namespace klutch::schema {
+namespace klutch::schema::structural_test {
 namespace {
 
 const Json kWidget = Json::parse(R"({
@@ -298,4 +298,4 @@ TEST(FieldError, RendersValuesLikeGo) {
 }
 
 }  // namespace
-}  // namespace klutch::schema
+}  // namespace klutch::schema::structural_test

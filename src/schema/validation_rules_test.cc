@@ -4,7 +4,7 @@
 
 #include "machinery/json.h"
 
-namespace klutch::schema {
+namespace klutch::schema::validation_rules_test {
 namespace {
 
 Json Yaml(const char* text) {
@@ -457,9 +457,9 @@ TEST(ValidationRules, BlockingSchemaErrorsSkipRules) {
 }
 
 }  // namespace
-}  // namespace klutch::schema
+}  // namespace klutch::schema::validation_rules_test
 
-namespace klutch::schema {
+namespace klutch::schema::validation_rules_test {
 namespace {
 
 TEST(ValidationRules, RootMetadataExposesOnlyNameAndGenerateName) {
@@ -478,9 +478,9 @@ x-kubernetes-validations:
 }
 
 }  // namespace
-}  // namespace klutch::schema
+}  // namespace klutch::schema::validation_rules_test
 
-namespace klutch::schema {
+namespace klutch::schema::validation_rules_test {
 namespace {
 
 TEST(ValidationRules, RejectsOldSelfWhereOldValuesCannotBeCorrelated) {
@@ -522,9 +522,9 @@ properties:
 }
 
 }  // namespace
-}  // namespace klutch::schema
+}  // namespace klutch::schema::validation_rules_test
 
-namespace klutch::schema {
+namespace klutch::schema::validation_rules_test {
 namespace {
 
 TEST(ValidationRules, RulesMustEvaluateToABool) {
@@ -593,9 +593,9 @@ properties:
 }
 
 }  // namespace
-}  // namespace klutch::schema
+}  // namespace klutch::schema::validation_rules_test
 
-namespace klutch::schema {
+namespace klutch::schema::validation_rules_test {
 namespace {
 
 TEST(ValidationRules, ItemsOfAtomicListsRatchetOnTheirUnchangedList) {
@@ -629,4 +629,4 @@ properties:
 }
 
 }  // namespace
-}  // namespace klutch::schema
+}  // namespace klutch::schema::validation_rules_test

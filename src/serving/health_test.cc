@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-namespace klutch::serving {
+namespace klutch::serving::health_test {
 namespace {
 
 class HealthTest : public ::testing::Test {
@@ -62,4 +62,4 @@ TEST_F(HealthTest, ShuttingDownFailsReadiness) {
 }
 
 }  // namespace
-}  // namespace klutch::serving
+}  // namespace klutch::serving::health_test

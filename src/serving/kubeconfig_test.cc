@@ -6,7 +6,7 @@
 #include "machinery/json.h"
 #include "machinery/object.h"
 
-namespace klutch::serving {
+namespace klutch::serving::kubeconfig_test {
 namespace {
 
 using machinery::GetString;
@@ -42,4 +42,4 @@ TEST(Kubeconfig, TokenUserAndQuotedNames) {
 }
 
 }  // namespace
-}  // namespace klutch::serving
+}  // namespace klutch::serving::kubeconfig_test

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-namespace klutch::serving {
+namespace klutch::serving::metrics_test {
 namespace {
 
 TEST(MetricRegistry, RendersFamiliesWithLabelsInTheTextFormat) {
@@ -41,4 +41,4 @@ TEST(MetricRegistry, ScrapeHooksRunBeforeEachRenderAndSeriesCanBeRemoved) {
 }
 
 }  // namespace
-}  // namespace klutch::serving
+}  // namespace klutch::serving::metrics_test

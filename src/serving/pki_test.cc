@@ -7,7 +7,7 @@
 
 #include "core/file.h"
 
-namespace klutch::serving {
+namespace klutch::serving::pki_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -74,4 +74,4 @@ TEST_F(PkiTest, AnUnwritableDirectoryIsAnErrorNamingIt) {
 }
 
 }  // namespace
-}  // namespace klutch::serving
+}  // namespace klutch::serving::pki_test

@@ -10,7 +10,7 @@
 #include "storage/memory/memory_store.h"
 #include "storage/sqlite/sqlite_store.h"
 
-namespace klutch::storage {
+namespace klutch::storage::store_conformance_test {
 namespace {
 
 using std::chrono::seconds;
@@ -382,4 +382,4 @@ TYPED_TEST(StoreConformance, WatchStartedDuringWritesHasNoGap) {
 }
 
 }  // namespace
-}  // namespace klutch::storage
+}  // namespace klutch::storage::store_conformance_test

@@ -6,7 +6,7 @@
 
 #include <string>
 
-namespace klutch::apis::klutch {
+namespace klutch::apis::klutch::ids_test {
 namespace {
 
 TEST(Base62, MatchesIndependentlyComputedVectors) {
@@ -39,4 +39,4 @@ TEST(NewSessionId, IsSixBase62Characters) {
 }
 
 }  // namespace
-}  // namespace klutch::apis::klutch
+}  // namespace klutch::apis::klutch::ids_test

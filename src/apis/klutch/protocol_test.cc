@@ -13,7 +13,7 @@
 #include "core/strings.h"
 #include "machinery/json.h"
 
-namespace klutch::apis::klutch {
+namespace klutch::apis::klutch::protocol_test {
 namespace {
 
 using machinery::Json;
@@ -253,4 +253,4 @@ TEST(ResponsePayload, DecodesWithBothAlphabetsToTheSameJson) {
 }
 
 }  // namespace
-}  // namespace klutch::apis::klutch
+}  // namespace klutch::apis::klutch::protocol_test

@@ -11,7 +11,7 @@
 #include "test/support/fake_broker.h"
 #include "test/support/process.h"
 
-namespace klutch::providers::anynines {
+namespace klutch::providers::anynines::clients_test {
 namespace {
 
 using testing::FakeBroker;
@@ -386,4 +386,4 @@ TEST(BackupClient, HealthCheckAcceptsAny2xx) {
 }
 
 }  // namespace
-}  // namespace klutch::providers::anynines
+}  // namespace klutch::providers::anynines::clients_test

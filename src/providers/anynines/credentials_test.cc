@@ -6,7 +6,7 @@
 
 #include "test/support/json_text.h"
 
-namespace klutch::providers::anynines {
+namespace klutch::providers::anynines::credentials_test {
 namespace {
 
 std::set<std::string> Keys(const SecretData& data) {
@@ -212,4 +212,4 @@ TEST(ParseConnectionDetails, ReportsMissingAndMalformedFields) {
 }
 
 }  // namespace
-}  // namespace klutch::providers::anynines
+}  // namespace klutch::providers::anynines::credentials_test

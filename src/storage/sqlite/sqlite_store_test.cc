@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <thread>
 
-namespace klutch::storage {
+namespace klutch::storage::sqlite_store_test {
 namespace {
 
 class SqliteStoreTest : public ::testing::Test {
@@ -93,4 +93,4 @@ TEST_F(SqliteStoreTest, OpenFailsClearlyOnUnwritablePath) {
 }
 
 }  // namespace
-}  // namespace klutch::storage
+}  // namespace klutch::storage::sqlite_store_test
