@@ -76,8 +76,7 @@ core::Result<reconcile::Result> NamespaceReconciler::Reconcile(const reconcile::
     if (first) return reconcile::Result::RequeueAfter(kSettle);
     if (now - since->second < kSettle) {
       return reconcile::Result::RequeueAfter(
-          std::chrono::duration_cast<std::chrono::milliseconds>(kSettle - (now - since->second)) +
-          std::chrono::milliseconds(1));
+          std::chrono::ceil<std::chrono::milliseconds>(kSettle - (now - since->second)));
     }
     empty_since_.erase(since);
   }
