@@ -41,14 +41,17 @@ const fs::path kOurPackage = kDeploy / "package";
 const fs::path kOurCrds = kDeploy / "provider-anynines/crds";
 const fs::path kOurProviderConfigs = kDeploy / "provider-anynines/providerconfigs";
 
-// The upstream package files the a9s flavour consists of (paths below kUpstreamApi).
+// The upstream package files: the definitions and the a9s and a8s compositions (paths below
+// kUpstreamApi).
 const std::vector<std::string>& UpstreamPackageFiles() {
   static const auto* files = new std::vector<std::string>{
       "common/postgresql_definition.yaml",     "a9s/keyvalue/definition.yaml",
       "common/servicebinding_definition.yaml", "common/backup_definition.yaml",
       "common/restore_definition.yaml",        "a9s/postgresql/composition.yaml",
       "a9s/keyvalue/composition.yaml",         "a9s/servicebinding/composition.yaml",
-      "a9s/backup/composition.yaml",           "a9s/restore/composition.yaml"};
+      "a9s/backup/composition.yaml",           "a9s/restore/composition.yaml",
+      "a8s/postgresql/composition.yaml",       "a8s/servicebinding/composition.yaml",
+      "a8s/backup/composition.yaml",           "a8s/restore/composition.yaml"};
   return *files;
 }
 
@@ -304,7 +307,7 @@ TEST(KlutchPackageEquivalence, DefinitionsAndCompositionsHaveUpstreamsFacts) {
     }
   }
   EXPECT_EQ(definitions, 5u);
-  EXPECT_EQ(compositions, 5u);
+  EXPECT_EQ(compositions, 9u);
   for (const auto& [key, our] : ours) {
     EXPECT_TRUE(upstream.count(key) || OurExtras().count(key))
         << key << " (" << our.file << ") has no upstream counterpart";
