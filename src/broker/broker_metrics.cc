@@ -28,7 +28,7 @@ void BrokerMetrics::ScrapeFrom(InstanceRegistry& registry) {
     for (const auto& [key, n] : registry.CountByServiceAndState()) {
       instances_gauge_->Set({{"service", key.first}, {"state", key.second}}, n);
     }
-    NodeCounts nc = registry.Nodes();
+    engines::NodeCounts nc = registry.Nodes();
     nodes_gauge_->Set({{"state", "up"}}, nc.up);
     nodes_gauge_->Set({{"state", "starting"}}, nc.starting);
     nodes_gauge_->Set({{"state", "down"}}, nc.down);

@@ -6,13 +6,14 @@
 #include <cstdint>
 #include <filesystem>
 
-#include "broker/data_service.h"
+#include "engines/data_service.h"
 
 namespace klutch::broker {
 
 struct BrokerOptions {
   std::filesystem::path state_dir;
-  EngineContext engine;  // `state`, `ca_pem` and `ca_key_pem` are filled in by Open
+  // `instances_dir`, `ca_pem` and `ca_key_pem` are filled in by Open.
+  engines::EngineContext engine;
   int workers = 2;
   // How often instances' disk use is checked against their plan's quota.
   std::chrono::milliseconds quota_interval{30000};

@@ -8,7 +8,7 @@
 
 namespace klutch::broker {
 
-core::Status LoadOrCreateBrokerCa(const StateDir& state, EngineContext& engine) {
+core::Status LoadOrCreateBrokerCa(const StateDir& state, engines::EngineContext& engine) {
   namespace fs = std::filesystem;
   fs::path crt = state.TlsDir() / "ca.crt";
   fs::path key = state.TlsDir() / "ca.key";

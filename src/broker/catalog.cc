@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "broker/data_service.h"
+#include "engines/data_service.h"
 
 namespace klutch::broker {
 namespace {
@@ -66,7 +66,7 @@ std::vector<Service> BuildServices() {
   pg.name = "a9s-postgresql15";
   pg.type = "postgresql";
   pg.engine = Engine::kPostgresql;
-  pg.new_engine = &NewPostgresService;
+  pg.new_engine = &engines::NewPostgresService;
   pg.description = "PostgreSQL 15 (Debian's postgresql-15) run by klutch broker as local processes";
   for (bool tls : {false, true}) {
     for (auto [topology, size] : {std::pair{"single", "nano"},
@@ -83,7 +83,7 @@ std::vector<Service> BuildServices() {
   kv.name = "a9s-keyvalue8";
   kv.type = "keyvalue";
   kv.engine = Engine::kRedis;
-  kv.new_engine = &NewRedisService;
+  kv.new_engine = &engines::NewRedisService;
   kv.description =
       "Key-value store served by Redis 7 (Debian's redis-server), not Valkey 8: the same "
       "protocol and commands; credentials use the a9s KeyValue keys (valkey.*)";

@@ -10,7 +10,13 @@
 #include <vector>
 
 #include "core/status.h"
+#include "engines/instance.h"
 #include "machinery/json.h"
+
+namespace klutch::engines {
+class DataService;     // engines/data_service.h
+struct EngineContext;  // engines/data_service.h
+}  // namespace klutch::engines
 
 namespace klutch::broker {
 
@@ -18,22 +24,11 @@ using machinery::Json;
 
 enum class Engine { kPostgresql, kRedis };
 
-class DataService;     // data_service.h
-struct EngineContext;  // data_service.h
-// Makes the engine that runs a service's instances (NewPostgresService, ... in data_service.h).
-using EngineFactory = std::unique_ptr<DataService> (*)(const EngineContext& context);
-
-// What a plan's size and topology mean for the processes of an instance.
-struct PlanLimits {
-  std::string size;  // nano, small, medium, big
-  int size_rank = 0;
-  int nodes = 1;              // 1 (single) or 3 (replica: a primary and two standbys)
-  bool tls = false;           // -ssl plans
-  int shared_buffers_mb = 0;  // PostgreSQL
-  int max_connections = 0;    // PostgreSQL max_connections / Redis maxclients
-  int64_t disk_quota_bytes = 0;
-  int maxmemory_mb = 0;  // Redis
-};
+// Makes the engine that runs a service's instances (NewPostgresService, ... in
+// engines/data_service.h).
+using EngineFactory =
+    std::unique_ptr<engines::DataService> (*)(const engines::EngineContext& context);
+using engines::PlanLimits;
 
 struct Plan {
   std::string id;

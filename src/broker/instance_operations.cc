@@ -8,9 +8,9 @@
 #include <set>
 #include <system_error>
 
-#include "broker/crypto.h"
 #include "broker/instance_registry.h"
 #include "core/log.h"
+#include "engines/crypto.h"
 
 namespace klutch::broker {
 namespace {
@@ -125,19 +125,19 @@ core::Status InstanceRegistry::Run(Entry& entry, const Op& op) {
   }
   const Service* service = FindService(rec.service_id);
   if (service == nullptr) return core::Internal("unknown service " + rec.service_id);
-  DataService& engine = EngineFor(*service);
+  engines::DataService& engine = EngineFor(*service);
   const Plan* plan = FindPlan(*service, rec.plan_id);
   if (plan == nullptr) return core::Internal("unknown plan " + rec.plan_id);
   switch (op.kind) {
     case OpKind::kProvision: {
-      auto status = engine.Provision(rec, *plan, supervisor_);
+      auto status = engine.Provision(rec, plan->limits, supervisor_);
       FinishOperation(entry, status, rec.operation_key);
       return status;
     }
     case OpKind::kUpdate:
       return RunUpdate(entry, engine, *service, *plan, rec);
     case OpKind::kStart: {
-      auto status = engine.Start(rec, *plan, supervisor_);
+      auto status = engine.Start(rec, plan->limits, supervisor_);
       if (!status.ok()) {
         core::MutexLock lock(entry.mu);
         entry.degraded = true;
@@ -149,18 +149,19 @@ core::Status InstanceRegistry::Run(Entry& entry, const Op& op) {
     case OpKind::kDeprovision:
       return RunDeprovision(entry, rec);
     case OpKind::kBackup:
-      return RunBackup(entry, engine, rec, op.id);
+      return RunBackup(entry, engine, rec, *plan, op.id);
     case OpKind::kRestore:
       return RunRestore(entry, engine, rec, *plan, op.id);
   }
   return core::Status::Ok();
 }
 
-core::Status InstanceRegistry::RunUpdate(Entry& entry, DataService& engine, const Service& service,
-                                         const Plan& plan, InstanceRecord& rec) {
+core::Status InstanceRegistry::RunUpdate(Entry& entry, engines::DataService& engine,
+                                         const Service& service, const Plan& plan,
+                                         InstanceRecord& rec) {
   const Plan* from = FindPlan(service, rec.previous_plan_id);
   if (from == nullptr) from = &plan;
-  auto status = engine.Update(rec, *from, plan, supervisor_);
+  auto status = engine.Update(rec, from->limits, plan.limits, supervisor_);
   bool rolled_back = false;
   if (!status.ok()) {
     auto back = RollBack(engine, rec, plan, *from);
@@ -200,7 +201,7 @@ core::Status InstanceRegistry::RunDeprovision(Entry& entry, const InstanceRecord
 // A failed update puts back what ran before it: the previous plan's and parameters'
 // configuration on the nodes the previous plan has (restarting them with it), and nodes the
 // update added are stopped and removed. `rec` is the record as the update saw it.
-core::Status InstanceRegistry::RollBack(DataService& engine, const InstanceRecord& rec,
+core::Status InstanceRegistry::RollBack(engines::DataService& engine, const InstanceRecord& rec,
                                         const Plan& tried, const Plan& previous) {
   InstanceRecord old = rec;
   old.plan_id = previous.id;
@@ -213,9 +214,9 @@ core::Status InstanceRegistry::RollBack(DataService& engine, const InstanceRecor
     // The engines keep node `n` in <instance dir>/n<n>.
     fs::remove_all(state_.InstanceDir(rec.number) / fmt::format("n{}", node), ec);
   }
-  Plan from = tried;
-  from.limits.nodes = static_cast<int>(keep);
-  return engine.Update(old, from, previous, supervisor_);
+  PlanLimits from = tried.limits;
+  from.nodes = static_cast<int>(keep);
+  return engine.Update(old, from, previous.limits, supervisor_);
 }
 
 // Records how an operation ended. `rolled_back_to`: a failed update whose previous plan and
@@ -278,8 +279,8 @@ void InstanceRegistry::UpdateRestore(Entry& entry, int64_t id, Fn fn) {
   }
 }
 
-core::Status InstanceRegistry::RunBackup(Entry& entry, DataService& engine,
-                                         const InstanceRecord& rec, int64_t id) {
+core::Status InstanceRegistry::RunBackup(Entry& entry, engines::DataService& engine,
+                                         const InstanceRecord& rec, const Plan& plan, int64_t id) {
   UpdateBackup(entry, id, [](BackupRecord& b) { b.status = "running"; });
   fs::path dir = state_.BackupDir(rec.number);
   std::error_code ec;
@@ -289,8 +290,8 @@ core::Status InstanceRegistry::RunBackup(Entry& entry, DataService& engine,
   std::string file = fmt::format("{}.enc", id);
   core::Status status =
       ec ? core::Internal(fmt::format("create {}: {}", dir.string(), ec.message()))
-         : engine.Backup(rec, plain);
-  if (status.ok()) status = EncryptFile(plain, dir / file, rec.encryption_key);
+         : engine.Backup(rec, plan.limits, plain);
+  if (status.ok()) status = engines::EncryptFile(plain, dir / file, rec.encryption_key);
   fs::remove(plain, ec);
   uint64_t size = status.ok() ? fs::file_size(dir / file, ec) : 0;
   // The new backup turns done and the retention removes the oldest under one lock: nobody reads
@@ -341,7 +342,7 @@ void InstanceRegistry::ApplyRetention(Entry& entry) {
   }
 }
 
-core::Status InstanceRegistry::RunRestore(Entry& entry, DataService& engine,
+core::Status InstanceRegistry::RunRestore(Entry& entry, engines::DataService& engine,
                                           const InstanceRecord& rec, const Plan& plan, int64_t id) {
   UpdateRestore(entry, id, [](RestoreRecord& x) { x.status = "running"; });
   const RestoreRecord* restore = nullptr;
@@ -357,8 +358,8 @@ core::Status InstanceRegistry::RunRestore(Entry& entry, DataService& engine,
   if (backup == nullptr || backup->status != "done" || backup->file.empty()) {
     status = core::Invalid("the backup to restore is gone");
   } else {
-    status = DecryptFile(state_.BackupDir(rec.number) / backup->file, plain, backup->key);
-    if (status.ok()) status = engine.Restore(rec, plan, plain, supervisor_);
+    status = engines::DecryptFile(state_.BackupDir(rec.number) / backup->file, plain, backup->key);
+    if (status.ok()) status = engine.Restore(rec, plan.limits, plain, supervisor_);
   }
   std::error_code ec;
   fs::remove(plain, ec);
@@ -422,7 +423,7 @@ void InstanceRegistry::CheckQuota(Entry& entry) {
   std::string message;
   {
     core::MutexLock engine_lock(entry.engine_mu);
-    message = EngineFor(*s).EnforceQuota(rec, limited);
+    message = EngineFor(*s).EnforceQuota(rec, limited.limits);
   }
   core::MutexLock lock(entry.mu);
   if (entry.record.message != message && entry.record.state == kStateProvisioned) {

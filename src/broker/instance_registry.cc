@@ -6,11 +6,11 @@
 #include <algorithm>
 #include <system_error>
 
-#include "broker/crypto.h"
 #include "core/log.h"
 #include "core/net.h"
 #include "core/random.h"
 #include "core/strings.h"
+#include "engines/crypto.h"
 
 namespace klutch::broker {
 namespace {
@@ -109,7 +109,7 @@ InstanceRegistry::InstanceRegistry(BrokerOptions options, OperationObserver obse
 InstanceRegistry::~InstanceRegistry() { Shutdown(); }
 
 core::Status InstanceRegistry::Open() {
-  options_.engine.state = state_;
+  options_.engine.instances_dir = state_.root() / "i";
   // The catalog names each service's engine: adding a data service adds no line here.
   for (const Service& s : Services()) {
     if (!engines_.contains(s.engine)) engines_[s.engine] = s.new_engine(options_.engine);
@@ -370,7 +370,7 @@ RegistryResult InstanceRegistry::ProvisionNew(const std::string& id, const Provi
       rec.database = fmt::format("d{}", rec.number);
       rec.admin_password = core::RandomPassword(32);
       rec.replication_password = core::RandomPassword(32);
-      rec.encryption_key = NewBackupKey();
+      rec.encryption_key = engines::NewBackupKey();
       rec.created_at = rec.updated_at = NowTimestamp();
       for (int i = 0; i < plan.limits.nodes; ++i) {
         auto port = AllocatePort();
@@ -524,11 +524,11 @@ RegistryResult InstanceRegistry::Bind(std::string_view type, const std::string& 
   binding.username = BindingUsername(snapshot.id, binding_id);
   binding.password = core::RandomPassword(24);
   binding.created_at = NowTimestamp();
-  auto credentials = EngineFor(*service).Bind(snapshot, *plan, binding);
+  auto credentials = EngineFor(*service).Bind(snapshot, plan->limits, binding);
   if (!credentials.ok()) {
     // Whatever part of the account was made goes again (the name is derived from the
     // binding ID, so a retry would also find it).
-    (void)EngineFor(*service).Unbind(snapshot, binding);
+    (void)EngineFor(*service).Unbind(snapshot, plan->limits, binding);
     KLUTCH_LOG(kError, "broker", "bind {} on {}: {}", binding_id, id,
                credentials.status().message());
     return Result(Outcome::kFailed,
@@ -558,7 +558,10 @@ RegistryResult InstanceRegistry::Unbind(std::string_view type, const std::string
   auto it = snapshot.bindings.find(binding_id);
   if (it == snapshot.bindings.end()) return Result(Outcome::kGone);
   const Service* service = FindService(snapshot.service_id);
-  if (auto st = EngineFor(*service).Unbind(snapshot, it->second); !st.ok()) {
+  const Plan* plan = FindPlan(*service, snapshot.plan_id);
+  if (auto st = EngineFor(*service).Unbind(snapshot, plan != nullptr ? plan->limits : PlanLimits{},
+                                           it->second);
+      !st.ok()) {
     KLUTCH_LOG(kError, "broker", "unbind {} on {}: {}", binding_id, id, st.message());
     return Result(Outcome::kFailed, fmt::format("removing the binding failed: {}", st.message()));
   }

@@ -2,9 +2,9 @@
 // It keeps the records (one JSON file each, state.h), the loopback ports they use, and per
 // instance a queue of operations (provision, update, deprovision, start, backup, restore) run
 // by worker threads, one operation per instance at a time, on the engine of the instance's
-// service (data_service.h) with its nodes supervised (supervisor.h). Requests return a typed
-// RegistryResult; the HTTP fronts (osb_api.h, backup_api.h) map outcomes to status codes.
-// A restarted registry resumes what was unfinished. Thread-safe.
+// service (engines/data_service.h) with its nodes supervised (engines/supervisor.h). Requests
+// return a typed RegistryResult; the HTTP fronts (osb_api.h, backup_api.h) map outcomes to status
+// codes. A restarted registry resumes what was unfinished. Thread-safe.
 #pragma once
 
 #include <deque>
@@ -21,14 +21,14 @@
 
 #include "broker/broker_options.h"
 #include "broker/catalog.h"
-#include "broker/data_service.h"
 #include "broker/osb.h"
 #include "broker/state.h"
 #include "broker/state_dir.h"
-#include "broker/supervisor.h"
 #include "core/clock.h"
 #include "core/status.h"
 #include "core/sync.h"
+#include "engines/data_service.h"
+#include "engines/supervisor.h"
 
 namespace klutch::broker {
 
@@ -120,7 +120,7 @@ class InstanceRegistry {
   std::vector<InstanceView> List(std::string_view type);
   // Instances by (service name, reported state), every state of every service counted.
   std::map<std::pair<std::string, std::string>, int> CountByServiceAndState();
-  NodeCounts Nodes() const { return supervisor_.Counts(); }
+  engines::NodeCounts Nodes() const { return supervisor_.Counts(); }
   const BrokerOptions& options() const { return options_; }
 
  private:
@@ -149,7 +149,7 @@ class InstanceRegistry {
   std::shared_ptr<Entry> Find(std::string_view id, std::string_view type);
   std::string ReportedState(const Entry& e) REQUIRES(e.mu);
   InstanceView ViewOf(const Entry& e) REQUIRES(e.mu);
-  DataService& EngineFor(const Service& s) { return *engines_.find(s.engine)->second; }
+  engines::DataService& EngineFor(const Service& s) { return *engines_.find(s.engine)->second; }
   core::Result<int> AllocatePort();
   void ReleasePorts(const std::vector<int>& ports);
   RegistryResult ProvisionAgain(const std::shared_ptr<Entry>& entry, const ProvisionRequest& req);
@@ -159,10 +159,10 @@ class InstanceRegistry {
   void Enqueue(const std::shared_ptr<Entry>& entry, Op op);
   void Work();
   core::Status Run(Entry& entry, const Op& op);
-  core::Status RunUpdate(Entry& entry, DataService& engine, const Service& service,
+  core::Status RunUpdate(Entry& entry, engines::DataService& engine, const Service& service,
                          const Plan& plan, InstanceRecord& rec);
   core::Status RunDeprovision(Entry& entry, const InstanceRecord& rec);
-  core::Status RollBack(DataService& engine, const InstanceRecord& rec, const Plan& tried,
+  core::Status RollBack(engines::DataService& engine, const InstanceRecord& rec, const Plan& tried,
                         const Plan& previous);
   void FinishOperation(Entry& entry, const core::Status& status, const std::string& key,
                        const Plan* rolled_back_to = nullptr);
@@ -170,11 +170,12 @@ class InstanceRegistry {
   void UpdateBackup(Entry& entry, int64_t id, Fn fn);
   template <typename Fn>
   void UpdateRestore(Entry& entry, int64_t id, Fn fn);
-  core::Status RunBackup(Entry& entry, DataService& engine, const InstanceRecord& rec, int64_t id);
+  core::Status RunBackup(Entry& entry, engines::DataService& engine, const InstanceRecord& rec,
+                         const Plan& plan, int64_t id);
   // Marks backups beyond the retention deleted and removes their files; the caller holds the
   // entry's lock and saves the record.
   void ApplyRetention(Entry& entry) REQUIRES(entry.mu);
-  core::Status RunRestore(Entry& entry, DataService& engine, const InstanceRecord& rec,
+  core::Status RunRestore(Entry& entry, engines::DataService& engine, const InstanceRecord& rec,
                           const Plan& plan, int64_t id);
   void OnNodeChange(const std::string& id, bool up, const std::string& detail);
   void QuotaLoop();
@@ -183,7 +184,7 @@ class InstanceRegistry {
   BrokerOptions options_;
   const OperationObserver observer_;
   StateDir state_;
-  std::map<Engine, std::unique_ptr<DataService>> engines_;
+  std::map<Engine, std::unique_ptr<engines::DataService>> engines_;
 
   core::Mutex mu_;
   core::CondVar cv_;        // workers wait here for ready_
@@ -198,7 +199,7 @@ class InstanceRegistry {
   std::thread quota_thread_;
   // Last: destroyed first, so that its watcher thread never calls OnNodeChange on members
   // that are gone.
-  Supervisor supervisor_;
+  engines::Supervisor supervisor_;
 };
 
 }  // namespace klutch::broker

@@ -126,14 +126,15 @@ core::Result<InstanceRecord> InstanceFromJson(const Json& j) {
   r.provisioned_at = Str(j, "provisioned_at");
   const Json bindings = Obj(j, "bindings");
   for (const auto& [id, b] : bindings.items()) {
-    r.bindings[id] = BindingRecord{.id = id,
-                                   .username = Str(b, "username"),
-                                   .password = Str(b, "password"),
-                                   .created_at = Str(b, "created_at"),
-                                   .credentials = Obj(b, "credentials"),
-                                   .service_id = Str(b, "service_id"),
-                                   .plan_id = Str(b, "plan_id"),
-                                   .parameters = Obj(b, "parameters")};
+    BindingRecord& binding = r.bindings[id];
+    binding.id = id;
+    binding.username = Str(b, "username");
+    binding.password = Str(b, "password");
+    binding.created_at = Str(b, "created_at");
+    binding.credentials = Obj(b, "credentials");
+    binding.service_id = Str(b, "service_id");
+    binding.plan_id = Str(b, "plan_id");
+    binding.parameters = Obj(b, "parameters");
   }
   if (const Json* list = machinery::Find(j, {"backups"}); list != nullptr && list->is_array()) {
     for (const auto& b : *list) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "engines/instance.h"
 #include "machinery/json.h"
 
 namespace klutch::broker {
@@ -23,10 +24,9 @@ inline constexpr char kStateProvisioned[] = "provisioned";
 inline constexpr char kStateFailed[] = "failed";
 inline constexpr char kStateDeleting[] = "deleting";
 
-struct BindingRecord {
+// A binding: its account (engines::Account: username, password) and what the broker keeps.
+struct BindingRecord : engines::Account {
   std::string id;
-  std::string username;
-  std::string password;
   std::string created_at;
   Json credentials = Json::object();  // as the bind response returned them
   // The bind request that made it ("" in records written before these were kept).
@@ -56,14 +56,14 @@ struct RestoreRecord {
   std::string message;
 };
 
-struct InstanceRecord {
-  std::string id;      // the platform's instance_id
-  int64_t number = 0;  // the broker's own numeric id (a9s `id`), also the directory name
+// An instance: what its engine needs (engines::Instance: id = the platform's instance_id,
+// number = the broker's own numeric id (a9s `id`) and directory name, parameters, ports,
+// database, passwords) and what the broker keeps besides.
+struct InstanceRecord : engines::Instance {
   std::string service_id;
   std::string plan_id;
   std::string organization_guid;
   std::string space_guid;
-  Json parameters = Json::object();
   Json context = Json::object();
   std::string state;  // deploying, provisioned, failed, deleting
   std::string message;
@@ -76,11 +76,7 @@ struct InstanceRecord {
   std::string previous_plan_id;               // the plan an update comes from
   Json previous_parameters = Json::object();  // and its parameters
 
-  std::vector<int> ports;  // one per node; node 0 is the primary
-  std::string database;
-  std::string admin_password;        // never leaves the broker
-  std::string replication_password;  // PostgreSQL standbys
-  std::string encryption_key;        // hex, AES-256 key for this instance's backups
+  std::string encryption_key;  // hex, AES-256 key for this instance's backups
 
   std::string created_at;
   std::string updated_at;

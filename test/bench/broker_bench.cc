@@ -21,12 +21,12 @@
 #include <thread>
 #include <vector>
 
-#include "broker/data_service.h"
 #include "client/dynamic.h"
 #include "client/rest_client.h"
 #include "core/file.h"
 #include "core/process.h"
 #include "core/strings.h"
+#include "engines/data_service.h"
 #include "http/client.h"
 #include "machinery/json.h"
 #include "machinery/object.h"

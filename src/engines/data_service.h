@@ -1,7 +1,8 @@
-// DataService: the data-service engines behind the broker: how an instance of PostgreSQL or Redis
-// is created, changed, bound, backed up and restored on this machine. Engines run blocking commands
-// (initdb, pg_basebackup, pg_dump, SQL and RESP administration) and are called from the broker's
-// operation workers, one operation per instance at a time.
+// DataService: the data-service engines behind `klutch broker` and `klutch operator`: how an
+// instance of PostgreSQL or Redis is created, changed, bound, backed up and restored on this
+// machine. Engines run blocking commands (initdb, pg_basebackup, pg_dump, SQL and RESP
+// administration) and are called from their owner's workers, one operation per instance at a
+// time.
 #pragma once
 
 #include <chrono>
@@ -11,17 +12,15 @@
 #include <optional>
 #include <string>
 
-#include "broker/catalog.h"
-#include "broker/node_runner.h"
-#include "broker/state.h"
-#include "broker/state_dir.h"
 #include "core/process.h"
 #include "core/status.h"
+#include "engines/instance.h"
+#include "engines/node_runner.h"
 
-namespace klutch::broker {
+namespace klutch::engines {
 
-// The administrative user the broker creates in every instance it runs (PostgreSQL role, Redis
-// ACL user) and administers it as.
+// The administrative user the engines create in every instance they run (PostgreSQL role, Redis
+// ACL user) and administer it as.
 inline constexpr char kAdminUser[] = "klutch_admin";
 // The file an engine writes into a node's directory once the node is fully initialised; a
 // directory without it is a half-made node, made again.
@@ -29,12 +28,16 @@ inline constexpr char kInitializedMarker[] = ".klutch-initialized";
 
 // Shared settings of the engines.
 struct EngineContext {
-  StateDir state{""};
+  // Each instance's files live in instances_dir/<number> (the broker: <state>/i).
+  std::filesystem::path instances_dir;
+  std::filesystem::path InstanceDir(int64_t number) const {
+    return instances_dir / std::to_string(number);
+  }
   std::optional<core::UserIds> user;  // instances run as this account (required as root)
   std::filesystem::path postgres_bin = "/usr/lib/postgresql/15/bin";
   std::filesystem::path redis_server = "/usr/bin/redis-server";
   std::string host = "127.0.0.1";  // where instances listen (loopback only)
-  std::string ca_pem;              // the broker CA, for -ssl plans
+  std::string ca_pem;              // the owner's CA, for TLS plans
   std::string ca_key_pem;
   std::chrono::milliseconds ready_timeout{60000};
 };
@@ -44,33 +47,35 @@ class DataService {
   virtual ~DataService() = default;
 
   // The process of node `index` with the plan's limits and the instance's parameters.
-  virtual NodeSpec Node(const InstanceRecord& instance, const Plan& plan, int index) const = 0;
-  // Checks broker parameters before anything changes: kInvalid naming the parameter.
+  virtual NodeSpec Node(const Instance& instance, const PlanLimits& plan, int index) const = 0;
+  // Checks engine parameters before anything changes: kInvalid naming the parameter.
   virtual core::Status ValidateParameters(const Json& parameters) const = 0;
   // Builds the instance from what exists (idempotent: a half-made node is made again) and
   // starts every node.
-  virtual core::Status Provision(InstanceRecord& instance, const Plan& plan,
+  virtual core::Status Provision(Instance& instance, const PlanLimits& plan,
                                  NodeRunner& runner) = 0;
   // Applies a new plan and/or parameters to a running instance (adds standbys, restarts
   // with new limits, reloads settings).
-  virtual core::Status Update(InstanceRecord& instance, const Plan& from, const Plan& to,
+  virtual core::Status Update(Instance& instance, const PlanLimits& from, const PlanLimits& to,
                               NodeRunner& runner) = 0;
-  // Starts every node of an existing instance (after a broker restart).
-  virtual core::Status Start(const InstanceRecord& instance, const Plan& plan,
+  // Starts every node of an existing instance (after its owner restarted).
+  virtual core::Status Start(const Instance& instance, const PlanLimits& plan,
                              NodeRunner& runner) = 0;
   // Creates the binding's account and returns the credentials object of the bind response.
-  virtual core::Result<Json> Bind(const InstanceRecord& instance, const Plan& plan,
-                                  const BindingRecord& binding) = 0;
+  virtual core::Result<Json> Bind(const Instance& instance, const PlanLimits& plan,
+                                  const Account& binding) = 0;
   // Drops the binding's account and ends its sessions; a missing account is fine.
-  virtual core::Status Unbind(const InstanceRecord& instance, const BindingRecord& binding) = 0;
+  virtual core::Status Unbind(const Instance& instance, const PlanLimits& plan,
+                              const Account& binding) = 0;
   // Writes a full backup of the instance's data to `out` (plain, unencrypted).
-  virtual core::Status Backup(const InstanceRecord& instance, const std::filesystem::path& out) = 0;
+  virtual core::Status Backup(const Instance& instance, const PlanLimits& plan,
+                              const std::filesystem::path& out) = 0;
   // Replaces the instance's data with the backup in `in`.
-  virtual core::Status Restore(const InstanceRecord& instance, const Plan& plan,
+  virtual core::Status Restore(const Instance& instance, const PlanLimits& plan,
                                const std::filesystem::path& in, NodeRunner& runner) = 0;
   // Marks the instance read-only when its data passed the plan's disk quota (and writable
   // again below it). Returns a message for the instance when over quota, "" otherwise.
-  virtual std::string EnforceQuota(const InstanceRecord& instance, const Plan& plan) = 0;
+  virtual std::string EnforceQuota(const Instance& instance, const PlanLimits& plan) = 0;
 };
 
 std::unique_ptr<DataService> NewPostgresService(const EngineContext& context);
@@ -93,9 +98,9 @@ core::Status StartAndWait(const EngineContext& context, NodeRunner& runner,
 // Runs a client tool of the engine to completion (pg_dump, pg_restore, ...): kInternal with
 // its exit code and output when it fails.
 core::Status RunTool(core::ProcessSpec spec, std::chrono::milliseconds timeout);
-// Writes the instance's TLS server certificate and key (issued by the broker CA for the
-// loopback address) into `dir` as server.crt / server.key / ca.crt, once.
+// Writes the instance's TLS server certificate and key (issued by the context's CA for
+// the loopback address) into `dir` as server.crt / server.key / ca.crt, once.
 core::Status EnsureServerCertificate(const EngineContext& context,
                                      const std::filesystem::path& dir);
 
-}  // namespace klutch::broker
+}  // namespace klutch::engines

@@ -1,8 +1,8 @@
 // The PostgreSQL engine: an instance is a primary (node 0) and, on replica plans, two
 // streaming standbys, each a `postgres` server process of Debian's PostgreSQL 15 with its own
 // data directory and loopback port, run as the engine user. Administration goes over
-// loopback TCP as the instance's superuser `klutch_admin`, whose password stays in the
-// broker's state.
+// loopback TCP as the instance's superuser `klutch_admin`, whose password stays in its
+// owner's state (the broker's or the operator's).
 //
 // Data ownership: the instance's database and everything in it belong to the NOLOGIN role
 // `<db>_owner`; a binding is a LOGIN role that is a member of it and whose sessions start
@@ -21,15 +21,15 @@
 #include <system_error>
 #include <thread>
 
-#include "broker/data_service.h"
 #include "core/file.h"
 #include "core/log.h"
 #include "core/random.h"
 #include "core/strings.h"
+#include "engines/data_service.h"
 #include "machinery/gofmt.h"
 #include "machinery/object.h"
 
-namespace klutch::broker {
+namespace klutch::engines {
 namespace {
 
 namespace fs = std::filesystem;
@@ -53,7 +53,7 @@ class PgConnection {
                                          bool tls) {
     std::string conninfo = fmt::format(
         "host={} port={} user={} dbname={} connect_timeout=5 sslmode={} "
-        "application_name=klutch-broker",
+        "application_name=klutch",
         host, port, kAdminUser, db, tls ? "require" : "disable");
     // The password goes through the parameter-keyword API, never through a logged string.
     const char* keys[] = {"dbname", "password", nullptr};
@@ -65,7 +65,7 @@ class PgConnection {
                                                ? std::string(core::Trim(PQerrorMessage(conn.get())))
                                                : std::string("out of memory")));
     }
-    // Server notices ("... does not exist, skipping") are not the broker's output.
+    // Server notices ("... does not exist, skipping") are not the engine's output.
     PQsetNoticeProcessor(
         conn.get(), [](void*, const char*) {}, nullptr);
     return PgConnection(std::move(conn));
@@ -350,9 +350,9 @@ std::string ConfString(std::string_view s) {
 
 // The settings of `klutch.conf` for one node, in a fixed order; restart-only ones are
 // collected in `restart_settings` so that a change can be told from a reload.
-std::string RenderConfig(const EngineContext& ctx, const InstanceRecord& in, const Plan& plan,
+std::string RenderConfig(const EngineContext& ctx, const Instance& in, const PlanLimits& plan,
                          int node, std::string* restart_settings) {
-  fs::path node_dir = ctx.state.InstanceDir(in.number) / fmt::format("n{}", node);
+  fs::path node_dir = ctx.InstanceDir(in.number) / fmt::format("n{}", node);
   std::map<std::string, std::string> settings;
   std::set<std::string> restart = {"shared_buffers",
                                    "max_connections",
@@ -364,15 +364,15 @@ std::string RenderConfig(const EngineContext& ctx, const InstanceRecord& in, con
   settings["listen_addresses"] = ConfString(ctx.host);
   settings["port"] = std::to_string(in.ports[static_cast<size_t>(node)]);
   settings["unix_socket_directories"] = "''";
-  settings["shared_buffers"] = ConfString(fmt::format("{}MB", plan.limits.shared_buffers_mb));
-  settings["max_connections"] = std::to_string(plan.limits.max_connections);
+  settings["shared_buffers"] = ConfString(fmt::format("{}MB", plan.shared_buffers_mb));
+  settings["max_connections"] = std::to_string(plan.max_connections);
   settings["wal_level"] = "replica";
   settings["max_wal_senders"] = "10";
   settings["wal_keep_size"] = ConfString("256MB");
   settings["hot_standby"] = "on";
   settings["logging_collector"] = "off";
   settings["dynamic_shared_memory_type"] = "posix";
-  if (plan.limits.tls) {
+  if (plan.tls) {
     settings["ssl"] = "on";
     settings["ssl_cert_file"] = ConfString((node_dir / "tls" / "server.crt").string());
     settings["ssl_key_file"] = ConfString((node_dir / "tls" / "server.key").string());
@@ -394,8 +394,8 @@ std::string RenderConfig(const EngineContext& ctx, const InstanceRecord& in, con
       int64_t v = AsInt(value).value_or(0);
       // A plan's size is a limit: parameters may lower max_connections, not raise it; and
       // replica plans keep enough WAL senders for their standbys and a base backup.
-      if (key == "max_connections") v = std::min<int64_t>(v, plan.limits.max_connections);
-      if (key == "max_wal_senders") v = std::max<int64_t>(v, plan.limits.nodes + 2);
+      if (key == "max_connections") v = std::min<int64_t>(v, plan.max_connections);
+      if (key == "max_wal_senders") v = std::max<int64_t>(v, plan.nodes + 2);
       rendered = std::to_string(v);
     } else if (rule->kind == ParamKind::kBoolOnOff) {
       rendered = AsBool(value).value_or(false) ? "on" : "off";
@@ -407,12 +407,11 @@ std::string RenderConfig(const EngineContext& ctx, const InstanceRecord& in, con
     settings[rule->setting] = rendered;
   }
   if (node > 0) {
-    settings["primary_conninfo"] = ConfString(
-        fmt::format("host={} port={} user={} password={} application_name=node{} sslmode={}",
-                    ctx.host, in.ports[0], kReplicator, in.replication_password, node,
-                    plan.limits.tls ? "require" : "disable"));
+    settings["primary_conninfo"] = ConfString(fmt::format(
+        "host={} port={} user={} password={} application_name=node{} sslmode={}", ctx.host,
+        in.ports[0], kReplicator, in.replication_password, node, plan.tls ? "require" : "disable"));
   }
-  std::string out = "# Written by klutch broker; changes here are replaced.\n";
+  std::string out = "# Written by klutch; changes here are replaced.\n";
   for (const auto& [k, v] : settings) {
     out += fmt::format("{} = {}\n", k, v);
     if (restart_settings != nullptr && restart.contains(k)) {
@@ -422,27 +421,27 @@ std::string RenderConfig(const EngineContext& ctx, const InstanceRecord& in, con
   return out;
 }
 
-std::string RenderHba(const InstanceRecord& in, const Plan& plan) {
+std::string RenderHba(const Instance& in, const PlanLimits& plan) {
   return fmt::format(
-      "# Written by klutch broker.\n"
+      "# Written by klutch.\n"
       "host    all          {}  127.0.0.1/32  scram-sha-256\n"
       "host    replication  {}    127.0.0.1/32  scram-sha-256\n"
       "{}  {}  all  127.0.0.1/32  scram-sha-256\n",
-      kAdminUser, kReplicator, plan.limits.tls ? "hostssl" : "host   ", in.database);
+      kAdminUser, kReplicator, plan.tls ? "hostssl" : "host   ", in.database);
 }
 
-std::string OwnerRole(const InstanceRecord& in) { return in.database + "_owner"; }
+std::string OwnerRole(const Instance& in) { return in.database + "_owner"; }
 
 class PostgresService final : public DataService {
  public:
   explicit PostgresService(EngineContext ctx) : ctx_(std::move(ctx)) {}
 
-  fs::path NodeDir(const InstanceRecord& in, int node) const {
-    return ctx_.state.InstanceDir(in.number) / fmt::format("n{}", node);
+  fs::path NodeDir(const Instance& in, int node) const {
+    return ctx_.InstanceDir(in.number) / fmt::format("n{}", node);
   }
-  fs::path DataDir(const InstanceRecord& in, int node) const { return NodeDir(in, node) / "data"; }
+  fs::path DataDir(const Instance& in, int node) const { return NodeDir(in, node) / "data"; }
 
-  NodeSpec Node(const InstanceRecord& in, const Plan& plan, int index) const override {
+  NodeSpec Node(const Instance& in, const PlanLimits& plan, int index) const override {
     NodeSpec spec;
     spec.process.argv = {(ctx_.postgres_bin / "postgres").string(), "-D",
                          DataDir(in, index).string()};
@@ -453,7 +452,7 @@ class PostgresService final : public DataService {
     spec.stop_signal = SIGINT;
     std::string host = ctx_.host;
     int port = in.ports[static_cast<size_t>(index)];
-    bool tls = plan.limits.tls;
+    bool tls = plan.tls;
     spec.ready = [host, port, tls] {
       std::string conninfo =
           fmt::format("host={} port={} dbname=postgres connect_timeout=1 sslmode={}", host, port,
@@ -471,32 +470,31 @@ class PostgresService final : public DataService {
     return core::Status::Ok();
   }
 
-  core::Status Provision(InstanceRecord& in, const Plan& plan, NodeRunner& runner) override {
+  core::Status Provision(Instance& in, const PlanLimits& plan, NodeRunner& runner) override {
     KLUTCH_RETURN_IF_ERROR(InitPrimary(in, plan));
     KLUTCH_RETURN_IF_ERROR(StartNode(in, plan, 0, runner));
-    KLUTCH_RETURN_IF_ERROR(SetUpAccounts(in));
-    for (int node = 1; node < plan.limits.nodes; ++node) {
+    KLUTCH_RETURN_IF_ERROR(SetUpAccounts(in, plan));
+    for (int node = 1; node < plan.nodes; ++node) {
       KLUTCH_RETURN_IF_ERROR(InitStandby(in, plan, node));
       KLUTCH_RETURN_IF_ERROR(StartNode(in, plan, node, runner));
     }
     return core::Status::Ok();
   }
 
-  core::Status Start(const InstanceRecord& in, const Plan& plan, NodeRunner& runner) override {
-    for (int node = 0; node < plan.limits.nodes && node < static_cast<int>(in.ports.size());
-         ++node) {
+  core::Status Start(const Instance& in, const PlanLimits& plan, NodeRunner& runner) override {
+    for (int node = 0; node < plan.nodes && node < static_cast<int>(in.ports.size()); ++node) {
       if (!fs::exists(DataDir(in, node) / kInitializedMarker)) continue;
       KLUTCH_RETURN_IF_ERROR(StartNode(in, plan, node, runner));
     }
     return core::Status::Ok();
   }
 
-  core::Status Update(InstanceRecord& in, const Plan& from, const Plan& to,
+  core::Status Update(Instance& in, const PlanLimits& from, const PlanLimits& to,
                       NodeRunner& runner) override {
     // A standby refuses to start with fewer connections or WAL senders than its primary
     // has: when a limit (the plan's or a parameter) goes down, restart the primary first;
     // otherwise the standbys first.
-    int old_nodes = std::min<int>(from.limits.nodes, static_cast<int>(in.ports.size()));
+    int old_nodes = std::min<int>(from.nodes, static_cast<int>(in.ports.size()));
     std::vector<int> order;
     for (int node = 0; node < old_nodes; ++node) order.push_back(node);
     if (!LowersStandbyLimits(in, to)) std::reverse(order.begin(), order.end());
@@ -509,14 +507,14 @@ class PostgresService final : public DataService {
       auto old_conf = core::ReadFile(DataDir(in, node) / "klutch.restart");
       if (old_conf.ok()) restart_before = *old_conf;
       if (node > 0 && !primary_lsn.empty()) {
-        KLUTCH_RETURN_IF_ERROR(WaitReplayed(in, node, primary_lsn, to.limits.tls));
+        KLUTCH_RETURN_IF_ERROR(WaitReplayed(in, node, primary_lsn, to.tls));
       }
       KLUTCH_RETURN_IF_ERROR(WriteConfig(in, to, node, &restart_after));
       // A node restarted by the supervisor since also runs the new settings, but only a
       // start through StartNode records that: compare with what the last such start had.
       bool reloaded = false;
       if (restart_before == restart_after) {
-        auto conn = Connect(in, node, "postgres", to.limits.tls);
+        auto conn = Connect(in, node, "postgres", to.tls);
         reloaded = conn.ok() && conn->Exec("SELECT pg_reload_conf()").ok();
       }
       // Restart-only settings change with a restart; so do all of them on a node that does
@@ -525,13 +523,13 @@ class PostgresService final : public DataService {
         runner.Stop(in.id, node);
         KLUTCH_RETURN_IF_ERROR(StartNode(in, to, node, runner));
         if (node == 0 && order.front() == 0 && old_nodes > 1) {
-          KLUTCH_ASSIGN_OR_RETURN(auto conn, Connect(in, 0, "postgres", to.limits.tls));
+          KLUTCH_ASSIGN_OR_RETURN(auto conn, Connect(in, 0, "postgres", to.tls));
           KLUTCH_ASSIGN_OR_RETURN(auto rows, conn.Query("SELECT pg_current_wal_lsn()"));
           if (!rows.empty()) primary_lsn = rows[0][0];
         }
       }
     }
-    for (int node = old_nodes; node < to.limits.nodes; ++node) {
+    for (int node = old_nodes; node < to.nodes; ++node) {
       KLUTCH_RETURN_IF_ERROR(InitStandby(in, to, node));
       KLUTCH_RETURN_IF_ERROR(StartNode(in, to, node, runner));
     }
@@ -540,7 +538,7 @@ class PostgresService final : public DataService {
 
   // Waits (up to ready_timeout) until standby `node` has replayed the primary's WAL up to
   // `lsn`.
-  core::Status WaitReplayed(const InstanceRecord& in, int node, const std::string& lsn, bool tls) {
+  core::Status WaitReplayed(const Instance& in, int node, const std::string& lsn, bool tls) {
     auto deadline = std::chrono::steady_clock::now() + ctx_.ready_timeout;
     std::string last = "no answer";
     while (std::chrono::steady_clock::now() < deadline) {
@@ -562,7 +560,7 @@ class PostgresService final : public DataService {
 
   // Whether the primary's new settings have fewer connections or WAL senders than the ones
   // it last started with (klutch.restart).
-  bool LowersStandbyLimits(const InstanceRecord& in, const Plan& to) const {
+  bool LowersStandbyLimits(const Instance& in, const PlanLimits& to) const {
     auto before = core::ReadFile(DataDir(in, 0) / "klutch.restart");
     if (!before.ok()) return false;
     std::string after;
@@ -584,9 +582,9 @@ class PostgresService final : public DataService {
     return false;
   }
 
-  core::Result<Json> Bind(const InstanceRecord& in, const Plan& plan,
-                          const BindingRecord& binding) override {
-    KLUTCH_ASSIGN_OR_RETURN(auto conn, Connect(in, 0, "postgres", plan.limits.tls));
+  core::Result<Json> Bind(const Instance& in, const PlanLimits& plan,
+                          const Account& binding) override {
+    KLUTCH_ASSIGN_OR_RETURN(auto conn, Connect(in, 0, "postgres", plan.tls));
     std::string privileges;
     if (const Json* list = machinery::Find(in.parameters, {"role_privileges"});
         list != nullptr && list->is_array()) {
@@ -615,22 +613,21 @@ class PostgresService final : public DataService {
     KLUTCH_RETURN_IF_ERROR(
         conn.Exec(fmt::format("ALTER ROLE {} SET role = {}", role, conn.Literal(OwnerRole(in)))));
     int port = in.ports[0];
-    Json credentials = {{"host", ctx_.host},
-                        {"hosts", Json::array({ctx_.host})},
-                        {"name", in.database},
-                        {"password", binding.password},
-                        {"port", port},
-                        {"uri", fmt::format("postgres://{}:{}@{}:{}/{}{}", binding.username,
-                                            binding.password, ctx_.host, port, in.database,
-                                            plan.limits.tls ? "?sslmode=require" : "")},
-                        {"username", binding.username}};
-    if (plan.limits.tls) credentials["cacrt"] = ctx_.ca_pem;
+    Json credentials = {
+        {"host", ctx_.host},
+        {"hosts", Json::array({ctx_.host})},
+        {"name", in.database},
+        {"password", binding.password},
+        {"port", port},
+        {"uri", fmt::format("postgres://{}:{}@{}:{}/{}{}", binding.username, binding.password,
+                            ctx_.host, port, in.database, plan.tls ? "?sslmode=require" : "")},
+        {"username", binding.username}};
+    if (plan.tls) credentials["cacrt"] = ctx_.ca_pem;
     return credentials;
   }
 
-  core::Status Unbind(const InstanceRecord& in, const BindingRecord& binding) override {
-    const Plan* plan = PlanOf(in);
-    bool use_tls = plan != nullptr && plan->limits.tls;
+  core::Status Unbind(const Instance& in, const PlanLimits& plan, const Account& binding) override {
+    bool use_tls = plan.tls;
     KLUTCH_ASSIGN_OR_RETURN(auto conn, Connect(in, 0, "postgres", use_tls));
     KLUTCH_ASSIGN_OR_RETURN(auto rows,
                             conn.Query(fmt::format("SELECT 1 FROM pg_roles WHERE rolname = {}",
@@ -651,8 +648,7 @@ class PostgresService final : public DataService {
     return conn.Exec(fmt::format("DROP ROLE IF EXISTS {}", role));
   }
 
-  core::Status Backup(const InstanceRecord& in, const fs::path& out) override {
-    const Plan* plan = PlanOf(in);
+  core::Status Backup(const Instance& in, const PlanLimits& plan, const fs::path& out) override {
     core::ProcessSpec spec;
     spec.argv = {(ctx_.postgres_bin / "pg_dump").string(),
                  "--format=custom",
@@ -667,10 +663,9 @@ class PostgresService final : public DataService {
                  in.database,
                  "--file",
                  out.string()};
-    spec.env = {
-        "PGPASSWORD=" + in.admin_password,
-        std::string("PGSSLMODE=") + (plan != nullptr && plan->limits.tls ? "require" : "disable"),
-        "PGCONNECT_TIMEOUT=10"};
+    spec.env = {"PGPASSWORD=" + in.admin_password,
+                std::string("PGSSLMODE=") + (plan.tls ? "require" : "disable"),
+                "PGCONNECT_TIMEOUT=10"};
     return RunTool(std::move(spec), std::chrono::hours(6));
   }
 
@@ -678,9 +673,9 @@ class PostgresService final : public DataService {
   // backup's data (tables created since are gone) and a failed restore changes nothing.
   // Everything restored belongs to the owner role; the dump's owners and grants (which may
   // name rotated-away binding roles) are skipped.
-  core::Status Restore(const InstanceRecord& in, const Plan& plan, const fs::path& file,
+  core::Status Restore(const Instance& in, const PlanLimits& plan, const fs::path& file,
                        NodeRunner& /*runner*/) override {
-    KLUTCH_ASSIGN_OR_RETURN(auto conn, Connect(in, 0, "postgres", plan.limits.tls));
+    KLUTCH_ASSIGN_OR_RETURN(auto conn, Connect(in, 0, "postgres", plan.tls));
     const std::string live = conn.Ident(in.database);
     const std::string restoring = conn.Ident(in.database + "_restoring");
     const std::string replaced = conn.Ident(in.database + "_replaced");
@@ -689,7 +684,7 @@ class PostgresService final : public DataService {
     KLUTCH_RETURN_IF_ERROR(conn.Exec("DROP DATABASE IF EXISTS " + restoring + " WITH (FORCE)"));
     KLUTCH_RETURN_IF_ERROR(conn.Exec("DROP DATABASE IF EXISTS " + replaced + " WITH (FORCE)"));
     KLUTCH_RETURN_IF_ERROR(conn.Exec(fmt::format("CREATE DATABASE {} OWNER {}", restoring, owner)));
-    KLUTCH_RETURN_IF_ERROR(PrepareDatabase(in, in.database + "_restoring", plan.limits.tls));
+    KLUTCH_RETURN_IF_ERROR(PrepareDatabase(in, in.database + "_restoring", plan.tls));
     core::ProcessSpec spec;
     spec.argv = {(ctx_.postgres_bin / "pg_restore").string(),
                  "--no-owner",
@@ -707,7 +702,7 @@ class PostgresService final : public DataService {
                  in.database + "_restoring",
                  file.string()};
     spec.env = {"PGPASSWORD=" + in.admin_password,
-                std::string("PGSSLMODE=") + (plan.limits.tls ? "require" : "disable"),
+                std::string("PGSSLMODE=") + (plan.tls ? "require" : "disable"),
                 "PGCONNECT_TIMEOUT=10"};
     if (auto status = RunTool(std::move(spec), std::chrono::hours(6)); !status.ok()) {
       (void)conn.Exec("DROP DATABASE IF EXISTS " + restoring + " WITH (FORCE)");
@@ -728,22 +723,22 @@ class PostgresService final : public DataService {
     return conn.Exec(fmt::format("DROP DATABASE {} WITH (FORCE)", replaced));
   }
 
-  std::string EnforceQuota(const InstanceRecord& in, const Plan& plan) override {
+  std::string EnforceQuota(const Instance& in, const PlanLimits& plan) override {
     // The instance's data as PostgreSQL counts it (WAL and catalogs are the server's).
     int64_t used = 0;
     {
-      auto conn = Connect(in, 0, "postgres", plan.limits.tls);
+      auto conn = Connect(in, 0, "postgres", plan.tls);
       if (!conn.ok()) return "";
       auto rows =
           conn->Query(fmt::format("SELECT pg_database_size({})", conn->Literal(in.database)));
       if (!rows.ok() || rows->empty()) return "";
       used = core::ParseInt64((*rows)[0][0]).value_or(0);
     }
-    bool over = used > plan.limits.disk_quota_bytes;
+    bool over = used > plan.disk_quota_bytes;
     fs::path marker = NodeDir(in, 0) / "over-quota";
     bool marked = fs::exists(marker);
     if (over != marked) {
-      auto conn = Connect(in, 0, "postgres", plan.limits.tls);
+      auto conn = Connect(in, 0, "postgres", plan.tls);
       if (conn.ok()) {
         auto status =
             conn->Exec(fmt::format("ALTER DATABASE {} SET default_transaction_read_only = {}",
@@ -770,22 +765,17 @@ class PostgresService final : public DataService {
         "disk quota exceeded: {} MiB used of {} MiB; sessions are read-only until data is "
         "deleted (connect with options='-c default_transaction_read_only=off' to delete) or "
         "the plan is upgraded",
-        used >> 20, plan.limits.disk_quota_bytes >> 20);
+        used >> 20, plan.disk_quota_bytes >> 20);
   }
 
  private:
-  const Plan* PlanOf(const InstanceRecord& in) const {
-    const Service* s = FindService(in.service_id);
-    return s != nullptr ? FindPlan(*s, in.plan_id) : nullptr;
-  }
-
-  core::Result<PgConnection> Connect(const InstanceRecord& in, int node, const std::string& db,
+  core::Result<PgConnection> Connect(const Instance& in, int node, const std::string& db,
                                      bool tls) const {
     return PgConnection::Open(ctx_.host, in.ports[static_cast<size_t>(node)], in.admin_password, db,
                               tls);
   }
 
-  core::Status WriteConfig(const InstanceRecord& in, const Plan& plan, int node,
+  core::Status WriteConfig(const Instance& in, const PlanLimits& plan, int node,
                            std::string* restart_settings) {
     fs::path data = DataDir(in, node);
     std::string restart;
@@ -795,27 +785,26 @@ class PostgresService final : public DataService {
     // start with them succeeded (StartNode); until then they wait in klutch.restart.pending.
     KLUTCH_RETURN_IF_ERROR(core::WriteFileAtomic(data / "klutch.restart.pending", restart));
     KLUTCH_RETURN_IF_ERROR(core::WriteFileAtomic(data / "pg_hba.conf", RenderHba(in, plan)));
-    if (plan.limits.tls)
-      KLUTCH_RETURN_IF_ERROR(EnsureServerCertificate(ctx_, NodeDir(in, node) / "tls"));
+    if (plan.tls) KLUTCH_RETURN_IF_ERROR(EnsureServerCertificate(ctx_, NodeDir(in, node) / "tls"));
     if (restart_settings != nullptr) *restart_settings = restart;
     KLUTCH_RETURN_IF_ERROR(ChownTo(data / "klutch.conf", ctx_.user));
     KLUTCH_RETURN_IF_ERROR(ChownTo(data / "klutch.restart.pending", ctx_.user));
     return ChownTo(data / "pg_hba.conf", ctx_.user);
   }
 
-  core::Status PrepareNodeDir(const InstanceRecord& in, int node) {
+  core::Status PrepareNodeDir(const Instance& in, int node) {
     fs::path dir = NodeDir(in, node);
     std::error_code ec;
     fs::create_directories(dir, ec);
     if (ec) return core::Internal(fmt::format("create {}: {}", dir.string(), ec.message()));
     fs::remove_all(DataDir(in, node), ec);
     // The instance directory must be traversable by the engine user.
-    fs::permissions(ctx_.state.InstanceDir(in.number),
+    fs::permissions(ctx_.InstanceDir(in.number),
                     fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec, ec);
     return ChownTo(dir, ctx_.user);
   }
 
-  core::Status AppendInclude(const InstanceRecord& in, int node) {
+  core::Status AppendInclude(const Instance& in, int node) {
     fs::path conf = DataDir(in, node) / "postgresql.conf";
     KLUTCH_ASSIGN_OR_RETURN(std::string text, core::ReadFile(conf));
     if (text.find("include_if_exists = 'klutch.conf'") == std::string::npos) {
@@ -827,7 +816,7 @@ class PostgresService final : public DataService {
     return core::Status::Ok();
   }
 
-  core::Status InitPrimary(const InstanceRecord& in, const Plan& plan) {
+  core::Status InitPrimary(const Instance& in, const PlanLimits& plan) {
     if (fs::exists(DataDir(in, 0) / kInitializedMarker)) return WriteConfig(in, plan, 0, nullptr);
     KLUTCH_RETURN_IF_ERROR(PrepareNodeDir(in, 0));
     fs::path pwfile = NodeDir(in, 0) / "pwfile";
@@ -867,7 +856,7 @@ class PostgresService final : public DataService {
     return ChownTo(DataDir(in, 0) / kInitializedMarker, ctx_.user);
   }
 
-  core::Status InitStandby(const InstanceRecord& in, const Plan& plan, int node) {
+  core::Status InitStandby(const Instance& in, const PlanLimits& plan, int node) {
     if (fs::exists(DataDir(in, node) / kInitializedMarker)) {
       return WriteConfig(in, plan, node, nullptr);
     }
@@ -886,7 +875,7 @@ class PostgresService final : public DataService {
                  "--checkpoint=fast",
                  "--no-sync"};
     spec.env = {"PGPASSWORD=" + in.replication_password,
-                std::string("PGSSLMODE=") + (plan.limits.tls ? "require" : "disable")};
+                std::string("PGSSLMODE=") + (plan.tls ? "require" : "disable")};
     spec.user = ctx_.user;
     spec.cwd = NodeDir(in, node);
     KLUTCH_ASSIGN_OR_RETURN(auto result, core::RunProcess(spec, std::chrono::minutes(30)));
@@ -905,7 +894,7 @@ class PostgresService final : public DataService {
     return ChownTo(DataDir(in, node), ctx_.user);
   }
 
-  core::Status StartNode(const InstanceRecord& in, const Plan& plan, int node, NodeRunner& runner) {
+  core::Status StartNode(const Instance& in, const PlanLimits& plan, int node, NodeRunner& runner) {
     KLUTCH_RETURN_IF_ERROR(StartAndWait(ctx_, runner, in.id, node, Node(in, plan, node),
                                         NodeDir(in, node) / "postgres.log",
                                         fmt::format("PostgreSQL node {}", node)));
@@ -917,9 +906,8 @@ class PostgresService final : public DataService {
     return core::Status::Ok();
   }
 
-  core::Status SetUpAccounts(const InstanceRecord& in) {
-    const Plan* plan = PlanOf(in);
-    bool tls = plan != nullptr && plan->limits.tls;
+  core::Status SetUpAccounts(const Instance& in, const PlanLimits& plan) {
+    bool tls = plan.tls;
     KLUTCH_ASSIGN_OR_RETURN(auto conn, Connect(in, 0, "postgres", tls));
     std::string owner = OwnerRole(in);
     KLUTCH_ASSIGN_OR_RETURN(
@@ -958,7 +946,7 @@ class PostgresService final : public DataService {
 
   // Who may use a database of the instance: only the owner role (and so every binding), with
   // the public schema its own.
-  core::Status PrepareDatabase(const InstanceRecord& in, const std::string& name, bool tls) {
+  core::Status PrepareDatabase(const Instance& in, const std::string& name, bool tls) {
     {
       KLUTCH_ASSIGN_OR_RETURN(auto conn, Connect(in, 0, "postgres", tls));
       KLUTCH_RETURN_IF_ERROR(
@@ -981,4 +969,4 @@ std::unique_ptr<DataService> NewPostgresService(const EngineContext& context) {
   return std::make_unique<PostgresService>(context);
 }
 
-}  // namespace klutch::broker
+}  // namespace klutch::engines

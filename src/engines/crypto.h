@@ -9,7 +9,7 @@
 
 #include "core/status.h"
 
-namespace klutch::broker {
+namespace klutch::engines {
 
 // A new random 256-bit key, hex-encoded (as kept in the instance record).
 std::string NewBackupKey();
@@ -21,4 +21,4 @@ core::Status EncryptFile(const std::filesystem::path& in, const std::filesystem:
 core::Status DecryptFile(const std::filesystem::path& in, const std::filesystem::path& out,
                          std::string_view hex_key);
 
-}  // namespace klutch::broker
+}  // namespace klutch::engines

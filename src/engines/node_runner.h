@@ -1,5 +1,5 @@
 // NodeRunner: how the engines start and stop the server processes ("nodes") of an instance,
-// implemented by the broker's Supervisor (supervisor.h); NodeSpec says how to run one.
+// implemented by Supervisor (supervisor.h); NodeSpec says how to run one.
 #pragma once
 
 #include <filesystem>
@@ -9,9 +9,9 @@
 #include "core/process.h"
 #include "core/status.h"
 
-namespace klutch::broker {
+namespace klutch::engines {
 
-// How to run (or recognise, after a broker restart) one server process of an instance.
+// How to run (or recognise, after its owner restarted) one server process of an instance.
 struct NodeSpec {
   core::ProcessSpec process;
   // A file whose first line is the PID of a running server (postmaster.pid, redis.pid): a
@@ -36,4 +36,4 @@ class NodeRunner {
   virtual int Exits(const std::string& instance, int node) const = 0;
 };
 
-}  // namespace klutch::broker
+}  // namespace klutch::engines

@@ -1,21 +1,21 @@
-// Supervisor: keeps the server processes of the broker's instances running, on the one
-// process supervisor (core/process_supervisor.h) with the broker's numbers: every node
+// Supervisor: keeps the server processes of an owner's instances (the broker's, the
+// operator's) running, on the one process supervisor (core/process_supervisor.h): every node
 // watched every 100 ms, restarted with backoff (200 ms doubling to 10 s, back to 200 ms after
-// a minute up) when it dies. It starts a node (or adopts the one a previous broker left
-// running, found through its PID file) and tells a listener when a node goes down and when
-// it answers again. Stop ends one node; StopAll every node, all at once; the destructor only
-// stops watching, so a broker that exits without StopAll leaves its instances running for the
-// next one to adopt. Thread-safe.
+// a minute up) when it dies. It starts a node (or adopts the one a previous owner process
+// left running, found through its PID file) and tells a listener when a node goes down and
+// when it answers again. Stop ends one node; StopAll every node, all at once; the destructor
+// only stops watching, so an owner that exits without StopAll leaves its instances running
+// for the next one to adopt. Thread-safe.
 #pragma once
 
 #include <functional>
 #include <memory>
 #include <string>
 
-#include "broker/node_runner.h"
 #include "core/process_supervisor.h"
+#include "engines/node_runner.h"
 
-namespace klutch::broker {
+namespace klutch::engines {
 
 struct NodeCounts {
   int up = 0;
@@ -37,7 +37,7 @@ class Supervisor final : public NodeRunner {
   core::Status Start(const std::string& instance, int node, NodeSpec spec) override;
   bool Stop(const std::string& instance, int node) override;
   int Exits(const std::string& instance, int node) const override;
-  // Stops every node (broker shutdown).
+  // Stops every node (the owner's shutdown).
   void StopAll();
   // Whether every watched node of `instance` answers.
   bool InstanceUp(const std::string& instance) const;
@@ -51,4 +51,4 @@ class Supervisor final : public NodeRunner {
   core::ProcessSupervisor processes_;
 };
 
-}  // namespace klutch::broker
+}  // namespace klutch::engines

@@ -10,13 +10,13 @@
 #include <system_error>
 #include <thread>
 
-#include "broker/data_service.h"
 #include "core/file.h"
 #include "core/random.h"
 #include "core/strings.h"
+#include "engines/data_service.h"
 #include "http/certs.h"
 
-namespace klutch::broker {
+namespace klutch::engines {
 
 namespace fs = std::filesystem;
 
@@ -90,7 +90,7 @@ core::Status EnsureServerCertificate(const EngineContext& context, const fs::pat
   if (fs::exists(dir / "server.crt") && fs::exists(dir / "server.key")) {
     return core::Status::Ok();
   }
-  if (context.ca_pem.empty()) return core::Internal("the broker has no CA for TLS plans");
+  if (context.ca_pem.empty()) return core::Internal("no CA for TLS plans was configured");
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return core::Internal(fmt::format("create {}: {}", dir.string(), ec.message()));
@@ -106,4 +106,4 @@ core::Status EnsureServerCertificate(const EngineContext& context, const fs::pat
   return ChownTo(dir, context.user);
 }
 
-}  // namespace klutch::broker
+}  // namespace klutch::engines

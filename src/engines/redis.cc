@@ -1,6 +1,6 @@
 // The Redis engine behind a9s-keyvalue8: an instance is a `redis-server` (node 0) and, on
 // replica plans, two replicas, each with its own data directory and loopback TLS port, run as
-// the engine user. The broker administers them over a unix socket in the node directory
+// the engine user. The owner administers them over a unix socket in the node directory
 // (mode 0700) as the ACL user `klutch_admin`; the default user is off. A binding is an ACL
 // user with every key and channel and no administrative commands.
 #include <fmt/format.h>
@@ -16,12 +16,12 @@
 #include <system_error>
 #include <thread>
 
-#include "broker/data_service.h"
 #include "core/file.h"
 #include "core/strings.h"
+#include "engines/data_service.h"
 #include "machinery/gofmt.h"
 
-namespace klutch::broker {
+namespace klutch::engines {
 namespace {
 
 namespace fs = std::filesystem;
@@ -150,7 +150,7 @@ class RespConnection {
 
 // Broker parameters (data-services §5.1, KeyValue) and how they reach redis.conf. Every value
 // is checked against what Redis 7 accepts for the setting before anything is written, and
-// rendered by the broker (numbers, names from a list, or characters that need no escaping),
+// rendered by the engine (numbers, names from a list, or characters that need no escaping),
 // so that no value the tenant sent reaches the file as text Redis might refuse or misread.
 struct KvParam {
   const char* key;
@@ -412,7 +412,7 @@ std::string Render(const KvParam& p, const Json& v, const PlanLimits& limits) {
     case KvParam::kMemory:
       return std::to_string(std::min(MemoryBytes(v).value_or(plan_bytes), plan_bytes));
     case KvParam::kMaxmemory: {
-      // `dynamic` lets the broker choose: the plan's maxmemory; `0` (no limit) is not
+      // `dynamic` lets the engine choose: the plan's maxmemory; `0` (no limit) is not
       // offered beyond the plan either.
       int64_t bytes = StringOf(v) == "dynamic" ? plan_bytes : MemoryBytes(v).value_or(plan_bytes);
       if (bytes <= 0 || bytes > plan_bytes) bytes = plan_bytes;
@@ -433,12 +433,12 @@ class RedisService final : public DataService {
  public:
   explicit RedisService(EngineContext ctx) : ctx_(std::move(ctx)) {}
 
-  fs::path NodeDir(const InstanceRecord& in, int node) const {
-    return ctx_.state.InstanceDir(in.number) / fmt::format("n{}", node);
+  fs::path NodeDir(const Instance& in, int node) const {
+    return ctx_.InstanceDir(in.number) / fmt::format("n{}", node);
   }
-  fs::path Socket(const InstanceRecord& in, int node) const { return NodeDir(in, node) / "r.sock"; }
+  fs::path Socket(const Instance& in, int node) const { return NodeDir(in, node) / "r.sock"; }
 
-  NodeSpec Node(const InstanceRecord& in, const Plan& /*plan*/, int index) const override {
+  NodeSpec Node(const Instance& in, const PlanLimits& /*plan*/, int index) const override {
     NodeSpec spec;
     spec.process.argv = {ctx_.redis_server.string(), (NodeDir(in, index) / "redis.conf").string()};
     spec.process.user = ctx_.user;
@@ -471,7 +471,7 @@ class RedisService final : public DataService {
       if (value.is_null()) continue;
       if (p->kind == KvParam::kSentinel) {
         return core::Invalid(fmt::format(
-            "parameter {} configures Redis Sentinel, which this broker does not run (replica "
+            "parameter {} configures Redis Sentinel, which this engine does not run (replica "
             "plans use plain Redis replication); remove it",
             key));
       }
@@ -482,17 +482,16 @@ class RedisService final : public DataService {
     return core::Status::Ok();
   }
 
-  core::Status Provision(InstanceRecord& in, const Plan& plan, NodeRunner& runner) override {
-    for (int node = 0; node < plan.limits.nodes; ++node) {
+  core::Status Provision(Instance& in, const PlanLimits& plan, NodeRunner& runner) override {
+    for (int node = 0; node < plan.nodes; ++node) {
       KLUTCH_RETURN_IF_ERROR(InitNode(in, plan, node));
       KLUTCH_RETURN_IF_ERROR(StartNode(in, plan, node, runner));
     }
     return core::Status::Ok();
   }
 
-  core::Status Start(const InstanceRecord& in, const Plan& plan, NodeRunner& runner) override {
-    for (int node = 0; node < plan.limits.nodes && node < static_cast<int>(in.ports.size());
-         ++node) {
+  core::Status Start(const Instance& in, const PlanLimits& plan, NodeRunner& runner) override {
+    for (int node = 0; node < plan.nodes && node < static_cast<int>(in.ports.size()); ++node) {
       if (!fs::exists(NodeDir(in, node) / kInitializedMarker)) continue;
       KLUTCH_RETURN_IF_ERROR(WriteConfig(in, plan, node));
       KLUTCH_RETURN_IF_ERROR(StartNode(in, plan, node, runner));
@@ -500,9 +499,9 @@ class RedisService final : public DataService {
     return core::Status::Ok();
   }
 
-  core::Status Update(InstanceRecord& in, const Plan& from, const Plan& to,
+  core::Status Update(Instance& in, const PlanLimits& from, const PlanLimits& to,
                       NodeRunner& runner) override {
-    int old_nodes = std::min<int>(from.limits.nodes, static_cast<int>(in.ports.size()));
+    int old_nodes = std::min<int>(from.nodes, static_cast<int>(in.ports.size()));
     for (int node = 0; node < old_nodes; ++node) {
       KLUTCH_RETURN_IF_ERROR(WriteConfig(in, to, node));
       // Settings change with a restart; SAVE first so that no write is lost.
@@ -510,17 +509,16 @@ class RedisService final : public DataService {
       runner.Stop(in.id, node);
       KLUTCH_RETURN_IF_ERROR(StartNode(in, to, node, runner));
     }
-    for (int node = old_nodes; node < to.limits.nodes; ++node) {
+    for (int node = old_nodes; node < to.nodes; ++node) {
       KLUTCH_RETURN_IF_ERROR(InitNode(in, to, node));
       KLUTCH_RETURN_IF_ERROR(StartNode(in, to, node, runner));
     }
     return core::Status::Ok();
   }
 
-  core::Result<Json> Bind(const InstanceRecord& in, const Plan& plan,
-                          const BindingRecord& binding) override {
-    for (int node = 0; node < plan.limits.nodes && node < static_cast<int>(in.ports.size());
-         ++node) {
+  core::Result<Json> Bind(const Instance& in, const PlanLimits& plan,
+                          const Account& binding) override {
+    for (int node = 0; node < plan.nodes && node < static_cast<int>(in.ports.size()); ++node) {
       KLUTCH_ASSIGN_OR_RETURN(auto conn, Admin(in, node));
       KLUTCH_RETURN_IF_ERROR(
           conn.Must({"ACL", "SETUSER", binding.username, "reset", "on", ">" + binding.password,
@@ -534,11 +532,12 @@ class RedisService final : public DataService {
         {"load_balanced_host", ctx_.host},
         {"valkey",
          {{"password", binding.password}, {"port", in.ports[0]}, {"username", binding.username}}}};
-    if (plan.limits.tls) credentials["cacrt"] = ctx_.ca_pem;
+    if (plan.tls) credentials["cacrt"] = ctx_.ca_pem;
     return credentials;
   }
 
-  core::Status Unbind(const InstanceRecord& in, const BindingRecord& binding) override {
+  core::Status Unbind(const Instance& in, const PlanLimits& /*plan*/,
+                      const Account& binding) override {
     for (int node = 0; node < static_cast<int>(in.ports.size()); ++node) {
       if (!fs::exists(NodeDir(in, node) / kInitializedMarker)) continue;
       KLUTCH_ASSIGN_OR_RETURN(auto conn, Admin(in, node));
@@ -549,7 +548,8 @@ class RedisService final : public DataService {
     return core::Status::Ok();
   }
 
-  core::Status Backup(const InstanceRecord& in, const fs::path& out) override {
+  core::Status Backup(const Instance& in, const PlanLimits& /*plan*/,
+                      const fs::path& out) override {
     KLUTCH_ASSIGN_OR_RETURN(auto conn, Admin(in, 0));
     // BGSAVE keeps serving clients while the snapshot is written (the fork happens before
     // it answers); wait for it to finish and check how it went.
@@ -581,9 +581,9 @@ class RedisService final : public DataService {
     return core::Status::Ok();
   }
 
-  core::Status Restore(const InstanceRecord& in, const Plan& plan, const fs::path& file,
+  core::Status Restore(const Instance& in, const PlanLimits& plan, const fs::path& file,
                        NodeRunner& runner) override {
-    int nodes = std::min<int>(plan.limits.nodes, static_cast<int>(in.ports.size()));
+    int nodes = std::min<int>(plan.nodes, static_cast<int>(in.ports.size()));
     for (int node = nodes - 1; node >= 0; --node) runner.Stop(in.id, node);
     std::error_code ec;
     fs::copy_file(file, NodeDir(in, 0) / "data" / "dump.rdb", fs::copy_options::overwrite_existing,
@@ -598,15 +598,15 @@ class RedisService final : public DataService {
     return core::Status::Ok();
   }
 
-  std::string EnforceQuota(const InstanceRecord& in, const Plan& plan) override {
+  std::string EnforceQuota(const Instance& in, const PlanLimits& plan) override {
     int64_t used = DirectorySize(NodeDir(in, 0) / "data");
-    if (used <= plan.limits.disk_quota_bytes) return "";
+    if (used <= plan.disk_quota_bytes) return "";
     return fmt::format("disk quota exceeded: {} MiB of snapshots used of {} MiB", used >> 20,
-                       plan.limits.disk_quota_bytes >> 20);
+                       plan.disk_quota_bytes >> 20);
   }
 
  private:
-  core::Result<RespConnection> Admin(const InstanceRecord& in, int node) const {
+  core::Result<RespConnection> Admin(const Instance& in, int node) const {
     KLUTCH_ASSIGN_OR_RETURN(auto conn, RespConnection::Open(Socket(in, node), milliseconds(10000)));
     KLUTCH_ASSIGN_OR_RETURN(Reply r, conn.Command({"AUTH", kAdminUser, in.admin_password}));
     if (r.is_error())
@@ -614,13 +614,13 @@ class RedisService final : public DataService {
     return conn;
   }
 
-  core::Status WriteConfig(const InstanceRecord& in, const Plan& plan, int node) {
+  core::Status WriteConfig(const Instance& in, const PlanLimits& plan, int node) {
     fs::path dir = NodeDir(in, node);
     int port = in.ports[static_cast<size_t>(node)];
-    std::string conf = "# Written by klutch broker; changes here are replaced.\n";
+    std::string conf = "# Written by klutch; changes here are replaced.\n";
     conf += fmt::format("bind {}\nprotected-mode yes\ndaemonize no\n", ctx_.host);
     conf += "proc-title-template \"{title} {config-file}\"\n";
-    if (plan.limits.tls) {
+    if (plan.tls) {
       KLUTCH_RETURN_IF_ERROR(EnsureServerCertificate(ctx_, dir / "tls"));
       conf += fmt::format(
           "port 0\ntls-port {}\ntls-cert-file {}\ntls-key-file {}\ntls-ca-cert-file {}\n"
@@ -634,8 +634,8 @@ class RedisService final : public DataService {
         "unixsocket {}\nunixsocketperm 700\ndir {}\ndbfilename dump.rdb\npidfile {}\n"
         "aclfile {}\nappendonly no\nlogfile \"\"\nmaxmemory {}mb\nmaxclients {}\n",
         Quote(Socket(in, node).string()), Quote((dir / "data").string()),
-        Quote((dir / "redis.pid").string()), Quote((dir / "users.acl").string()),
-        plan.limits.maxmemory_mb, plan.limits.max_connections);
+        Quote((dir / "redis.pid").string()), Quote((dir / "users.acl").string()), plan.maxmemory_mb,
+        plan.max_connections);
     conf += "save 3600 1 300 100 60 10000\n";
     for (const auto& [key, value] : in.parameters.items()) {
       const KvParam* p = FindParam(key);
@@ -646,7 +646,7 @@ class RedisService final : public DataService {
         continue;
       }
       conf += fmt::format("{} {}\n", p->kind == KvParam::kSnapshot ? "save" : key,
-                          Render(*p, value, plan.limits));
+                          Render(*p, value, plan));
     }
     if (node > 0) {
       conf += fmt::format("replicaof {} {}\nmasteruser {}\nmasterauth {}\n", ctx_.host, in.ports[0],
@@ -656,19 +656,19 @@ class RedisService final : public DataService {
     return ChownTo(dir / "redis.conf", ctx_.user);
   }
 
-  core::Status InitNode(const InstanceRecord& in, const Plan& plan, int node) {
+  core::Status InitNode(const Instance& in, const PlanLimits& plan, int node) {
     fs::path dir = NodeDir(in, node);
     if (fs::exists(dir / kInitializedMarker)) return WriteConfig(in, plan, node);
     std::error_code ec;
     fs::remove_all(dir, ec);
     fs::create_directories(dir / "data", ec);
     if (ec) return core::Internal(fmt::format("create {}: {}", dir.string(), ec.message()));
-    fs::permissions(ctx_.state.InstanceDir(in.number),
+    fs::permissions(ctx_.InstanceDir(in.number),
                     fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec, ec);
     if (Socket(in, node).string().size() >= sizeof(sockaddr_un::sun_path)) {
       return core::Internal(fmt::format(
           "the state directory {} is too deep for Redis' admin socket; use a shorter --state-dir",
-          ctx_.state.root().string()));
+          ctx_.instances_dir.string()));
     }
     std::string acl = fmt::format("user default off resetpass -@all\nuser {} on #{} ~* &* +@all\n",
                                   kAdminUser, Sha256Hex(in.admin_password));
@@ -679,7 +679,7 @@ class RedisService final : public DataService {
     return ChownTo(dir, ctx_.user);
   }
 
-  core::Status StartNode(const InstanceRecord& in, const Plan& plan, int node, NodeRunner& runner) {
+  core::Status StartNode(const Instance& in, const PlanLimits& plan, int node, NodeRunner& runner) {
     return StartAndWait(ctx_, runner, in.id, node, Node(in, plan, node),
                         NodeDir(in, node) / "redis.log", fmt::format("Redis node {}", node));
   }
@@ -693,4 +693,4 @@ std::unique_ptr<DataService> NewRedisService(const EngineContext& context) {
   return std::make_unique<RedisService>(context);
 }
 
-}  // namespace klutch::broker
+}  // namespace klutch::engines

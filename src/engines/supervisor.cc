@@ -1,4 +1,4 @@
-#include "broker/supervisor.h"
+#include "engines/supervisor.h"
 
 #include <fmt/format.h>
 
@@ -8,7 +8,7 @@
 #include "core/log.h"
 #include "core/strings.h"
 
-namespace klutch::broker {
+namespace klutch::engines {
 
 namespace {
 
@@ -59,7 +59,7 @@ void Supervisor::OnEvent(const core::SupervisorEvent& event) {
   int node = NodeIndex(event);
   switch (event.kind) {
     case Kind::kExited:
-      KLUTCH_LOG(kWarn, "broker", "node {}/{} (pid {}) exited; restarting", event.group, node,
+      KLUTCH_LOG(kWarn, "engines", "node {}/{} (pid {}) exited; restarting", event.group, node,
                  event.pid);
       if (listener_) {
         listener_(event.group, node, false,
@@ -67,7 +67,7 @@ void Supervisor::OnEvent(const core::SupervisorEvent& event) {
       }
       break;
     case Kind::kRestarted:
-      KLUTCH_LOG(kInfo, "broker", "restarted node {}/{} (pid {})", event.group, node, event.pid);
+      KLUTCH_LOG(kInfo, "engines", "restarted node {}/{} (pid {})", event.group, node, event.pid);
       break;
     case Kind::kReady:
       if (listener_) listener_(event.group, node, true, std::string());
@@ -87,7 +87,7 @@ core::Status Supervisor::Start(const std::string& instance, int node, NodeSpec s
   process.ready = std::move(spec.ready);
   process.adopt = FindRunningNode(spec);
   if (process.adopt) {
-    KLUTCH_LOG(kInfo, "broker", "adopted running node {}/{} (pid {})", instance, node,
+    KLUTCH_LOG(kInfo, "engines", "adopted running node {}/{} (pid {})", instance, node,
                *process.adopt);
   }
   // A node started again replaces the one watched under its name (as an engine that
@@ -122,4 +122,4 @@ NodeCounts Supervisor::Counts() const {
   return c;
 }
 
-}  // namespace klutch::broker
+}  // namespace klutch::engines

@@ -1,4 +1,4 @@
-#include "broker/crypto.h"
+#include "engines/crypto.h"
 
 #include <fmt/format.h>
 #include <openssl/evp.h>
@@ -11,7 +11,7 @@
 #include "core/random.h"
 #include "core/strings.h"
 
-namespace klutch::broker {
+namespace klutch::engines {
 namespace {
 
 namespace fs = std::filesystem;
@@ -193,4 +193,4 @@ core::Status DecryptFile(const fs::path& in, const fs::path& out, std::string_vi
   return core::Status::Ok();
 }
 
-}  // namespace klutch::broker
+}  // namespace klutch::engines

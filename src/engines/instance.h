@@ -1,0 +1,45 @@
+// What an engine needs to know about one instance of a data service and the account of one
+// binding: plain values that the broker's records (broker/state.h) and the operator's records
+// extend with what each of them keeps besides. Thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "machinery/json.h"
+
+namespace klutch::engines {
+
+using machinery::Json;
+
+// What a size and topology mean for the processes of an instance.
+struct PlanLimits {
+  std::string size;  // nano, small, medium, big
+  int size_rank = 0;
+  int nodes = 1;              // 1 (single) or 3 (replica: a primary and two standbys)
+  bool tls = false;           // -ssl plans
+  int shared_buffers_mb = 0;  // PostgreSQL
+  int max_connections = 0;    // PostgreSQL max_connections / Redis maxclients
+  int64_t disk_quota_bytes = 0;
+  int maxmemory_mb = 0;  // Redis
+};
+
+struct Instance {
+  std::string id;      // who asked for it: the platform's instance_id, the object's UID
+  int64_t number = 0;  // the owner's numeric id, also the directory name under instances_dir
+  // Engine parameters, under the engine's names (PostgreSQL: max_connections, ...).
+  Json parameters = Json::object();
+  std::vector<int> ports;  // one per node; node 0 is the primary
+  std::string database;
+  std::string admin_password;        // never leaves the owner's state
+  std::string replication_password;  // PostgreSQL standbys
+};
+
+// A binding's login.
+struct Account {
+  std::string username;
+  std::string password;
+};
+
+}  // namespace klutch::engines
