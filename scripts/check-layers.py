@@ -24,7 +24,7 @@ import checklib
 from srctree import cmake_calls, library_includes, load_layers, present_modules, \
     strip_cmake_comments
 
-DOCS_ROW_RE = re.compile(r"^\|\s*(\d+)\s*\|\s*`src/([a-z_]+)`", re.MULTILINE)
+DOCS_ROW_RE = re.compile(r"^\|\s*(\d+)\s*\|\s*`src/([a-z0-9_]+)`", re.MULTILINE)
 NON_MODULE_ROOTS = ("test", "cmd")  # only tests may include these
 
 
@@ -61,7 +61,7 @@ def check_cmake(root, module, layers, never, errors):
         if words and words[0] == "klutch_" + module:
             linked += words[1:]
     for word in linked:
-        m = re.fullmatch(r"klutch_([a-z_]+)", word)
+        m = re.fullmatch(r"klutch_([a-z0-9_]+)", word)
         if not m:
             continue
         target = m.group(1)

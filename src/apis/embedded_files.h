@@ -28,11 +28,16 @@ std::span<const EmbeddedFile> CrossplaneDataFiles();
 // Every file of deploy/konnector/*.yaml, sorted by name. Never empty.
 std::span<const EmbeddedFile> KonnectorManifestFiles();
 
-// deploy/provider-anynines/crds, deploy/package/definitions, deploy/package/compositions and
-// deploy/provider-anynines/providerconfigs (*.yaml, sorted by name).
+// deploy/provider-anynines/crds, deploy/package/definitions, deploy/package/compositions,
+// deploy/package/providerconfigs and deploy/provider-anynines/providerconfigs (*.yaml, sorted by
+// name).
 std::span<const EmbeddedFile> ProviderAnyninesCrdFiles();
 std::span<const EmbeddedFile> PackageDefinitionFiles();
 std::span<const EmbeddedFile> PackageCompositionFiles();
+std::span<const EmbeddedFile> PackageProviderConfigFiles();
 std::span<const EmbeddedFile> ProviderConfigTemplateFiles();
+
+// deploy/operator/crds/*.yaml, sorted by name: the a8s APIs `klutch operator` serves.
+std::span<const EmbeddedFile> A8sCrdFiles();
 
 }  // namespace klutch::apis::internal

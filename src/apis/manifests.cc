@@ -49,8 +49,13 @@ std::vector<ManifestFile> PackageManifests() {
   for (ManifestFile& f : Files(internal::PackageCompositionFiles(), "compositions/")) {
     out.push_back(std::move(f));
   }
+  for (ManifestFile& f : Files(internal::PackageProviderConfigFiles(), "providerconfigs/")) {
+    out.push_back(std::move(f));
+  }
   return out;
 }
+
+std::vector<ManifestFile> A8sCrds() { return Files(internal::A8sCrdFiles(), "crds/"); }
 
 std::vector<ManifestFile> ProviderConfigTemplates() {
   return Files(internal::ProviderConfigTemplateFiles(), "providerconfigs/");

@@ -4,11 +4,11 @@
 
 #include "broker/backup_api.h"
 #include "broker/broker_metrics.h"
-#include "broker/broker_pki.h"
 #include "broker/http_responses.h"
 #include "broker/instance_registry.h"
 #include "broker/osb_api.h"
 #include "core/strings.h"
+#include "engines/engine_ca.h"
 #include "http/router.h"
 
 namespace klutch::broker {
@@ -21,7 +21,8 @@ class Broker::Impl {
   core::Status Init() {
     StateDir state(options_.state_dir);
     KLUTCH_RETURN_IF_ERROR(state.Init());
-    KLUTCH_RETURN_IF_ERROR(LoadOrCreateBrokerCa(state, options_.engine));
+    KLUTCH_RETURN_IF_ERROR(
+        engines::LoadOrCreateEngineCa(state.TlsDir(), "klutch-broker-ca", options_.engine));
     KLUTCH_ASSIGN_OR_RETURN(credentials_, BrokerCredentials::LoadOrCreate(state));
     registry_ = std::make_unique<InstanceRegistry>(
         options_, [this](std::string_view kind, bool ok, double seconds) {

@@ -109,7 +109,7 @@ InstanceRegistry::InstanceRegistry(BrokerOptions options, OperationObserver obse
 InstanceRegistry::~InstanceRegistry() { Shutdown(); }
 
 core::Status InstanceRegistry::Open() {
-  options_.engine.instances_dir = state_.root() / "i";
+  options_.engine.instances_dir = state_.InstancesDir();
   // The catalog names each service's engine: adding a data service adds no line here.
   for (const Service& s : Services()) {
     if (!engines_.contains(s.engine)) engines_[s.engine] = s.new_engine(options_.engine);

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <system_error>
 
+#include "broker/state_dir.h"
 #include "core/file.h"
 #include "core/random.h"
 #include "core/strings.h"
@@ -169,6 +170,19 @@ std::string NowTimestamp() {
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()) % 1000;
   return fmt::format("{:%Y-%m-%dT%H:%M:%S}.{:03d}Z",
                      fmt::gmtime(std::chrono::system_clock::to_time_t(now)), ms.count());
+}
+
+std::vector<InstanceRecord> StateDir::LoadAll(std::vector<std::string>* errors) const {
+  std::vector<InstanceRecord> out;
+  for (const Json& json : LoadAllJson(errors)) {
+    auto record = InstanceFromJson(json);
+    if (!record.ok()) {
+      if (errors != nullptr) errors->push_back(record.status().message());
+      continue;
+    }
+    out.push_back(std::move(*record));
+  }
+  return out;
 }
 
 }  // namespace klutch::broker

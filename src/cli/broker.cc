@@ -9,6 +9,7 @@
 
 #include "broker/broker.h"
 #include "cli/controller_process.h"
+#include "cli/engine_user.h"
 #include "cli/fail.h"
 #include "client/dynamic.h"
 #include "client/kubeconfig.h"
@@ -116,25 +117,8 @@ int RunBroker(const BrokerFlags& f) {
   options.max_disk_per_instance = f.max_disk_per_instance_mib * 1024 * 1024;
   options.engine.postgres_bin = f.postgres_bin_dir;
   options.engine.redis_server = f.redis_server;
-  std::string run_as = f.run_as;
-  if (run_as.empty() && ::getuid() == 0) run_as = "postgres";
-  if (!run_as.empty()) {
-    auto user = core::LookupUser(run_as);
-    if (!user.ok()) return Fail("klutch broker", "--run-as: " + user.status().message());
-    if (user->uid == 0)
-      return Fail("klutch broker",
-                  "--run-as: PostgreSQL refuses to run as root; name another account");
-    options.engine.user = *user;
-    // The broker makes its own directory and i/ traversable, and so the directories it creates
-    // on the way; what lies above is the caller's.
-    if (auto made = core::CreateTraversableDirectories(options.state_dir); !made.ok()) {
-      return Fail("klutch broker", "--state-dir: " + made.message());
-    }
-    options.state_dir = options.state_dir.lexically_normal();
-    if (!options.state_dir.has_filename()) options.state_dir = options.state_dir.parent_path();
-    auto reachable = core::CheckReachableBy(*user, options.state_dir.parent_path(),
-                                            "runs the data-service instances");
-    if (!reachable.ok()) return Fail("klutch broker", "--state-dir: " + reachable.message());
+  if (auto s = PrepareEngineUser(f.run_as, options.state_dir, options.engine); !s.ok()) {
+    return Fail("klutch broker", s.message());
   }
   auto b = broker::Broker::Open(options);
   if (!b.ok()) return Fail("klutch broker", b.status().message());

@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "cli/konnector.h"
 #include "cli/manager.h"
+#include "cli/operator.h"
 #include "cli/up.h"
 #include "controllers/builtin_controllers.h"
 #include "core/duration.h"
@@ -195,6 +196,13 @@ int Main(int argc, char** argv) {
       "providers");
   AddManagerFlags(manager_cmd, manager_flags);
 
+  OperatorFlags operator_flags;
+  auto* operator_cmd = app.add_subcommand(
+      "operator",
+      "Run the a8s operator: Postgresql, ServiceBinding, Backup and Restore "
+      "(postgresql.anynines.com and friends) served by PostgreSQL on this machine");
+  AddOperatorFlags(operator_cmd, operator_flags);
+
   BrokerFlags broker_flags;
   auto* broker_cmd = app.add_subcommand(
       "broker",
@@ -223,6 +231,7 @@ int Main(int argc, char** argv) {
   }
   if (konnector_cmd->parsed()) return RunKonnector(konnector_flags);
   if (manager_cmd->parsed()) return RunManager(manager_flags);
+  if (operator_cmd->parsed()) return RunOperator(operator_flags);
   if (broker_cmd->parsed()) return RunBroker(broker_flags);
   if (backend_cmd->parsed()) return RunBackend(backend_flags);
   if (up_cmd->parsed()) return RunUp(up_flags);

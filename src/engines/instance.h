@@ -17,8 +17,10 @@ using machinery::Json;
 struct PlanLimits {
   std::string size;  // nano, small, medium, big
   int size_rank = 0;
-  int nodes = 1;              // 1 (single) or 3 (replica: a primary and two standbys)
-  bool tls = false;           // -ssl plans
+  int nodes = 1;     // 1 (single) or 3 (replica: a primary and two standbys)
+  bool tls = false;  // -ssl plans: clients must use TLS
+  // With tls: TLS is offered but not required (PostgreSQL: hba `host` lines, not `hostssl`).
+  bool tls_optional = false;
   int shared_buffers_mb = 0;  // PostgreSQL
   int max_connections = 0;    // PostgreSQL max_connections / Redis maxclients
   int64_t disk_quota_bytes = 0;

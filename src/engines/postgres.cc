@@ -50,11 +50,11 @@ class PgConnection {
  public:
   static core::Result<PgConnection> Open(const std::string& host, int port,
                                          const std::string& password, const std::string& db,
-                                         bool tls) {
+                                         std::string_view sslmode) {
     std::string conninfo = fmt::format(
         "host={} port={} user={} dbname={} connect_timeout=5 sslmode={} "
         "application_name=klutch",
-        host, port, kAdminUser, db, tls ? "require" : "disable");
+        host, port, kAdminUser, db, sslmode);
     // The password goes through the parameter-keyword API, never through a logged string.
     const char* keys[] = {"dbname", "password", nullptr};
     const char* values[] = {conninfo.c_str(), password.c_str(), nullptr};
@@ -136,6 +136,7 @@ struct ParamRule {
   std::vector<std::string> values;  // kEnum (case-insensitive) / kStringList
   bool restart = false;             // the setting only changes with a server restart
   int64_t unit_kb = 1;              // kMemory: the setting's unit (min and max count these)
+  bool zero_disables = false;       // kInt: 0 turns the feature off, below min
 };
 
 const std::vector<ParamRule>& Rules() {
@@ -156,7 +157,7 @@ const std::vector<ParamRule>& Rules() {
       {"maintenance_work_mem", "maintenance_work_mem", ParamKind::kMemory, 1024, INT32_MAX, {}},
       {"temp_file_limit", "temp_file_limit", ParamKind::kInt, -1, INT32_MAX, {}},
       {"track_io_timing", "track_io_timing", ParamKind::kBoolOnOff, 0, 0, {}},
-      {"archive_timeout", "archive_timeout", ParamKind::kInt, 10, 1073741823, {}},
+      {"archive_timeout", "archive_timeout", ParamKind::kInt, 10, 1073741823, {}, false, 1, true},
       {"statement_timeout", "statement_timeout", ParamKind::kInt, 0, INT32_MAX, {}},
       {"idle_in_transaction_session_timeout",
        "idle_in_transaction_session_timeout",
@@ -189,6 +190,20 @@ const std::vector<ParamRule>& Rules() {
        0,
        0,
        {"TERSE", "DEFAULT", "VERBOSE"}},
+      {"max_locks_per_transaction",
+       "max_locks_per_transaction",
+       ParamKind::kInt,
+       10,
+       INT32_MAX,
+       {},
+       true},
+      {"ssl_ciphers", "ssl_ciphers", ParamKind::kString, 0, 0, {}},
+      {"ssl_min_protocol_version",
+       "ssl_min_protocol_version",
+       ParamKind::kEnum,
+       0,
+       0,
+       {"TLSv1", "TLSv1.1", "TLSv1.2", "TLSv1.3"}},
       {"data_checksums", "", ParamKind::kEnum, 0, 0, {"enabled", "disabled"}},
       {"role_privileges", "", ParamKind::kStringList, 0, 0, {"CREATEDB"}},
   };
@@ -250,9 +265,11 @@ std::optional<int64_t> MemoryUnits(const Json& value, const ParamRule& rule) {
 
 core::Status CheckIntRange(const std::string& key, const Json& value, const ParamRule& rule) {
   auto v = AsInt(value);
+  if (rule.zero_disables && v == 0) return core::Status::Ok();
   if (!v || *v < rule.min || *v > rule.max) {
-    return core::Invalid(fmt::format("parameter {}: {} is not an integer from {} to {}", key,
-                                     machinery::GoSprint(value), rule.min, rule.max));
+    return core::Invalid(fmt::format("parameter {}: {} is not {}an integer from {} to {}", key,
+                                     machinery::GoSprint(value),
+                                     rule.zero_disables ? "0 (off) or " : "", rule.min, rule.max));
   }
   return core::Status::Ok();
 }
@@ -329,10 +346,29 @@ core::Status CheckParameter(const std::string& key, const Json& value) {
       }
       return core::Status::Ok();
     }
-    case ParamKind::kString:
+    case ParamKind::kString: {
+      // Written into the configuration quoted (ConfString); control characters would still
+      // end the line.
+      const auto* s = value.get_ptr<const std::string*>();
+      bool printable =
+          s != nullptr && s->size() <= 1024 && std::all_of(s->begin(), s->end(), [](char c) {
+            return static_cast<unsigned char>(c) >= 0x20 && c != 0x7f;
+          });
+      if (!printable) {
+        return core::Invalid(
+            fmt::format("parameter {}: {} must be a string of at most 1024 printable characters",
+                        key, machinery::GoSprint(value)));
+      }
       return core::Status::Ok();
+    }
   }
   return core::Status::Ok();
+}
+
+// How the engine's own connections (and its tools') use TLS with the instance.
+std::string_view SslMode(const PlanLimits& plan) {
+  if (!plan.tls) return "disable";
+  return plan.tls_optional ? "prefer" : "require";
 }
 
 std::string ConfString(std::string_view s) {
@@ -354,13 +390,9 @@ std::string RenderConfig(const EngineContext& ctx, const Instance& in, const Pla
                          int node, std::string* restart_settings) {
   fs::path node_dir = ctx.InstanceDir(in.number) / fmt::format("n{}", node);
   std::map<std::string, std::string> settings;
-  std::set<std::string> restart = {"shared_buffers",
-                                   "max_connections",
-                                   "wal_level",
-                                   "max_wal_senders",
-                                   "max_replication_slots",
-                                   "port",
-                                   "ssl"};
+  std::set<std::string> restart = {
+      "shared_buffers",        "max_connections",           "wal_level", "max_wal_senders",
+      "max_replication_slots", "max_locks_per_transaction", "port",      "ssl"};
   settings["listen_addresses"] = ConfString(ctx.host);
   settings["port"] = std::to_string(in.ports[static_cast<size_t>(node)]);
   settings["unix_socket_directories"] = "''";
@@ -409,7 +441,7 @@ std::string RenderConfig(const EngineContext& ctx, const Instance& in, const Pla
   if (node > 0) {
     settings["primary_conninfo"] = ConfString(fmt::format(
         "host={} port={} user={} password={} application_name=node{} sslmode={}", ctx.host,
-        in.ports[0], kReplicator, in.replication_password, node, plan.tls ? "require" : "disable"));
+        in.ports[0], kReplicator, in.replication_password, node, SslMode(plan)));
   }
   std::string out = "# Written by klutch; changes here are replaced.\n";
   for (const auto& [k, v] : settings) {
@@ -427,7 +459,7 @@ std::string RenderHba(const Instance& in, const PlanLimits& plan) {
       "host    all          {}  127.0.0.1/32  scram-sha-256\n"
       "host    replication  {}    127.0.0.1/32  scram-sha-256\n"
       "{}  {}  all  127.0.0.1/32  scram-sha-256\n",
-      kAdminUser, kReplicator, plan.tls ? "hostssl" : "host   ", in.database);
+      kAdminUser, kReplicator, plan.tls && !plan.tls_optional ? "hostssl" : "host   ", in.database);
 }
 
 std::string OwnerRole(const Instance& in) { return in.database + "_owner"; }
@@ -507,14 +539,14 @@ class PostgresService final : public DataService {
       auto old_conf = core::ReadFile(DataDir(in, node) / "klutch.restart");
       if (old_conf.ok()) restart_before = *old_conf;
       if (node > 0 && !primary_lsn.empty()) {
-        KLUTCH_RETURN_IF_ERROR(WaitReplayed(in, node, primary_lsn, to.tls));
+        KLUTCH_RETURN_IF_ERROR(WaitReplayed(in, node, primary_lsn, SslMode(to)));
       }
       KLUTCH_RETURN_IF_ERROR(WriteConfig(in, to, node, &restart_after));
       // A node restarted by the supervisor since also runs the new settings, but only a
       // start through StartNode records that: compare with what the last such start had.
       bool reloaded = false;
       if (restart_before == restart_after) {
-        auto conn = Connect(in, node, "postgres", to.tls);
+        auto conn = Connect(in, node, "postgres", SslMode(to));
         reloaded = conn.ok() && conn->Exec("SELECT pg_reload_conf()").ok();
       }
       // Restart-only settings change with a restart; so do all of them on a node that does
@@ -523,7 +555,7 @@ class PostgresService final : public DataService {
         runner.Stop(in.id, node);
         KLUTCH_RETURN_IF_ERROR(StartNode(in, to, node, runner));
         if (node == 0 && order.front() == 0 && old_nodes > 1) {
-          KLUTCH_ASSIGN_OR_RETURN(auto conn, Connect(in, 0, "postgres", to.tls));
+          KLUTCH_ASSIGN_OR_RETURN(auto conn, Connect(in, 0, "postgres", SslMode(to)));
           KLUTCH_ASSIGN_OR_RETURN(auto rows, conn.Query("SELECT pg_current_wal_lsn()"));
           if (!rows.empty()) primary_lsn = rows[0][0];
         }
@@ -538,11 +570,12 @@ class PostgresService final : public DataService {
 
   // Waits (up to ready_timeout) until standby `node` has replayed the primary's WAL up to
   // `lsn`.
-  core::Status WaitReplayed(const Instance& in, int node, const std::string& lsn, bool tls) {
+  core::Status WaitReplayed(const Instance& in, int node, const std::string& lsn,
+                            std::string_view sslmode) {
     auto deadline = std::chrono::steady_clock::now() + ctx_.ready_timeout;
     std::string last = "no answer";
     while (std::chrono::steady_clock::now() < deadline) {
-      auto conn = Connect(in, node, "postgres", tls);
+      auto conn = Connect(in, node, "postgres", sslmode);
       if (conn.ok()) {
         auto rows = conn->Query(fmt::format(
             "SELECT coalesce(pg_last_wal_replay_lsn() >= {}::pg_lsn, false)", conn->Literal(lsn)));
@@ -584,7 +617,7 @@ class PostgresService final : public DataService {
 
   core::Result<Json> Bind(const Instance& in, const PlanLimits& plan,
                           const Account& binding) override {
-    KLUTCH_ASSIGN_OR_RETURN(auto conn, Connect(in, 0, "postgres", plan.tls));
+    KLUTCH_ASSIGN_OR_RETURN(auto conn, Connect(in, 0, "postgres", SslMode(plan)));
     std::string privileges;
     if (const Json* list = machinery::Find(in.parameters, {"role_privileges"});
         list != nullptr && list->is_array()) {
@@ -619,16 +652,17 @@ class PostgresService final : public DataService {
         {"name", in.database},
         {"password", binding.password},
         {"port", port},
-        {"uri", fmt::format("postgres://{}:{}@{}:{}/{}{}", binding.username, binding.password,
-                            ctx_.host, port, in.database, plan.tls ? "?sslmode=require" : "")},
+        {"uri",
+         fmt::format("postgres://{}:{}@{}:{}/{}{}", binding.username, binding.password, ctx_.host,
+                     port, in.database, plan.tls && !plan.tls_optional ? "?sslmode=require" : "")},
         {"username", binding.username}};
     if (plan.tls) credentials["cacrt"] = ctx_.ca_pem;
     return credentials;
   }
 
   core::Status Unbind(const Instance& in, const PlanLimits& plan, const Account& binding) override {
-    bool use_tls = plan.tls;
-    KLUTCH_ASSIGN_OR_RETURN(auto conn, Connect(in, 0, "postgres", use_tls));
+    const std::string_view sslmode = SslMode(plan);
+    KLUTCH_ASSIGN_OR_RETURN(auto conn, Connect(in, 0, "postgres", sslmode));
     KLUTCH_ASSIGN_OR_RETURN(auto rows,
                             conn.Query(fmt::format("SELECT 1 FROM pg_roles WHERE rolname = {}",
                                                    conn.Literal(binding.username))));
@@ -640,7 +674,7 @@ class PostgresService final : public DataService {
         fmt::format("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = {}",
                     conn.Literal(binding.username))));
     {
-      KLUTCH_ASSIGN_OR_RETURN(auto db, Connect(in, 0, in.database, use_tls));
+      KLUTCH_ASSIGN_OR_RETURN(auto db, Connect(in, 0, in.database, sslmode));
       KLUTCH_RETURN_IF_ERROR(
           db.Exec(fmt::format("REASSIGN OWNED BY {} TO {}", role, db.Ident(OwnerRole(in)))));
       KLUTCH_RETURN_IF_ERROR(db.Exec(fmt::format("DROP OWNED BY {}", role)));
@@ -663,8 +697,7 @@ class PostgresService final : public DataService {
                  in.database,
                  "--file",
                  out.string()};
-    spec.env = {"PGPASSWORD=" + in.admin_password,
-                std::string("PGSSLMODE=") + (plan.tls ? "require" : "disable"),
+    spec.env = {"PGPASSWORD=" + in.admin_password, "PGSSLMODE=" + std::string(SslMode(plan)),
                 "PGCONNECT_TIMEOUT=10"};
     return RunTool(std::move(spec), std::chrono::hours(6));
   }
@@ -675,7 +708,7 @@ class PostgresService final : public DataService {
   // name rotated-away binding roles) are skipped.
   core::Status Restore(const Instance& in, const PlanLimits& plan, const fs::path& file,
                        NodeRunner& /*runner*/) override {
-    KLUTCH_ASSIGN_OR_RETURN(auto conn, Connect(in, 0, "postgres", plan.tls));
+    KLUTCH_ASSIGN_OR_RETURN(auto conn, Connect(in, 0, "postgres", SslMode(plan)));
     const std::string live = conn.Ident(in.database);
     const std::string restoring = conn.Ident(in.database + "_restoring");
     const std::string replaced = conn.Ident(in.database + "_replaced");
@@ -684,7 +717,7 @@ class PostgresService final : public DataService {
     KLUTCH_RETURN_IF_ERROR(conn.Exec("DROP DATABASE IF EXISTS " + restoring + " WITH (FORCE)"));
     KLUTCH_RETURN_IF_ERROR(conn.Exec("DROP DATABASE IF EXISTS " + replaced + " WITH (FORCE)"));
     KLUTCH_RETURN_IF_ERROR(conn.Exec(fmt::format("CREATE DATABASE {} OWNER {}", restoring, owner)));
-    KLUTCH_RETURN_IF_ERROR(PrepareDatabase(in, in.database + "_restoring", plan.tls));
+    KLUTCH_RETURN_IF_ERROR(PrepareDatabase(in, in.database + "_restoring", SslMode(plan)));
     core::ProcessSpec spec;
     spec.argv = {(ctx_.postgres_bin / "pg_restore").string(),
                  "--no-owner",
@@ -701,8 +734,7 @@ class PostgresService final : public DataService {
                  "--dbname",
                  in.database + "_restoring",
                  file.string()};
-    spec.env = {"PGPASSWORD=" + in.admin_password,
-                std::string("PGSSLMODE=") + (plan.tls ? "require" : "disable"),
+    spec.env = {"PGPASSWORD=" + in.admin_password, "PGSSLMODE=" + std::string(SslMode(plan)),
                 "PGCONNECT_TIMEOUT=10"};
     if (auto status = RunTool(std::move(spec), std::chrono::hours(6)); !status.ok()) {
       (void)conn.Exec("DROP DATABASE IF EXISTS " + restoring + " WITH (FORCE)");
@@ -727,7 +759,7 @@ class PostgresService final : public DataService {
     // The instance's data as PostgreSQL counts it (WAL and catalogs are the server's).
     int64_t used = 0;
     {
-      auto conn = Connect(in, 0, "postgres", plan.tls);
+      auto conn = Connect(in, 0, "postgres", SslMode(plan));
       if (!conn.ok()) return "";
       auto rows =
           conn->Query(fmt::format("SELECT pg_database_size({})", conn->Literal(in.database)));
@@ -738,7 +770,7 @@ class PostgresService final : public DataService {
     fs::path marker = NodeDir(in, 0) / "over-quota";
     bool marked = fs::exists(marker);
     if (over != marked) {
-      auto conn = Connect(in, 0, "postgres", plan.tls);
+      auto conn = Connect(in, 0, "postgres", SslMode(plan));
       if (conn.ok()) {
         auto status =
             conn->Exec(fmt::format("ALTER DATABASE {} SET default_transaction_read_only = {}",
@@ -770,9 +802,9 @@ class PostgresService final : public DataService {
 
  private:
   core::Result<PgConnection> Connect(const Instance& in, int node, const std::string& db,
-                                     bool tls) const {
+                                     std::string_view sslmode) const {
     return PgConnection::Open(ctx_.host, in.ports[static_cast<size_t>(node)], in.admin_password, db,
-                              tls);
+                              sslmode);
   }
 
   core::Status WriteConfig(const Instance& in, const PlanLimits& plan, int node,
@@ -874,8 +906,7 @@ class PostgresService final : public DataService {
                  "--wal-method=stream",
                  "--checkpoint=fast",
                  "--no-sync"};
-    spec.env = {"PGPASSWORD=" + in.replication_password,
-                std::string("PGSSLMODE=") + (plan.tls ? "require" : "disable")};
+    spec.env = {"PGPASSWORD=" + in.replication_password, "PGSSLMODE=" + std::string(SslMode(plan))};
     spec.user = ctx_.user;
     spec.cwd = NodeDir(in, node);
     KLUTCH_ASSIGN_OR_RETURN(auto result, core::RunProcess(spec, std::chrono::minutes(30)));
@@ -907,8 +938,8 @@ class PostgresService final : public DataService {
   }
 
   core::Status SetUpAccounts(const Instance& in, const PlanLimits& plan) {
-    bool tls = plan.tls;
-    KLUTCH_ASSIGN_OR_RETURN(auto conn, Connect(in, 0, "postgres", tls));
+    const std::string_view sslmode = SslMode(plan);
+    KLUTCH_ASSIGN_OR_RETURN(auto conn, Connect(in, 0, "postgres", sslmode));
     std::string owner = OwnerRole(in);
     KLUTCH_ASSIGN_OR_RETURN(
         auto roles, conn.Query(fmt::format("SELECT rolname FROM pg_roles WHERE rolname IN ({}, {})",
@@ -941,20 +972,21 @@ class PostgresService final : public DataService {
     // read its settings (primary_conninfo holds the replication password).
     KLUTCH_RETURN_IF_ERROR(
         conn.Exec(fmt::format("GRANT pg_read_all_stats TO {}", conn.Ident(owner))));
-    return PrepareDatabase(in, in.database, tls);
+    return PrepareDatabase(in, in.database, sslmode);
   }
 
   // Who may use a database of the instance: only the owner role (and so every binding), with
   // the public schema its own.
-  core::Status PrepareDatabase(const Instance& in, const std::string& name, bool tls) {
+  core::Status PrepareDatabase(const Instance& in, const std::string& name,
+                               std::string_view sslmode) {
     {
-      KLUTCH_ASSIGN_OR_RETURN(auto conn, Connect(in, 0, "postgres", tls));
+      KLUTCH_ASSIGN_OR_RETURN(auto conn, Connect(in, 0, "postgres", sslmode));
       KLUTCH_RETURN_IF_ERROR(
           conn.Exec(fmt::format("REVOKE ALL ON DATABASE {} FROM PUBLIC", conn.Ident(name))));
       KLUTCH_RETURN_IF_ERROR(conn.Exec(fmt::format("GRANT CONNECT, TEMPORARY ON DATABASE {} TO {}",
                                                    conn.Ident(name), conn.Ident(OwnerRole(in)))));
     }
-    KLUTCH_ASSIGN_OR_RETURN(auto db, Connect(in, 0, name, tls));
+    KLUTCH_ASSIGN_OR_RETURN(auto db, Connect(in, 0, name, sslmode));
     KLUTCH_RETURN_IF_ERROR(
         db.Exec(fmt::format("ALTER SCHEMA public OWNER TO {}", db.Ident(OwnerRole(in)))));
     return db.Exec("REVOKE ALL ON SCHEMA public FROM PUBLIC");

@@ -149,8 +149,8 @@ class Sandbox::Impl {
     KLUTCH_RETURN_IF_ERROR(EnsurePki());
     // Each step is checked for cancellation too (Pause with no wait).
     for (auto step : {&Impl::StartApiServers, &Impl::StartIdentityProvider, &Impl::StartManager,
-                      &Impl::StartBroker, &Impl::ApplyPackage, &Impl::StartBackend,
-                      &Impl::StartKonnectorRunners, &Impl::BindFirstAppCluster,
+                      &Impl::StartBroker, &Impl::StartOperator, &Impl::ApplyPackage,
+                      &Impl::StartBackend, &Impl::StartKonnectorRunners, &Impl::BindFirstAppCluster,
                       &Impl::RenewExpiredKonnectorCredentials, &Impl::ReadBindings}) {
       KLUTCH_RETURN_IF_ERROR(Pause(std::chrono::milliseconds(0)));
       KLUTCH_RETURN_IF_ERROR((this->*step)());
@@ -436,6 +436,16 @@ class Sandbox::Impl {
         {klutch_, "broker", "--listen", fmt::format("127.0.0.1:{}", port), "--state-dir",
          (dir_ / "broker").string(), "--credentials-secrets-kubeconfig",
          info_.control_plane_kubeconfig.string()},
+        std::chrono::seconds(120));
+  }
+
+  // The a8s operator serves what the a8s Compositions' Objects create on the Control Plane;
+  // stopping it stops its PostgreSQL servers: give it time.
+  core::Status StartOperator() {
+    return StartProcess(
+        "operator",
+        {klutch_, "operator", "--kubeconfig", info_.control_plane_kubeconfig.string(),
+         "--state-dir", (dir_ / "operator").string(), "--health-probe-bind-address", "127.0.0.1:0"},
         std::chrono::seconds(120));
   }
 

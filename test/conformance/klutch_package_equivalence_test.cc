@@ -56,9 +56,11 @@ const std::vector<std::string>& UpstreamPackageFiles() {
 }
 
 // Ours without an upstream file: the function the Compositions name (built into the manager,
-// installed by this file on a Crossplane Control Plane).
+// installed by this file on a Crossplane Control Plane) and the provider-kubernetes
+// ProviderConfig the a8s Compositions name (upstream leaves it to the platform team).
 const std::set<std::string>& OurExtras() {
-  static const auto* extras = new std::set<std::string>{"Function/function-patch-and-transform"};
+  static const auto* extras = new std::set<std::string>{"Function/function-patch-and-transform",
+                                                        "ProviderConfig/kubernetes-provider"};
   return *extras;
 }
 

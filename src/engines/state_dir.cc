@@ -1,4 +1,4 @@
-#include "broker/state_dir.h"
+#include "engines/state_dir.h"
 
 #include <fmt/format.h>
 
@@ -10,7 +10,7 @@
 #include "core/strings.h"
 #include "machinery/json.h"
 
-namespace klutch::broker {
+namespace klutch::engines {
 namespace {
 
 namespace fs = std::filesystem;
@@ -24,7 +24,7 @@ core::Status StateDir::Init() const {
     if (ec) return core::Internal(fmt::format("create {}: {}", dir.string(), ec.message()));
   }
   // The instances' account must traverse the root and i/ to reach its own directories (the
-  // broker runs with umask 077); backups/ and tls/ stay the broker's alone.
+  // owner runs with umask 077); backups/ and tls/ stay the owner's alone.
   for (const fs::path& dir : {root_, root_ / "i"}) {
     fs::permissions(dir, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec, ec);
   }
@@ -33,18 +33,18 @@ core::Status StateDir::Init() const {
   return core::Status::Ok();
 }
 
-core::Status StateDir::Save(const InstanceRecord& record) const {
-  fs::path dir = InstanceDir(record.number);
+core::Status StateDir::SaveJson(int64_t number, const machinery::Json& record) const {
+  fs::path dir = InstanceDir(number);
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return core::Internal(fmt::format("create {}: {}", dir.string(), ec.message()));
-  return core::WriteFileAtomic(dir / "instance.json", machinery::Dump(ToJson(record)));
+  return core::WriteFileAtomic(dir / "instance.json", machinery::Dump(record));
 }
 
-std::vector<InstanceRecord> StateDir::LoadAll(std::vector<std::string>* errors) const {
-  std::vector<InstanceRecord> out;
+std::vector<machinery::Json> StateDir::LoadAllJson(std::vector<std::string>* errors) const {
+  std::vector<machinery::Json> out;
   std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(root_ / "i", ec)) {
+  for (const auto& entry : fs::directory_iterator(InstancesDir(), ec)) {
     fs::path file = entry.path() / "instance.json";
     if (!fs::exists(file)) continue;
     auto text = core::ReadFile(file);
@@ -57,12 +57,7 @@ std::vector<InstanceRecord> StateDir::LoadAll(std::vector<std::string>* errors) 
       if (errors != nullptr) errors->push_back(file.string() + ": " + json.status().message());
       continue;
     }
-    auto record = InstanceFromJson(*json);
-    if (!record.ok()) {
-      if (errors != nullptr) errors->push_back(file.string() + ": " + record.status().message());
-      continue;
-    }
-    out.push_back(std::move(*record));
+    out.push_back(std::move(*json));
   }
   return out;
 }
@@ -100,4 +95,4 @@ int64_t StateDir::CleanUp() const {
   return highest;
 }
 
-}  // namespace klutch::broker
+}  // namespace klutch::engines

@@ -1,4 +1,4 @@
-#include "broker/broker_pki.h"
+#include "engines/engine_ca.h"
 
 #include <chrono>
 #include <filesystem>
@@ -6,12 +6,13 @@
 #include "core/file.h"
 #include "http/certs.h"
 
-namespace klutch::broker {
+namespace klutch::engines {
 
-core::Status LoadOrCreateBrokerCa(const StateDir& state, engines::EngineContext& engine) {
+core::Status LoadOrCreateEngineCa(const std::filesystem::path& dir, const std::string& name,
+                                  EngineContext& engine) {
   namespace fs = std::filesystem;
-  fs::path crt = state.TlsDir() / "ca.crt";
-  fs::path key = state.TlsDir() / "ca.key";
+  fs::path crt = dir / "ca.crt";
+  fs::path key = dir / "ca.key";
   auto c = core::ReadFile(crt);
   auto k = core::ReadFile(key);
   if (c.ok() && k.ok()) {
@@ -19,8 +20,8 @@ core::Status LoadOrCreateBrokerCa(const StateDir& state, engines::EngineContext&
     engine.ca_key_pem = *k;
     return core::Status::Ok();
   }
-  KLUTCH_ASSIGN_OR_RETURN(http::Pem ca, http::GenerateCertificateAuthority(
-                                            "klutch-broker-ca", std::chrono::hours(24 * 3650)));
+  KLUTCH_ASSIGN_OR_RETURN(http::Pem ca,
+                          http::GenerateCertificateAuthority(name, std::chrono::hours(24 * 3650)));
   KLUTCH_RETURN_IF_ERROR(core::WriteFileAtomic(key, ca.private_key));
   KLUTCH_RETURN_IF_ERROR(core::WriteFileAtomic(crt, ca.certificate,
                                                fs::perms::owner_read | fs::perms::owner_write |
@@ -30,4 +31,4 @@ core::Status LoadOrCreateBrokerCa(const StateDir& state, engines::EngineContext&
   return core::Status::Ok();
 }
 
-}  // namespace klutch::broker
+}  // namespace klutch::engines

@@ -1,0 +1,265 @@
+#include "a8s/postgresql_reconciler.h"
+
+#include <fmt/format.h>
+
+#include "a8s/a8s_names.h"
+#include "core/log.h"
+#include "core/strings.h"
+#include "machinery/object.h"
+#include "reconcile/conditions.h"
+
+namespace klutch::a8s {
+
+using reconcile::Result;
+using reconcile::Step;
+
+struct PostgresqlReconciler::Pass {
+  Json object;    // as read from the cache
+  Json modified;  // its status as this pass leaves it
+  PostgresqlSpec spec;
+  InstanceRecord record;
+  std::string key() const { return machinery::Namespace(object) + "/" + machinery::Name(object); }
+};
+
+core::Result<Result> PostgresqlReconciler::Reconcile(const reconcile::Request& request) {
+  auto cached = ctx_.postgresqls.indexer().Get(request.Key());
+  if (cached == nullptr) return Result::Done();
+  Pass p{.object = *cached, .modified = *cached};
+  if (machinery::IsBeingDeleted(p.object)) return Delete(p);
+  KLUTCH_RUN_STEP(EnsureFinalizer(p));
+  KLUTCH_RUN_STEP(ReadSpec(p));
+  KLUTCH_RUN_STEP(EnsureRecord(p));
+  KLUTCH_RUN_STEP(EnsureServers(p));
+  return ReportStatus(p);
+}
+
+void PostgresqlReconciler::NotRunningYet(Pass& p) {
+  if (machinery::Find(p.object, {"status", "clusterStatus"}) != nullptr) return;
+  p.modified["status"]["clusterStatus"] = std::string(kNotRunning);
+  p.modified["status"]["readyReplicas"] = 0;
+}
+
+std::vector<std::string> PostgresqlReconciler::BindingsOf(const Pass& p) const {
+  std::vector<std::string> out;
+  const std::string ns = machinery::Namespace(p.object);
+  for (const auto& b : ctx_.bindings.indexer().List()) {
+    std::string target_ns = machinery::GetString(*b, {"spec", "instance", "namespace"});
+    if (target_ns.empty()) target_ns = machinery::Namespace(*b);
+    if (target_ns == ns &&
+        machinery::GetString(*b, {"spec", "instance", "name"}) == machinery::Name(p.object) &&
+        machinery::GetString(*b, {"spec", "instance", "kind"}) == "Postgresql") {
+      out.push_back(machinery::Namespace(*b) + "/" + machinery::Name(*b));
+    }
+  }
+  return out;
+}
+
+// Deleting: wait while bindings use it (their applications would lose their database without
+// a word), then stop its servers and remove its files, record and backups.
+core::Result<Result> PostgresqlReconciler::Delete(Pass& p) {
+  if (!machinery::HasFinalizer(p.object, kFinalizer)) return Result::Done();
+  if (auto users = BindingsOf(p); !users.empty()) {
+    return Failed(
+        ctx_, kPostgresqls, p.object, p.modified, "InUse",
+        fmt::format("Postgresql {} is still used by ServiceBinding {}; it is deleted once "
+                    "they are (delete them first: their applications lose access)",
+                    p.key(), core::Join(users, ", ")),
+        std::chrono::seconds(30));
+  }
+  if (auto record = ctx_.store.Get(machinery::Uid(p.object))) {
+    auto lock = ctx_.store.LockFor(record->id);
+    core::MutexLock hold(*lock);
+    for (int node = 0; node < static_cast<int>(record->ports.size()); ++node) {
+      ctx_.supervisor.Stop(record->id, node);
+    }
+    KLUTCH_RETURN_IF_ERROR(ctx_.store.Remove(*record));
+    KLUTCH_LOG(kInfo, "operator", "Postgresql {}: servers stopped, data and backups removed",
+               p.key());
+  }
+  KLUTCH_RETURN_IF_ERROR(SetFinalizer(ctx_, kPostgresqls, p.object, false).status());
+  return Result::Done();
+}
+
+Step PostgresqlReconciler::EnsureFinalizer(Pass& p) {
+  KLUTCH_ASSIGN_OR_RETURN(bool wrote, SetFinalizer(ctx_, kPostgresqls, p.object, true));
+  // The write brings the object back with the finalizer; the next pass goes on.
+  if (wrote) return Result::Done();
+  return reconcile::Continue();
+}
+
+// The spec as the engine will run it; a spec that cannot run is the user's to fix.
+Step PostgresqlReconciler::ReadSpec(Pass& p) {
+  const Json* spec = machinery::Find(p.object, {"spec"});
+  auto parsed = ParsePostgresqlSpec(spec ? *spec : Json::object());
+  if (!parsed.ok()) {
+    NotRunningYet(p);
+    return Failed(ctx_, kPostgresqls, p.object, p.modified, "InvalidSpec",
+                  fmt::format("Postgresql {} cannot run: {}", p.key(), parsed.status().message()));
+  }
+  if (auto st = ctx_.engine.ValidateParameters(parsed->parameters); !st.ok()) {
+    NotRunningYet(p);
+    return Failed(ctx_, kPostgresqls, p.object, p.modified, "InvalidParameter",
+                  fmt::format("Postgresql {} cannot run: {}", p.key(), InSpecTerms(st.message())));
+  }
+  p.spec = std::move(*parsed);
+  return reconcile::Continue();
+}
+
+Step PostgresqlReconciler::EnsureRecord(Pass& p) {
+  const std::string uid = machinery::Uid(p.object);
+  if (auto record = ctx_.store.Get(uid)) {
+    p.record = std::move(*record);
+    return reconcile::Continue();
+  }
+  KLUTCH_ASSIGN_OR_RETURN(
+      p.record, ctx_.store.Create(uid, machinery::Namespace(p.object), machinery::Name(p.object),
+                                  p.spec.replicas, ctx_.engine_context.host));
+  return reconcile::Continue();
+}
+
+// Builds the servers the first time (initdb, standbys from pg_basebackup), or applies a changed
+// spec to running ones.
+Step PostgresqlReconciler::EnsureServers(Pass& p) {
+  if (p.record.provisioned) {
+    KLUTCH_RETURN_IF_ERROR(EnsureStarted(p));
+    if (p.record.applied_spec == p.object["spec"]) return reconcile::Continue();
+    return ApplyChange(p);
+  }
+  auto lock = ctx_.store.LockFor(p.record.id);
+  core::MutexLock hold(*lock);
+  p.record.parameters = p.spec.parameters;
+  if (auto st = ctx_.engine.Provision(p.record, p.spec.limits, ctx_.supervisor); !st.ok()) {
+    KLUTCH_LOG(kWarn, "operator", "Postgresql {}: provisioning failed: {}", p.key(), st.message());
+    NotRunningYet(p);
+    return Failed(ctx_, kPostgresqls, p.object, p.modified, "ProvisionFailed",
+                  fmt::format("Postgresql {}: starting its servers failed: {}", p.key(),
+                              InSpecTerms(st.message())),
+                  std::chrono::seconds(10));
+  }
+  p.record.applied_spec = p.object["spec"];
+  p.record.applied_generation = Generation(p.object);
+  p.record.provisioned = true;
+  KLUTCH_RETURN_IF_ERROR(ctx_.store.Save(p.record));
+  ctx_.store.SetStarted(p.record.id);
+  ctx_.events.Event(
+      p.object, reconcile::kEventTypeNormal, "Provisioned",
+      fmt::format("{} PostgreSQL {} server(s) running", p.spec.replicas, ctx_.machine_version));
+  return reconcile::Continue();
+}
+
+// After the operator (re)started: the servers a previous operator left running are adopted
+// through their PID files, the others started, as the spec last applied has them.
+core::Status PostgresqlReconciler::EnsureStarted(Pass& p) {
+  if (ctx_.store.Started(p.record.id)) return core::Status::Ok();
+  auto lock = ctx_.store.LockFor(p.record.id);
+  core::MutexLock hold(*lock);
+  KLUTCH_RETURN_IF_ERROR(ctx_.engine.Start(p.record, AppliedLimits(p.record), ctx_.supervisor));
+  ctx_.store.SetStarted(p.record.id);
+  return core::Status::Ok();
+}
+
+// A changed spec on running servers: refused when it cannot be done (fewer replicas, another
+// version); else the new settings (and standbys) are applied, and what the servers refuse is
+// undone, leaving the instance as it ran.
+Step PostgresqlReconciler::ApplyChange(Pass& p) {
+  auto before = ParsePostgresqlSpec(p.record.applied_spec);
+  if (before.ok()) {
+    if (auto st = CheckSpecChange(*before, p.spec); !st.ok()) {
+      return Failed(
+          ctx_, kPostgresqls, p.object, p.modified, "ChangeRefused",
+          fmt::format("Postgresql {} keeps running as it was: {}", p.key(), st.message()));
+    }
+  }
+  engines::PlanLimits from = before.ok() ? before->limits : AppliedLimits(p.record);
+  auto lock = ctx_.store.LockFor(p.record.id);
+  core::MutexLock hold(*lock);
+  InstanceRecord old = p.record;
+  KLUTCH_RETURN_IF_ERROR(ctx_.store.AddPorts(p.record, p.spec.replicas, ctx_.engine_context.host));
+  p.record.parameters = p.spec.parameters;
+  auto st = ctx_.engine.Update(p.record, from, p.spec.limits, ctx_.supervisor);
+  if (!st.ok()) {
+    // Back to what ran: the old settings on the old nodes; added standbys go.
+    for (size_t node = old.ports.size(); node < p.record.ports.size(); ++node) {
+      ctx_.supervisor.Stop(old.id, static_cast<int>(node));
+    }
+    engines::PlanLimits tried = p.spec.limits;
+    tried.nodes = static_cast<int>(old.ports.size());
+    auto back = ctx_.engine.Update(old, tried, from, ctx_.supervisor);
+    old.applied_generation = Generation(p.object);
+    KLUTCH_RETURN_IF_ERROR(ctx_.store.Save(old));
+    p.record = old;
+    return Failed(ctx_, kPostgresqls, p.object, p.modified, "ChangeFailed",
+                  fmt::format("Postgresql {}: PostgreSQL refused the new settings ({}); {}",
+                              p.key(), InSpecTerms(st.message()),
+                              back.ok() ? "the previous settings are back"
+                                        : "going back failed too: " + back.message()));
+  }
+  p.record.applied_spec = p.object["spec"];
+  p.record.applied_generation = Generation(p.object);
+  KLUTCH_RETURN_IF_ERROR(ctx_.store.Save(p.record));
+  ctx_.events.Event(p.object, reconcile::kEventTypeNormal, "Updated",
+                    "the servers run the new spec");
+  return reconcile::Continue();
+}
+
+core::Result<Result> PostgresqlReconciler::ReportStatus(Pass& p) {
+  const engines::PlanLimits limits = AppliedLimits(p.record);
+  int ready = 0;
+  for (int node = 0; node < limits.nodes && node < static_cast<int>(p.record.ports.size());
+       ++node) {
+    engines::NodeSpec spec = ctx_.engine.Node(p.record, limits, node);
+    if (spec.ready && spec.ready()) ++ready;
+  }
+  std::string quota;
+  // An operation in progress holds the lock; its own pass reports afterwards.
+  if (auto lock = ctx_.store.LockFor(p.record.id); lock->TryLock()) {
+    quota = ctx_.engine.EnforceQuota(p.record, limits);
+    lock->Unlock();
+  }
+  const bool running = ready == limits.nodes;
+  Json& status = p.modified["status"];
+  status["readyReplicas"] = ready;
+  status["clusterStatus"] = std::string(running ? kRunning : kNotRunning);
+  status["runningVersion"] = ctx_.machine_version;
+  const int64_t generation = Generation(p.object);
+  std::string problem = !quota.empty() ? quota
+                        : running      ? ""
+                                  : fmt::format("{} of {} servers answer", ready, limits.nodes);
+  if (problem.empty()) {
+    status.erase("error");
+  } else {
+    status["error"] = problem;
+  }
+  reconcile::SetCondition(p.modified,
+                          {.type = "Ready",
+                           .status = problem.empty() ? "True" : "False",
+                           .observed_generation = generation,
+                           .reason = problem.empty()  ? "Running"
+                                     : !quota.empty() ? "DiskQuotaExceeded"
+                                                      : "ServersDown",
+                           .message = problem},
+                          ctx_.clock);
+  if (p.spec.requested_version != ctx_.machine_version) {
+    const std::string message = fmt::format(
+        "asked for PostgreSQL {}; this machine's servers run PostgreSQL {}, the only major version "
+        "it has: use version {} to match, or a Control Plane with anynines' a8s operator for {}",
+        p.spec.requested_version, ctx_.machine_version, ctx_.machine_version,
+        p.spec.requested_version);
+    if (!reconcile::IsConditionTrue(p.object, "VersionSubstituted")) {
+      ctx_.events.Event(p.object, reconcile::kEventTypeWarning, "VersionSubstituted", message);
+    }
+    reconcile::SetCondition(p.modified,
+                            {.type = "VersionSubstituted",
+                             .status = "True",
+                             .observed_generation = generation,
+                             .reason = fmt::format("RunsPostgreSQL{}", ctx_.machine_version),
+                             .message = message},
+                            ctx_.clock);
+  } else {
+    reconcile::RemoveCondition(p.modified, "VersionSubstituted");
+  }
+  KLUTCH_RETURN_IF_ERROR(WriteStatus(ctx_, kPostgresqls, p.object, p.modified));
+  return Result::RequeueAfter(ctx_.status_interval);
+}
+
+}  // namespace klutch::a8s

@@ -1,0 +1,41 @@
+// PostgresqlReconciler (klutch-operator-postgresql): a Postgresql (postgresql.anynines.com/v1beta3)
+// becomes a PostgreSQL cluster of local servers on the engine (engines/data_service.h): one, or a
+// primary and two streaming standbys. A pass reads the spec (refusing what cannot run, naming the
+// field), keeps a record of the instance (ports, passwords), provisions it or applies a changed
+// spec (rolling back what the servers refuse), and reports status.clusterStatus, readyReplicas,
+// runningVersion and the conditions Ready and VersionSubstituted. A Postgresql with
+// ServiceBindings is deleted only once they are gone (ADR 0014's rule on the a8s path).
+// Thread-safe.
+#pragma once
+
+#include "a8s/operator_context.h"
+#include "reconcile/controller.h"
+#include "reconcile/step.h"
+
+namespace klutch::a8s {
+
+class PostgresqlReconciler final : public reconcile::Reconciler {
+ public:
+  explicit PostgresqlReconciler(OperatorContext& ctx) : ctx_(ctx) {}
+  core::Result<reconcile::Result> Reconcile(const reconcile::Request& request) override;
+
+ private:
+  struct Pass;  // what the steps of one pass share
+
+  core::Result<reconcile::Result> Delete(Pass& p);
+  reconcile::Step EnsureFinalizer(Pass& p);
+  reconcile::Step ReadSpec(Pass& p);
+  reconcile::Step EnsureRecord(Pass& p);
+  reconcile::Step EnsureServers(Pass& p);
+  core::Status EnsureStarted(Pass& p);
+  reconcile::Step ApplyChange(Pass& p);
+  core::Result<reconcile::Result> ReportStatus(Pass& p);
+  // A Postgresql whose servers never ran says so in the columns `kubectl get` shows.
+  static void NotRunningYet(Pass& p);
+  // The ServiceBindings that name this Postgresql.
+  std::vector<std::string> BindingsOf(const Pass& p) const;
+
+  OperatorContext& ctx_;
+};
+
+}  // namespace klutch::a8s
