@@ -18,6 +18,12 @@ inline const client::GroupVersionResource kRestores{"backups.anynines.com", "v1b
 inline constexpr std::string_view kPostgresqlApiVersion = "postgresql.anynines.com/v1beta3";
 inline constexpr std::string_view kPostgresqlGroup = "postgresql.anynines.com";
 
+// Klutch's PostgreSQL claims (the a8s compositions name the Postgresql after its claim).
+inline const client::GroupVersionResource kPostgresqlInstanceClaims{"anynines.com", "v1",
+                                                                    "postgresqlinstances"};
+// On a Postgresql or its claim: delete it even while ServiceBindings use it (ADR 0014).
+inline constexpr std::string_view kDeleteInUseAnnotation = "klutch.anynines.com/delete-in-use";
+
 // Kept on every object the operator serves until what it made for the object is gone.
 inline constexpr std::string_view kFinalizer = "operator.klutch.anynines.com/cleanup";
 // The database every instance has, which bindings use (a8s' default database name).

@@ -39,6 +39,16 @@ void PostgresqlReconciler::NotRunningYet(Pass& p) {
   p.modified["status"]["readyReplicas"] = 0;
 }
 
+// The annotation on the Postgresql, or on the Klutch claim it was composed for (the a8s
+// compositions give it the claim's namespace and name).
+bool PostgresqlReconciler::ForcedDeletion(const Pass& p) const {
+  if (machinery::Annotation(p.object, kDeleteInUseAnnotation) == "true") return true;
+  client::ResourceClient claims(ctx_.rest, kPostgresqlInstanceClaims,
+                                machinery::Namespace(p.object));
+  auto claim = claims.Get(machinery::Name(p.object));
+  return claim.ok() && machinery::Annotation(*claim, kDeleteInUseAnnotation) == "true";
+}
+
 std::vector<std::string> PostgresqlReconciler::BindingsOf(const Pass& p) const {
   std::vector<std::string> out;
   const std::string ns = machinery::Namespace(p.object);
@@ -48,7 +58,7 @@ std::vector<std::string> PostgresqlReconciler::BindingsOf(const Pass& p) const {
     if (target_ns == ns &&
         machinery::GetString(*b, {"spec", "instance", "name"}) == machinery::Name(p.object) &&
         machinery::GetString(*b, {"spec", "instance", "kind"}) == "Postgresql") {
-      out.push_back(machinery::Namespace(*b) + "/" + machinery::Name(*b));
+      out.push_back(machinery::Name(*b));
     }
   }
   return out;
@@ -58,13 +68,18 @@ std::vector<std::string> PostgresqlReconciler::BindingsOf(const Pass& p) const {
 // a word), then stop its servers and remove its files, record and backups.
 core::Result<Result> PostgresqlReconciler::Delete(Pass& p) {
   if (!machinery::HasFinalizer(p.object, kFinalizer)) return Result::Done();
-  if (auto users = BindingsOf(p); !users.empty()) {
+  if (auto users = BindingsOf(p); !users.empty() && !ForcedDeletion(p)) {
+    std::vector<std::string> quoted;
+    for (const auto& u : users) quoted.push_back(fmt::format("\"{}\"", u));
     return Failed(
         ctx_, kPostgresqls, p.object, p.modified, "InUse",
-        fmt::format("Postgresql {} is still used by ServiceBinding {}; it is deleted once "
-                    "they are (delete them first: their applications lose access)",
-                    p.key(), core::Join(users, ", ")),
-        std::chrono::seconds(30));
+        fmt::format("Postgresql {} is still used by ServiceBinding {}: it is deleted once {} gone "
+                    "(delete {} first), or annotate it or its claim with {}=true to delete it and "
+                    "its data anyway",
+                    p.key(), core::Join(quoted, ", "),
+                    users.size() == 1 ? "that binding is" : "those bindings are",
+                    users.size() == 1 ? "it" : "them", kDeleteInUseAnnotation),
+        std::chrono::seconds(10));
   }
   if (auto record = ctx_.store.Get(machinery::Uid(p.object))) {
     auto lock = ctx_.store.LockFor(record->id);

@@ -32,7 +32,9 @@ class PostgresqlReconciler final : public reconcile::Reconciler {
   core::Result<reconcile::Result> ReportStatus(Pass& p);
   // A Postgresql whose servers never ran says so in the columns `kubectl get` shows.
   static void NotRunningYet(Pass& p);
-  // The ServiceBindings that name this Postgresql.
+  // Whether the user asked to delete it even while in use.
+  bool ForcedDeletion(const Pass& p) const;
+  // The ServiceBindings that name this Postgresql (their names: same namespace).
   std::vector<std::string> BindingsOf(const Pass& p) const;
 
   OperatorContext& ctx_;

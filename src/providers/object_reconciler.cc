@@ -1,5 +1,7 @@
 #include "providers/object_reconciler.h"
 
+#include <fmt/format.h>
+
 #include <set>
 #include <utility>
 
@@ -257,9 +259,18 @@ core::Result<Result> ObjectReconciler::DeleteManaged(Pass& p, client::ResourceCl
         auto d = live_client.Delete(p.name);
         if (!d.ok() && !core::IsNotFound(d.status())) return d.status();
       }
+      // What the managed object waits for (its own Ready=False message, such as an operator
+      // saying it is still in use) is this Object's, so that the claim shows it.
+      std::string message = fmt::format("waiting for {} {} to be deleted", p.kind,
+                                        p.ns.empty() ? p.name : p.ns + "/" + p.name);
+      if (auto ready = reconcile::FindCondition(*live, "Ready");
+          ready && ready->status == "False" && !ready->message.empty()) {
+        message += ": " + ready->message;
+      }
       Json modified = object;
-      reconcile::SetCondition(modified, {.type = "Ready", .status = "False", .reason = "Deleting"},
-                              clock_);
+      reconcile::SetCondition(
+          modified, {.type = "Ready", .status = "False", .reason = "Deleting", .message = message},
+          clock_);
       auto w = p.committer.CommitStatus(object, modified);
       if (!w.ok() && !core::IsNotFound(w.status())) return w.status();
       return Result::RequeueAfter(p.local ? poll_interval_ : std::chrono::milliseconds(1000));

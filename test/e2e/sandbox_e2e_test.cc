@@ -5,6 +5,8 @@
 //    Restore bring deleted rows back, and deleting the claims removes them from the Control
 //    Plane and the instance from the broker (its instance list).
 //  - App Cluster 1 comes up bound (kubectl bind apiservice, as an operator scripts it).
+//  - Upstream Klutch's a8s examples, applied unchanged there, end in databases served by
+//    `klutch operator` through the same lifecycle.
 //  - App Cluster 2 is bound with `kubectl bind URL --skip-browser`, the login and the catalog
 //    page driven in Chromium (screenshots of the catalog and consumer pages are artifacts); a
 //    bogus request to the CLI's callback does not end its login; the consumer page lists App
@@ -488,6 +490,136 @@ TEST_F(SandboxE2eTest, A1b_AnInstanceInUseWaitsForItsBindingsUnlessForced) {
       << ready_of("servicebinding", "inuse-binding");
   EXPECT_EQ(Kubectl("app-1", "delete servicebinding inuse-binding --timeout=120s", 150s).exit_code,
             0);
+}
+
+// Issue #25: upstream Klutch's a8s examples, applied unchanged in App Cluster 1, end in
+// databases served by `klutch operator` (the XRDs' default compositions): the binding's Secret
+// reaches psql, the parameters example's settings are the server's, a Backup and a Restore
+// bring deleted rows back, an instance in use waits for its binding, and deleting everything
+// leaves no server and no data behind.
+TEST_F(SandboxE2eTest, A1d_UpstreamsA8sExamplesEndInDatabasesServedByTheOperator) {
+  const fs::path examples = fs::path(KLUTCH_SHARED_DIR) / "conformance/klutch/crossplane-api/" /
+                            "examples/a8s";
+  auto apply = [&](const std::string& file) {
+    return Kubectl("app-1", "apply -f " + (examples / file).string());
+  };
+  for (const char* file : {"postgresql-claim.yaml", "postgresql-claim-defaults.yaml",
+                           "postgresql-claim-parameters.yaml", "servicebinding-claim.yaml"}) {
+    CommandResult applied = apply(file);
+    ASSERT_EQ(applied.exit_code, 0) << file << ": " << applied.err;
+  }
+  for (const char* name : {"example-a8s-postgresql", "example-a8s-postgresql-defaults",
+                           "example-a8s-postgresql-parameters"}) {
+    CommandResult running =
+        Kubectl("app-1",
+                std::string("wait postgresqlinstance/") + name +
+                    " --for=jsonpath='{.status.managed.clusterStatus}'=Running --timeout=180s",
+                200s);
+    EXPECT_EQ(running.exit_code, 0) << name << ": " << running.err << Diagnostics("app-1");
+  }
+  // The binding's Secret, as a8s names it, with the keys a8s documents (and the port, which is
+  // not 5432 here).
+  const std::string secret = "example-a8s-postgresql-service-binding";
+  std::string keys;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        keys = Kubectl("app-1", "get secret " + secret +
+                                    " -o go-template='{{range $k, $v := .data}}{{$k}} {{end}}'")
+                   .out;
+        return keys.find("username") != std::string::npos;
+      },
+      120s))
+      << Diagnostics("app-1");
+  EXPECT_EQ(keys, "database instance_service password port uri username ");
+  const std::string uri = SecretUri("app-1", "default", secret);
+  ASSERT_EQ(Psql(uri,
+                 "create table items(id int); insert into items select generate_series(1, 100); "
+                 "select count(*) from items"),
+            "100");
+
+  // The parameters example's values, as the server runs them (a binding of our own).
+  ASSERT_EQ(Apply("app-1",
+                  "apiVersion: anynines.com/v1\nkind: ServiceBinding\nmetadata:\n"
+                  "  name: params-binding\n  namespace: default\nspec:\n"
+                  "  instanceRef: example-a8s-postgresql-parameters\n"
+                  "  serviceInstanceType: postgresql\n  compositionRef:\n"
+                  "    name: a8s-servicebinding\n")
+                .exit_code,
+            0);
+  std::string params_uri;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        params_uri = SecretUri("app-1", "default", "params-binding-service-binding");
+        return !params_uri.empty();
+      },
+      120s))
+      << Diagnostics("app-1");
+  EXPECT_EQ(Psql(params_uri,
+                 "select string_agg(setting, ',' order by name) from pg_settings where name in "
+                 "('max_connections', 'statement_timeout', 'wal_writer_delay', 'temp_file_limit',"
+                 " 'synchronous_commit', 'log_statement', 'log_error_verbosity', "
+                 "'max_locks_per_transaction', 'track_io_timing')"),
+            "terse,ddl,120,128,3000,local,1024,on,400");
+
+  // Backup, rows deleted, Restore: they are back.
+  ASSERT_EQ(apply("backup-claim.yaml").exit_code, 0);
+  CommandResult backed_up =
+      Kubectl("app-1",
+              "wait backup/example-a8s-postgresql --for=jsonpath='{.status.managed.conditions[?(@"
+              ".type==\"Ready\")].status}'=True --timeout=180s",
+              200s);
+  ASSERT_EQ(backed_up.exit_code, 0) << backed_up.err << Diagnostics("app-1");
+  EXPECT_EQ(Psql(uri, "delete from items where id > 10; select count(*) from items"), "10");
+  ASSERT_EQ(apply("restore-claim.yaml").exit_code, 0);
+  CommandResult restored =
+      Kubectl("app-1",
+              "wait restore/example-a8s-postgresql --for=jsonpath='{.status.managed.conditions[?(@"
+              ".type==\"Ready\")].status}'=True --timeout=180s",
+              200s);
+  ASSERT_EQ(restored.exit_code, 0) << restored.err << Diagnostics("app-1");
+  EXPECT_EQ(Psql(uri, "select count(*) from items"), "100");
+
+  // In use: deleting the instance waits for its binding, the data stays.
+  ASSERT_EQ(
+      Kubectl("app-1", "delete postgresqlinstance example-a8s-postgresql --wait=false").exit_code,
+      0);
+  std::string waiting;
+  EXPECT_TRUE(Eventually(
+      [&] {
+        waiting = Kubectl("app-1", "describe postgresqlinstance example-a8s-postgresql").out;
+        return waiting.find("still used by ServiceBinding \"example-a8s-postgresql\"") !=
+               std::string::npos;
+      },
+      60s))
+      << waiting;
+  EXPECT_EQ(waiting.find("cluster-"), std::string::npos) << "Control Plane names: " << waiting;
+  EXPECT_EQ(Psql(uri, "select count(*) from items"), "100");
+
+  // Deleting everything leaves no server, no data and no backup behind.
+  CommandResult deleted = Kubectl(
+      "app-1",
+      "delete restore/example-a8s-postgresql backup/example-a8s-postgresql "
+      "servicebinding/example-a8s-postgresql servicebinding/params-binding "
+      "postgresqlinstance/example-a8s-postgresql postgresqlinstance/example-a8s-postgresql-defaults "
+      "postgresqlinstance/example-a8s-postgresql-parameters --ignore-not-found --wait=true "
+      "--timeout=180s",
+      200s);
+  ASSERT_EQ(deleted.exit_code, 0) << deleted.err;
+  EXPECT_TRUE(Eventually(
+      [&] {
+        return Kubectl("control-plane", "get postgresqls,servicebindings.servicebindings.anynines.com"
+                                        " -A -o name")
+                   .out.empty();
+      },
+      120s))
+      << Kubectl("control-plane", "get postgresqls -A -o yaml").out;
+  EXPECT_TRUE(Eventually([&] { return Running(PatternFor(state_ / "operator") + "/i/").empty(); },
+                         60s))
+      << Running(PatternFor(state_ / "operator"));
+  std::error_code ec;
+  EXPECT_TRUE(fs::is_empty(state_ / "operator" / "i", ec));
+  EXPECT_TRUE(fs::is_empty(state_ / "operator" / "backups", ec));
+  EXPECT_NE(Psql(uri, "select 1"), "1");
 }
 
 // The README's KeyValue section (between its marker and the end of its first sh block), run
