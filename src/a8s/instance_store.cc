@@ -38,6 +38,9 @@ Json ToJson(const InstanceRecord& r) {
           {"applied_spec", r.applied_spec},
           {"applied_generation", r.applied_generation},
           {"provisioned", r.provisioned},
+          {"primary", r.primary},
+          {"rejoining", r.rejoining},
+          {"promotion_pending", r.promotion_pending},
           {"encryption_key", r.encryption_key},
           {"bindings", bindings}};
 }
@@ -67,6 +70,19 @@ core::Result<InstanceRecord> InstanceFromJson(const Json& j) {
   const Json* provisioned = machinery::Find(j, {"provisioned"});
   r.provisioned = provisioned != nullptr && *provisioned == true;
   r.encryption_key = machinery::GetString(j, {"encryption_key"});
+  r.primary = static_cast<int>(Int(j, "primary"));
+  if (r.primary < 0 || r.primary >= static_cast<int>(r.ports.size())) r.primary = 0;
+  if (const Json* list = machinery::Find(j, {"rejoining"}); list != nullptr && list->is_array()) {
+    for (const Json& n : *list) {
+      auto node = machinery::AsInt64(n);
+      if (node && *node >= 0 && *node < static_cast<int64_t>(r.ports.size()) &&
+          *node != r.primary) {
+        r.rejoining.push_back(static_cast<int>(*node));
+      }
+    }
+  }
+  const Json* pending = machinery::Find(j, {"promotion_pending"});
+  r.promotion_pending = pending != nullptr && *pending == true;
   if (const Json* b = machinery::Find(j, {"bindings"}); b != nullptr && b->is_object()) {
     for (const auto& [uid, account] : b->items()) {
       BindingAccount a;

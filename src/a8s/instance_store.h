@@ -38,6 +38,9 @@ struct InstanceRecord : engines::Instance {
   Json applied_spec;
   int64_t applied_generation = 0;
   bool provisioned = false;
+  // Set (and saved) before a standby is promoted, cleared once every other node follows it: a
+  // restarted operator finishes what it finds set.
+  bool promotion_pending = false;
   std::string encryption_key;                      // hex AES-256 key of the instance's backups
   std::map<std::string, BindingAccount> bindings;  // by ServiceBinding UID
 };

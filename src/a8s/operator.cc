@@ -69,6 +69,7 @@ class Operator::Impl {
     KLUTCH_RETURN_IF_ERROR(engines::LoadOrCreateEngineCa(store_.dir().TlsDir(),
                                                          "klutch-operator-ca", options_.engine));
     options_.engine.instances_dir = store_.dir().InstancesDir();
+    options_.engine.failover = true;
     KLUTCH_ASSIGN_OR_RETURN(int version, PostgresMajorVersion(options_.engine.postgres_bin));
     engine_ = engines::NewPostgresService(options_.engine);
 

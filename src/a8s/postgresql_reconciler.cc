@@ -30,6 +30,7 @@ core::Result<Result> PostgresqlReconciler::Reconcile(const reconcile::Request& r
   KLUTCH_RUN_STEP(ReadSpec(p));
   KLUTCH_RUN_STEP(EnsureRecord(p));
   KLUTCH_RUN_STEP(EnsureServers(p));
+  KLUTCH_RUN_STEP(EnsurePrimary(p));
   return ReportStatus(p);
 }
 
@@ -215,6 +216,64 @@ Step PostgresqlReconciler::ApplyChange(Pass& p) {
   ctx_.events.Event(p.object, reconcile::kEventTypeNormal, "Updated",
                     "the servers run the new spec");
   return reconcile::Continue();
+}
+
+// A cluster keeps exactly one primary. When its process is gone (it is never restarted in
+// place: engines' failover), the standby that has received the most WAL is promoted; with
+// synchronous commits it has every acknowledged one. The choice is saved before the promotion,
+// so a restarted operator finishes it instead of starting a second primary.
+Step PostgresqlReconciler::EnsurePrimary(Pass& p) {
+  const engines::PlanLimits limits = AppliedLimits(p.record);
+  if (limits.nodes < 2) return reconcile::Continue();
+  const bool primary_gone = !ctx_.supervisor.Alive(p.record.id, p.record.primary);
+  if (!primary_gone && !p.record.promotion_pending && p.record.rejoining.empty()) {
+    return reconcile::Continue();
+  }
+  auto lock = ctx_.store.LockFor(p.record.id);
+  core::MutexLock hold(*lock);
+  if (primary_gone && !p.record.promotion_pending) {
+    auto chosen = ctx_.engine.ChooseNewPrimary(p.record, limits);
+    if (!chosen.ok()) {
+      return Failed(ctx_, kPostgresqls, p.object, p.modified, "NoPrimary",
+                    fmt::format("Postgresql {}: its primary (server {}) is gone and no standby can "
+                                "take over yet: {}",
+                                p.key(), p.record.primary, chosen.status().message()),
+                    std::chrono::seconds(1));
+    }
+    const int old = p.record.primary;
+    p.record.rejoining.push_back(old);
+    p.record.primary = *chosen;
+    p.record.promotion_pending = true;
+    KLUTCH_RETURN_IF_ERROR(ctx_.store.Save(p.record));
+    ctx_.events.Event(
+        p.object, reconcile::kEventTypeWarning, "Failover",
+        fmt::format("the primary (server {}) is gone; server {} takes over", old, *chosen));
+  }
+  if (p.record.promotion_pending) {
+    KLUTCH_RETURN_IF_ERROR(ctx_.engine.Promote(p.record, limits, ctx_.supervisor));
+    p.record.promotion_pending = false;
+    KLUTCH_RETURN_IF_ERROR(ctx_.store.Save(p.record));
+    KLUTCH_LOG(kInfo, "operator", "Postgresql {}: server {} is the primary", p.key(),
+               p.record.primary);
+  }
+  KLUTCH_RETURN_IF_ERROR(RejoinFormerPrimaries(p));
+  return reconcile::Continue();
+}
+
+// Former primaries become standbys of the new one (their data from a base backup of it); the
+// caller holds the instance's lock.
+core::Status PostgresqlReconciler::RejoinFormerPrimaries(Pass& p) {
+  const engines::PlanLimits limits = AppliedLimits(p.record);
+  while (!p.record.rejoining.empty()) {
+    const int node = p.record.rejoining.front();
+    KLUTCH_RETURN_IF_ERROR(ctx_.engine.Rejoin(p.record, limits, node, ctx_.supervisor));
+    p.record.rejoining.erase(p.record.rejoining.begin());
+    KLUTCH_RETURN_IF_ERROR(ctx_.store.Save(p.record));
+    ctx_.events.Event(
+        p.object, reconcile::kEventTypeNormal, "Rejoined",
+        fmt::format("server {} follows the primary (server {}) again", node, p.record.primary));
+  }
+  return core::Status::Ok();
 }
 
 core::Result<Result> PostgresqlReconciler::ReportStatus(Pass& p) {

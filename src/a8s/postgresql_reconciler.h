@@ -2,7 +2,9 @@
 // becomes a PostgreSQL cluster of local servers on the engine (engines/data_service.h): one, or a
 // primary and two streaming standbys. A pass reads the spec (refusing what cannot run, naming the
 // field), keeps a record of the instance (ports, passwords), provisions it or applies a changed
-// spec (rolling back what the servers refuse), and reports status.clusterStatus, readyReplicas,
+// spec (rolling back what the servers refuse), keeps one primary (when it dies, the standby that
+// received the most WAL is promoted, the other follows it, the old one rejoins as a standby), and
+// reports status.clusterStatus, readyReplicas,
 // runningVersion and the conditions Ready and VersionSubstituted. A Postgresql with
 // ServiceBindings is deleted only once they are gone (ADR 0014's rule on the a8s path).
 // Thread-safe.
@@ -29,6 +31,8 @@ class PostgresqlReconciler final : public reconcile::Reconciler {
   reconcile::Step EnsureServers(Pass& p);
   core::Status EnsureStarted(Pass& p);
   reconcile::Step ApplyChange(Pass& p);
+  reconcile::Step EnsurePrimary(Pass& p);
+  core::Status RejoinFormerPrimaries(Pass& p);
   core::Result<reconcile::Result> ReportStatus(Pass& p);
   // A Postgresql whose servers never ran says so in the columns `kubectl get` shows.
   static void NotRunningYet(Pass& p);

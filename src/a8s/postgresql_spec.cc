@@ -91,10 +91,12 @@ core::Status ReadParameters(const Json& spec, PostgresqlSpec& out) {
   const Json* params = machinery::Find(spec, {"parameters"});
   if (params == nullptr || params->is_null()) return core::Status::Ok();
   if (!params->is_object()) return core::Invalid("spec.parameters: must be an object");
-  for (const auto& [key, value] : params->items()) {
+  for (const auto& item : params->items()) {
+    const std::string& key = item.key();
+    const Json& value = item.value();
     if (key == "sharedBuffers") continue;  // a limit, below
     auto it = std::find_if(std::begin(kParameters), std::end(kParameters),
-                           [&](const ParameterName& p) { return p.a8s == key; });
+                           [&key](const ParameterName& p) { return p.a8s == key; });
     if (it == std::end(kParameters)) {
       std::vector<std::string> known;
       for (const ParameterName& p : kParameters) known.emplace_back(p.a8s);
@@ -116,6 +118,10 @@ void SetLimits(const Json& spec, PostgresqlSpec& out) {
   l.disk_quota_bytes = out.volume_bytes;
   l.tls = true;
   l.tls_optional = true;
+  // A three-node cluster commits synchronously to one standby unless the user asked for
+  // commits that do not wait for standbys.
+  const std::string sync = machinery::GetString(spec, {"parameters", "synchronousCommit"});
+  l.synchronous_standby = out.replicas > 1 && sync != "off" && sync != "local";
   int64_t connections = 100;
   if (const Json* v = machinery::Find(spec, {"parameters", "maxConnections"})) {
     connections = std::clamp<int64_t>(machinery::AsInt64(*v).value_or(100), 10, 10000);

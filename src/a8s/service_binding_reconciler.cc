@@ -161,15 +161,23 @@ Step ServiceBindingReconciler::EnsureLogin(Pass& p) {
 
 Step ServiceBindingReconciler::EnsureSecret(Pass& p) {
   const std::string host = ctx_.engine_context.host;
-  const int port = p.record.ports.empty() ? 5432 : p.record.ports[0];
+  const int port =
+      p.record.ports.empty() ? 5432 : p.record.ports[static_cast<size_t>(p.record.primary)];
+  // The URI names every server of a cluster and asks for the one taking writes (libpq's
+  // target_session_attrs): a client that reconnects after a failover finds the new primary
+  // without waiting for this Secret to change. `port` is the primary's now.
+  std::vector<std::string> hosts;
+  for (int p_port : p.record.ports) hosts.push_back(fmt::format("{}:{}", host, p_port));
+  const std::string uri =
+      hosts.size() > 1 ? fmt::format("postgresql://{}:{}@{}/{}?target_session_attrs=read-write",
+                                     p.account.username, p.account.password, core::Join(hosts, ","),
+                                     p.record.database)
+                       : fmt::format("postgresql://{}:{}@{}:{}/{}", p.account.username,
+                                     p.account.password, host, port, p.record.database);
   auto b64 = [](const std::string& s) { return core::Base64Encode(s); };
-  Json data = {{"username", b64(p.account.username)},
-               {"password", b64(p.account.password)},
-               {"database", b64(p.record.database)},
-               {"instance_service", b64(host)},
-               {"port", b64(std::to_string(port))},
-               {"uri", b64(fmt::format("postgresql://{}:{}@{}:{}/{}", p.account.username,
-                                       p.account.password, host, port, p.record.database))}};
+  Json data = {{"username", b64(p.account.username)}, {"password", b64(p.account.password)},
+               {"database", b64(p.record.database)},  {"instance_service", b64(host)},
+               {"port", b64(std::to_string(port))},   {"uri", b64(uri)}};
   Json secret = {
       {"apiVersion", "v1"},
       {"kind", "Secret"},

@@ -40,6 +40,9 @@ struct EngineContext {
   std::string ca_pem;              // the owner's CA, for TLS plans
   std::string ca_key_pem;
   std::chrono::milliseconds ready_timeout{60000};
+  // Replicated PostgreSQL instances fail over: a dead primary is not restarted in place; its
+  // owner promotes a standby (ChooseNewPrimary, Promote) and rejoins the old one (Rejoin).
+  bool failover = false;
 };
 
 class DataService {
@@ -76,6 +79,19 @@ class DataService {
   // Marks the instance read-only when its data passed the plan's disk quota (and writable
   // again below it). Returns a message for the instance when over quota, "" otherwise.
   virtual std::string EnforceQuota(const Instance& instance, const PlanLimits& plan) = 0;
+
+  // Failover of replicated instances (EngineContext::failover); engines without it refuse.
+  // The standby to promote now: of those answering, the one that has received the most WAL.
+  // kUnavailable when none answers.
+  virtual core::Result<int> ChooseNewPrimary(const Instance& instance, const PlanLimits& plan);
+  // Makes instance.primary the primary (promoting it while it is still a standby; nothing when
+  // it is one already) and points every other node that runs and is not rejoining at it.
+  virtual core::Status Promote(const Instance& instance, const PlanLimits& plan,
+                               NodeRunner& runner);
+  // Makes `node` (a former primary) a standby of instance.primary: its data replaced by a base
+  // backup of the primary, then started.
+  virtual core::Status Rejoin(const Instance& instance, const PlanLimits& plan, int node,
+                              NodeRunner& runner);
 };
 
 std::unique_ptr<DataService> NewPostgresService(const EngineContext& context);

@@ -20,6 +20,16 @@ namespace klutch::engines {
 
 namespace fs = std::filesystem;
 
+core::Result<int> DataService::ChooseNewPrimary(const Instance&, const PlanLimits&) {
+  return core::Invalid("this data service does not fail over");
+}
+core::Status DataService::Promote(const Instance&, const PlanLimits&, NodeRunner&) {
+  return core::Invalid("this data service does not fail over");
+}
+core::Status DataService::Rejoin(const Instance&, const PlanLimits&, int, NodeRunner&) {
+  return core::Invalid("this data service does not fail over");
+}
+
 core::Status ChownTo(const fs::path& path, const std::optional<core::UserIds>& user) {
   if (!user) return core::Status::Ok();
   auto chown_one = [&](const fs::path& p) -> core::Status {

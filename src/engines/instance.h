@@ -25,6 +25,8 @@ struct PlanLimits {
   int max_connections = 0;    // PostgreSQL max_connections / Redis maxclients
   int64_t disk_quota_bytes = 0;
   int maxmemory_mb = 0;  // Redis
+  // PostgreSQL with nodes > 1: commits wait until one standby has the WAL on disk.
+  bool synchronous_standby = false;
 };
 
 struct Instance {
@@ -36,6 +38,10 @@ struct Instance {
   std::string database;
   std::string admin_password;        // never leaves the owner's state
   std::string replication_password;  // PostgreSQL standbys
+  // The node that takes writes (0 until a failover promoted another), and former primaries
+  // that must become standbys of it before they run again (EngineContext::failover).
+  int primary = 0;
+  std::vector<int> rejoining;
 };
 
 // A binding's login.

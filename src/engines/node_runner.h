@@ -19,6 +19,8 @@ struct NodeSpec {
   std::filesystem::path pid_file;
   std::string match;
   int stop_signal = 15;  // SIGTERM; PostgreSQL: SIGINT (fast shutdown)
+  // False: when the process exits it is not started again (the owner decides what next).
+  bool restart = true;
   // A quick probe (well under a second) that the server answers.
   std::function<bool()> ready;
 };
@@ -34,6 +36,9 @@ class NodeRunner {
   virtual bool Stop(const std::string& instance, int node) = 0;
   // How often the node's process has exited since its last Start (0 when not watched).
   virtual int Exits(const std::string& instance, int node) const = 0;
+  // Whether the node's process runs (or is being restarted); false when it is not watched,
+  // or exited without a restart to come.
+  virtual bool Alive(const std::string& instance, int node) const = 0;
 };
 
 }  // namespace klutch::engines

@@ -365,6 +365,10 @@ core::Status CheckParameter(const std::string& key, const Json& value) {
   return core::Status::Ok();
 }
 
+bool Rejoining(const Instance& in, int node) {
+  return std::find(in.rejoining.begin(), in.rejoining.end(), node) != in.rejoining.end();
+}
+
 // How the engine's own connections (and its tools') use TLS with the instance.
 std::string_view SslMode(const PlanLimits& plan) {
   if (!plan.tls) return "disable";
@@ -438,10 +442,20 @@ std::string RenderConfig(const EngineContext& ctx, const Instance& in, const Pla
     }
     settings[rule->setting] = rendered;
   }
-  if (node > 0) {
-    settings["primary_conninfo"] = ConfString(fmt::format(
-        "host={} port={} user={} password={} application_name=node{} sslmode={}", ctx.host,
-        in.ports[0], kReplicator, in.replication_password, node, SslMode(plan)));
+  if (node != in.primary) {
+    settings["primary_conninfo"] = ConfString(
+        fmt::format("host={} port={} user={} password={} application_name=node{} sslmode={}",
+                    ctx.host, in.ports[static_cast<size_t>(in.primary)], kReplicator,
+                    in.replication_password, node, SslMode(plan)));
+  } else if (plan.synchronous_standby && plan.nodes > 1) {
+    // A commit returns once one standby has the WAL on disk: promoting the standby that has
+    // received the most loses no acknowledged commit.
+    std::vector<std::string> names;
+    for (int other = 0; other < plan.nodes; ++other) {
+      if (other != in.primary) names.push_back(fmt::format("node{}", other));
+    }
+    settings["synchronous_standby_names"] =
+        ConfString(fmt::format("ANY 1 ({})", core::Join(names, ", ")));
   }
   std::string out = "# Written by klutch; changes here are replaced.\n";
   for (const auto& [k, v] : settings) {
@@ -482,6 +496,9 @@ class PostgresService final : public DataService {
     spec.pid_file = DataDir(in, index) / "postmaster.pid";
     spec.match = DataDir(in, index).string();
     spec.stop_signal = SIGINT;
+    // A cluster that fails over promotes a standby when its primary dies; restarting the old
+    // primary in place as well would make two.
+    spec.restart = !(ctx_.failover && plan.nodes > 1 && index == in.primary);
     std::string host = ctx_.host;
     int port = in.ports[static_cast<size_t>(index)];
     bool tls = plan.tls;
@@ -503,19 +520,29 @@ class PostgresService final : public DataService {
   }
 
   core::Status Provision(Instance& in, const PlanLimits& plan, NodeRunner& runner) override {
-    KLUTCH_RETURN_IF_ERROR(InitPrimary(in, plan));
-    KLUTCH_RETURN_IF_ERROR(StartNode(in, plan, 0, runner));
-    KLUTCH_RETURN_IF_ERROR(SetUpAccounts(in, plan));
-    for (int node = 1; node < plan.nodes; ++node) {
+    // Commits wait for a synchronous standby only once there are standbys.
+    PlanLimits building = plan;
+    building.synchronous_standby = false;
+    KLUTCH_RETURN_IF_ERROR(InitPrimary(in, building));
+    KLUTCH_RETURN_IF_ERROR(StartNode(in, building, in.primary, runner));
+    KLUTCH_RETURN_IF_ERROR(SetUpAccounts(in, building));
+    for (int node = 0; node < plan.nodes; ++node) {
+      if (node == in.primary) continue;
       KLUTCH_RETURN_IF_ERROR(InitStandby(in, plan, node));
       KLUTCH_RETURN_IF_ERROR(StartNode(in, plan, node, runner));
     }
-    return core::Status::Ok();
+    return ApplyPrimarySettings(in, plan);
   }
 
+  // The primary first; a former primary waiting to rejoin is never started as it is (it could
+  // accept writes beside the new primary): Rejoin makes it a standby first.
   core::Status Start(const Instance& in, const PlanLimits& plan, NodeRunner& runner) override {
+    std::vector<int> order = {in.primary};
     for (int node = 0; node < plan.nodes && node < static_cast<int>(in.ports.size()); ++node) {
-      if (!fs::exists(DataDir(in, node) / kInitializedMarker)) continue;
+      if (node != in.primary) order.push_back(node);
+    }
+    for (int node : order) {
+      if (Rejoining(in, node) || !fs::exists(DataDir(in, node) / kInitializedMarker)) continue;
       KLUTCH_RETURN_IF_ERROR(StartNode(in, plan, node, runner));
     }
     return core::Status::Ok();
@@ -527,21 +554,26 @@ class PostgresService final : public DataService {
     // has: when a limit (the plan's or a parameter) goes down, restart the primary first;
     // otherwise the standbys first.
     int old_nodes = std::min<int>(from.nodes, static_cast<int>(in.ports.size()));
-    std::vector<int> order;
-    for (int node = 0; node < old_nodes; ++node) order.push_back(node);
+    std::vector<int> order = {in.primary};
+    for (int node = 0; node < old_nodes; ++node) {
+      if (node != in.primary && !Rejoining(in, node)) order.push_back(node);
+    }
     if (!LowersStandbyLimits(in, to)) std::reverse(order.begin(), order.end());
     // After the primary restarted with lower limits, a standby starts with them only once it
     // has replayed the primary's record of the change (a standby checks its control file).
     std::string primary_lsn;
+    // Growing from one node: the primary waits for standbys only once they exist.
+    PlanLimits config = to;
+    if (old_nodes < to.nodes && old_nodes < 2) config.synchronous_standby = false;
     for (int node : order) {
       std::string restart_before;
       std::string restart_after;
       auto old_conf = core::ReadFile(DataDir(in, node) / "klutch.restart");
       if (old_conf.ok()) restart_before = *old_conf;
-      if (node > 0 && !primary_lsn.empty()) {
+      if (node != in.primary && !primary_lsn.empty()) {
         KLUTCH_RETURN_IF_ERROR(WaitReplayed(in, node, primary_lsn, SslMode(to)));
       }
-      KLUTCH_RETURN_IF_ERROR(WriteConfig(in, to, node, &restart_after));
+      KLUTCH_RETURN_IF_ERROR(WriteConfig(in, config, node, &restart_after));
       // A node restarted by the supervisor since also runs the new settings, but only a
       // start through StartNode records that: compare with what the last such start had.
       bool reloaded = false;
@@ -554,8 +586,8 @@ class PostgresService final : public DataService {
       if (!reloaded) {
         runner.Stop(in.id, node);
         KLUTCH_RETURN_IF_ERROR(StartNode(in, to, node, runner));
-        if (node == 0 && order.front() == 0 && old_nodes > 1) {
-          KLUTCH_ASSIGN_OR_RETURN(auto conn, Connect(in, 0, "postgres", SslMode(to)));
+        if (node == in.primary && order.front() == in.primary && old_nodes > 1) {
+          KLUTCH_ASSIGN_OR_RETURN(auto conn, Connect(in, in.primary, "postgres", SslMode(to)));
           KLUTCH_ASSIGN_OR_RETURN(auto rows, conn.Query("SELECT pg_current_wal_lsn()"));
           if (!rows.empty()) primary_lsn = rows[0][0];
         }
@@ -565,7 +597,80 @@ class PostgresService final : public DataService {
       KLUTCH_RETURN_IF_ERROR(InitStandby(in, to, node));
       KLUTCH_RETURN_IF_ERROR(StartNode(in, to, node, runner));
     }
+    return old_nodes < to.nodes ? ApplyPrimarySettings(in, to) : core::Status::Ok();
+  }
+
+  // The primary's configuration as `plan` has it (synchronous standbys included), reloaded.
+  core::Status ApplyPrimarySettings(const Instance& in, const PlanLimits& plan) {
+    if (!plan.synchronous_standby) return core::Status::Ok();
+    KLUTCH_RETURN_IF_ERROR(WriteConfig(in, plan, in.primary, nullptr));
+    KLUTCH_ASSIGN_OR_RETURN(auto conn, Connect(in, in.primary, "postgres", SslMode(plan)));
+    return conn.Exec("SELECT pg_reload_conf()");
+  }
+
+  core::Result<int> ChooseNewPrimary(const Instance& in, const PlanLimits& plan) override {
+    int best = -1;
+    int64_t best_lsn = -1;
+    std::string last = "no standby answers";
+    for (int node = 0; node < plan.nodes && node < static_cast<int>(in.ports.size()); ++node) {
+      if (node == in.primary || Rejoining(in, node)) continue;
+      auto conn = Connect(in, node, "postgres", SslMode(plan));
+      if (!conn.ok()) {
+        last = conn.status().message();
+        continue;
+      }
+      // What the standby has received (streamed), else replayed; a node no longer in recovery
+      // was promoted already (a failover interrupted after its promotion): it is the one.
+      auto rows = conn->Query(
+          "SELECT pg_is_in_recovery(), pg_wal_lsn_diff(coalesce(pg_last_wal_receive_lsn(), "
+          "pg_last_wal_replay_lsn(), pg_current_wal_lsn()), '0/0')::bigint");
+      if (!rows.ok() || rows->empty()) continue;
+      if ((*rows)[0][0] == "f") return node;
+      int64_t lsn = core::ParseInt64((*rows)[0][1]).value_or(0);
+      if (lsn > best_lsn) {
+        best = node;
+        best_lsn = lsn;
+      }
+    }
+    if (best < 0) return core::Unavailable("no standby to promote: " + last);
+    return best;
+  }
+
+  core::Status Promote(const Instance& in, const PlanLimits& plan, NodeRunner& runner) override {
+    {
+      KLUTCH_ASSIGN_OR_RETURN(auto conn, Connect(in, in.primary, "postgres", SslMode(plan)));
+      KLUTCH_ASSIGN_OR_RETURN(auto rows, conn.Query("SELECT pg_is_in_recovery()"));
+      if (!rows.empty() && rows[0][0] == "t") {
+        KLUTCH_ASSIGN_OR_RETURN(auto promoted, conn.Query("SELECT pg_promote(true, 60)"));
+        if (promoted.empty() || promoted[0][0] != "t") {
+          return core::Unavailable(
+              fmt::format("PostgreSQL node {} did not finish its promotion in time", in.primary));
+        }
+      }
+      KLUTCH_RETURN_IF_ERROR(WriteConfig(in, plan, in.primary, nullptr));
+      KLUTCH_RETURN_IF_ERROR(conn.Exec("SELECT pg_reload_conf()"));
+    }
+    // Watched again as the primary it is now (the running process adopted, not restarted).
+    KLUTCH_RETURN_IF_ERROR(runner.Start(in.id, in.primary, Node(in, plan, in.primary)));
+    for (int node = 0; node < plan.nodes && node < static_cast<int>(in.ports.size()); ++node) {
+      if (node == in.primary || Rejoining(in, node)) continue;
+      KLUTCH_RETURN_IF_ERROR(WriteConfig(in, plan, node, nullptr));
+      // primary_conninfo takes effect on reload; a node that does not answer reads it when it
+      // starts.
+      auto conn = Connect(in, node, "postgres", SslMode(plan));
+      if (conn.ok()) (void)conn->Exec("SELECT pg_reload_conf()");
+    }
     return core::Status::Ok();
+  }
+
+  core::Status Rejoin(const Instance& in, const PlanLimits& plan, int node,
+                      NodeRunner& runner) override {
+    if (node == in.primary) return core::Invalid("the primary cannot rejoin itself");
+    runner.Stop(in.id, node);
+    std::error_code ec;
+    fs::remove(DataDir(in, node) / kInitializedMarker, ec);
+    KLUTCH_RETURN_IF_ERROR(InitStandby(in, plan, node));
+    return StartNode(in, plan, node, runner);
   }
 
   // Waits (up to ready_timeout) until standby `node` has replayed the primary's WAL up to
@@ -594,10 +699,10 @@ class PostgresService final : public DataService {
   // Whether the primary's new settings have fewer connections or WAL senders than the ones
   // it last started with (klutch.restart).
   bool LowersStandbyLimits(const Instance& in, const PlanLimits& to) const {
-    auto before = core::ReadFile(DataDir(in, 0) / "klutch.restart");
+    auto before = core::ReadFile(DataDir(in, in.primary) / "klutch.restart");
     if (!before.ok()) return false;
     std::string after;
-    (void)RenderConfig(ctx_, in, to, 0, &after);
+    (void)RenderConfig(ctx_, in, to, in.primary, &after);
     auto value = [](const std::string& settings, std::string_view key) -> std::optional<int64_t> {
       for (auto line : core::Split(settings, '\n')) {
         auto eq = line.find(" = ");
@@ -617,7 +722,7 @@ class PostgresService final : public DataService {
 
   core::Result<Json> Bind(const Instance& in, const PlanLimits& plan,
                           const Account& binding) override {
-    KLUTCH_ASSIGN_OR_RETURN(auto conn, Connect(in, 0, "postgres", SslMode(plan)));
+    KLUTCH_ASSIGN_OR_RETURN(auto conn, Connect(in, in.primary, "postgres", SslMode(plan)));
     std::string privileges;
     if (const Json* list = machinery::Find(in.parameters, {"role_privileges"});
         list != nullptr && list->is_array()) {
@@ -645,7 +750,7 @@ class PostgresService final : public DataService {
     }
     KLUTCH_RETURN_IF_ERROR(
         conn.Exec(fmt::format("ALTER ROLE {} SET role = {}", role, conn.Literal(OwnerRole(in)))));
-    int port = in.ports[0];
+    int port = in.ports[static_cast<size_t>(in.primary)];
     Json credentials = {
         {"host", ctx_.host},
         {"hosts", Json::array({ctx_.host})},
@@ -662,7 +767,7 @@ class PostgresService final : public DataService {
 
   core::Status Unbind(const Instance& in, const PlanLimits& plan, const Account& binding) override {
     const std::string_view sslmode = SslMode(plan);
-    KLUTCH_ASSIGN_OR_RETURN(auto conn, Connect(in, 0, "postgres", sslmode));
+    KLUTCH_ASSIGN_OR_RETURN(auto conn, Connect(in, in.primary, "postgres", sslmode));
     KLUTCH_ASSIGN_OR_RETURN(auto rows,
                             conn.Query(fmt::format("SELECT 1 FROM pg_roles WHERE rolname = {}",
                                                    conn.Literal(binding.username))));
@@ -674,7 +779,7 @@ class PostgresService final : public DataService {
         fmt::format("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = {}",
                     conn.Literal(binding.username))));
     {
-      KLUTCH_ASSIGN_OR_RETURN(auto db, Connect(in, 0, in.database, sslmode));
+      KLUTCH_ASSIGN_OR_RETURN(auto db, Connect(in, in.primary, in.database, sslmode));
       KLUTCH_RETURN_IF_ERROR(
           db.Exec(fmt::format("REASSIGN OWNED BY {} TO {}", role, db.Ident(OwnerRole(in)))));
       KLUTCH_RETURN_IF_ERROR(db.Exec(fmt::format("DROP OWNED BY {}", role)));
@@ -690,7 +795,7 @@ class PostgresService final : public DataService {
                  "--host",
                  ctx_.host,
                  "--port",
-                 std::to_string(in.ports[0]),
+                 std::to_string(in.ports[static_cast<size_t>(in.primary)]),
                  "--username",
                  kAdminUser,
                  "--dbname",
@@ -708,7 +813,7 @@ class PostgresService final : public DataService {
   // name rotated-away binding roles) are skipped.
   core::Status Restore(const Instance& in, const PlanLimits& plan, const fs::path& file,
                        NodeRunner& /*runner*/) override {
-    KLUTCH_ASSIGN_OR_RETURN(auto conn, Connect(in, 0, "postgres", SslMode(plan)));
+    KLUTCH_ASSIGN_OR_RETURN(auto conn, Connect(in, in.primary, "postgres", SslMode(plan)));
     const std::string live = conn.Ident(in.database);
     const std::string restoring = conn.Ident(in.database + "_restoring");
     const std::string replaced = conn.Ident(in.database + "_replaced");
@@ -728,7 +833,7 @@ class PostgresService final : public DataService {
                  "--host",
                  ctx_.host,
                  "--port",
-                 std::to_string(in.ports[0]),
+                 std::to_string(in.ports[static_cast<size_t>(in.primary)]),
                  "--username",
                  kAdminUser,
                  "--dbname",
@@ -751,7 +856,7 @@ class PostgresService final : public DataService {
     KLUTCH_RETURN_IF_ERROR(
         conn.Exec(fmt::format("ALTER DATABASE {} RENAME TO {}", restoring, live)));
     std::error_code ec;
-    fs::remove(NodeDir(in, 0) / "over-quota", ec);
+    fs::remove(NodeDir(in, in.primary) / "over-quota", ec);
     return conn.Exec(fmt::format("DROP DATABASE {} WITH (FORCE)", replaced));
   }
 
@@ -759,7 +864,7 @@ class PostgresService final : public DataService {
     // The instance's data as PostgreSQL counts it (WAL and catalogs are the server's).
     int64_t used = 0;
     {
-      auto conn = Connect(in, 0, "postgres", SslMode(plan));
+      auto conn = Connect(in, in.primary, "postgres", SslMode(plan));
       if (!conn.ok()) return "";
       auto rows =
           conn->Query(fmt::format("SELECT pg_database_size({})", conn->Literal(in.database)));
@@ -767,10 +872,10 @@ class PostgresService final : public DataService {
       used = core::ParseInt64((*rows)[0][0]).value_or(0);
     }
     bool over = used > plan.disk_quota_bytes;
-    fs::path marker = NodeDir(in, 0) / "over-quota";
+    fs::path marker = NodeDir(in, in.primary) / "over-quota";
     bool marked = fs::exists(marker);
     if (over != marked) {
-      auto conn = Connect(in, 0, "postgres", SslMode(plan));
+      auto conn = Connect(in, in.primary, "postgres", SslMode(plan));
       if (conn.ok()) {
         auto status =
             conn->Exec(fmt::format("ALTER DATABASE {} SET default_transaction_read_only = {}",
@@ -849,15 +954,16 @@ class PostgresService final : public DataService {
   }
 
   core::Status InitPrimary(const Instance& in, const PlanLimits& plan) {
-    if (fs::exists(DataDir(in, 0) / kInitializedMarker)) return WriteConfig(in, plan, 0, nullptr);
-    KLUTCH_RETURN_IF_ERROR(PrepareNodeDir(in, 0));
-    fs::path pwfile = NodeDir(in, 0) / "pwfile";
+    if (fs::exists(DataDir(in, in.primary) / kInitializedMarker))
+      return WriteConfig(in, plan, in.primary, nullptr);
+    KLUTCH_RETURN_IF_ERROR(PrepareNodeDir(in, in.primary));
+    fs::path pwfile = NodeDir(in, in.primary) / "pwfile";
     KLUTCH_RETURN_IF_ERROR(core::WriteFileAtomic(pwfile, in.admin_password + "\n"));
     KLUTCH_RETURN_IF_ERROR(ChownTo(pwfile, ctx_.user));
     core::ProcessSpec spec;
     spec.argv = {(ctx_.postgres_bin / "initdb").string(),
                  "--pgdata",
-                 DataDir(in, 0).string(),
+                 DataDir(in, in.primary).string(),
                  "--username",
                  kAdminUser,
                  "--pwfile",
@@ -873,7 +979,7 @@ class PostgresService final : public DataService {
       spec.argv.push_back("--data-checksums");
     }
     spec.user = ctx_.user;
-    spec.cwd = NodeDir(in, 0);
+    spec.cwd = NodeDir(in, in.primary);
     auto result = core::RunProcess(spec, std::chrono::minutes(5));
     std::error_code ec;
     fs::remove(pwfile, ec);
@@ -882,10 +988,11 @@ class PostgresService final : public DataService {
       return core::Internal(fmt::format("initdb failed (exit {}): {}", result->exit_code,
                                         std::string(core::Trim(result->output))));
     }
-    KLUTCH_RETURN_IF_ERROR(AppendInclude(in, 0));
-    KLUTCH_RETURN_IF_ERROR(WriteConfig(in, plan, 0, nullptr));
-    KLUTCH_RETURN_IF_ERROR(core::WriteFileAtomic(DataDir(in, 0) / kInitializedMarker, "primary\n"));
-    return ChownTo(DataDir(in, 0) / kInitializedMarker, ctx_.user);
+    KLUTCH_RETURN_IF_ERROR(AppendInclude(in, in.primary));
+    KLUTCH_RETURN_IF_ERROR(WriteConfig(in, plan, in.primary, nullptr));
+    KLUTCH_RETURN_IF_ERROR(
+        core::WriteFileAtomic(DataDir(in, in.primary) / kInitializedMarker, "primary\n"));
+    return ChownTo(DataDir(in, in.primary) / kInitializedMarker, ctx_.user);
   }
 
   core::Status InitStandby(const Instance& in, const PlanLimits& plan, int node) {
@@ -900,7 +1007,7 @@ class PostgresService final : public DataService {
                  "--host",
                  ctx_.host,
                  "--port",
-                 std::to_string(in.ports[0]),
+                 std::to_string(in.ports[static_cast<size_t>(in.primary)]),
                  "--username",
                  kReplicator,
                  "--wal-method=stream",
@@ -939,7 +1046,7 @@ class PostgresService final : public DataService {
 
   core::Status SetUpAccounts(const Instance& in, const PlanLimits& plan) {
     const std::string_view sslmode = SslMode(plan);
-    KLUTCH_ASSIGN_OR_RETURN(auto conn, Connect(in, 0, "postgres", sslmode));
+    KLUTCH_ASSIGN_OR_RETURN(auto conn, Connect(in, in.primary, "postgres", sslmode));
     std::string owner = OwnerRole(in);
     KLUTCH_ASSIGN_OR_RETURN(
         auto roles, conn.Query(fmt::format("SELECT rolname FROM pg_roles WHERE rolname IN ({}, {})",
@@ -980,13 +1087,13 @@ class PostgresService final : public DataService {
   core::Status PrepareDatabase(const Instance& in, const std::string& name,
                                std::string_view sslmode) {
     {
-      KLUTCH_ASSIGN_OR_RETURN(auto conn, Connect(in, 0, "postgres", sslmode));
+      KLUTCH_ASSIGN_OR_RETURN(auto conn, Connect(in, in.primary, "postgres", sslmode));
       KLUTCH_RETURN_IF_ERROR(
           conn.Exec(fmt::format("REVOKE ALL ON DATABASE {} FROM PUBLIC", conn.Ident(name))));
       KLUTCH_RETURN_IF_ERROR(conn.Exec(fmt::format("GRANT CONNECT, TEMPORARY ON DATABASE {} TO {}",
                                                    conn.Ident(name), conn.Ident(OwnerRole(in)))));
     }
-    KLUTCH_ASSIGN_OR_RETURN(auto db, Connect(in, 0, name, sslmode));
+    KLUTCH_ASSIGN_OR_RETURN(auto db, Connect(in, in.primary, name, sslmode));
     KLUTCH_RETURN_IF_ERROR(
         db.Exec(fmt::format("ALTER SCHEMA public OWNER TO {}", db.Ident(OwnerRole(in)))));
     return db.Exec("REVOKE ALL ON SCHEMA public FROM PUBLIC");

@@ -59,8 +59,8 @@ void Supervisor::OnEvent(const core::SupervisorEvent& event) {
   int node = NodeIndex(event);
   switch (event.kind) {
     case Kind::kExited:
-      KLUTCH_LOG(kWarn, "engines", "node {}/{} (pid {}) exited; restarting", event.group, node,
-                 event.pid);
+      KLUTCH_LOG(kWarn, "engines", "node {}/{} (pid {}) exited{}", event.group, node, event.pid,
+                 event.restarting ? "; restarting" : "");
       if (listener_) {
         listener_(event.group, node, false,
                   fmt::format("node {} (pid {}) exited", node, event.pid));
@@ -85,6 +85,7 @@ core::Status Supervisor::Start(const std::string& instance, int node, NodeSpec s
   process.stop_signal = spec.stop_signal;
   process.grace = std::chrono::seconds(30);
   process.ready = std::move(spec.ready);
+  process.restart = spec.restart;
   process.adopt = FindRunningNode(spec);
   if (process.adopt) {
     KLUTCH_LOG(kInfo, "engines", "adopted running node {}/{} (pid {})", instance, node,
@@ -103,6 +104,10 @@ bool Supervisor::Stop(const std::string& instance, int node) {
 int Supervisor::Exits(const std::string& instance, int node) const {
   auto info = processes_.Get(NodeName(instance, node));
   return info ? info->exits : 0;
+}
+
+bool Supervisor::Alive(const std::string& instance, int node) const {
+  return processes_.Get(NodeName(instance, node)).has_value();
 }
 
 void Supervisor::StopAll() { processes_.StopAll(); }

@@ -37,6 +37,7 @@ class Supervisor final : public NodeRunner {
   core::Status Start(const std::string& instance, int node, NodeSpec spec) override;
   bool Stop(const std::string& instance, int node) override;
   int Exits(const std::string& instance, int node) const override;
+  bool Alive(const std::string& instance, int node) const override;
   // Stops every node (the owner's shutdown).
   void StopAll();
   // Whether every watched node of `instance` answers.

@@ -498,8 +498,8 @@ TEST_F(SandboxE2eTest, A1b_AnInstanceInUseWaitsForItsBindingsUnlessForced) {
 // bring deleted rows back, an instance in use waits for its binding, and deleting everything
 // leaves no server and no data behind.
 TEST_F(SandboxE2eTest, A1d_UpstreamsA8sExamplesEndInDatabasesServedByTheOperator) {
-  const fs::path examples = fs::path(KLUTCH_SHARED_DIR) / "conformance/klutch/crossplane-api/" /
-                            "examples/a8s";
+  const fs::path examples =
+      fs::path(KLUTCH_SHARED_DIR) / "conformance/klutch/crossplane-api/" / "examples/a8s";
   auto apply = [&](const std::string& file) {
     return Kubectl("app-1", "apply -f " + (examples / file).string());
   };
@@ -596,25 +596,27 @@ TEST_F(SandboxE2eTest, A1d_UpstreamsA8sExamplesEndInDatabasesServedByTheOperator
   EXPECT_EQ(Psql(uri, "select count(*) from items"), "100");
 
   // Deleting everything leaves no server, no data and no backup behind.
-  CommandResult deleted = Kubectl(
-      "app-1",
-      "delete restore/example-a8s-postgresql backup/example-a8s-postgresql "
-      "servicebinding/example-a8s-postgresql servicebinding/params-binding "
-      "postgresqlinstance/example-a8s-postgresql postgresqlinstance/example-a8s-postgresql-defaults "
-      "postgresqlinstance/example-a8s-postgresql-parameters --ignore-not-found --wait=true "
-      "--timeout=180s",
-      200s);
+  CommandResult deleted =
+      Kubectl("app-1",
+              "delete restore/example-a8s-postgresql backup/example-a8s-postgresql "
+              "servicebinding/example-a8s-postgresql servicebinding/params-binding "
+              "postgresqlinstance/example-a8s-postgresql "
+              "postgresqlinstance/example-a8s-postgresql-defaults "
+              "postgresqlinstance/example-a8s-postgresql-parameters --ignore-not-found --wait=true "
+              "--timeout=180s",
+              200s);
   ASSERT_EQ(deleted.exit_code, 0) << deleted.err;
   EXPECT_TRUE(Eventually(
       [&] {
-        return Kubectl("control-plane", "get postgresqls,servicebindings.servicebindings.anynines.com"
-                                        " -A -o name")
-                   .out.empty();
+        return Kubectl("control-plane",
+                       "get postgresqls,servicebindings.servicebindings.anynines.com"
+                       " -A -o name")
+            .out.empty();
       },
       120s))
       << Kubectl("control-plane", "get postgresqls -A -o yaml").out;
-  EXPECT_TRUE(Eventually([&] { return Running(PatternFor(state_ / "operator") + "/i/").empty(); },
-                         60s))
+  EXPECT_TRUE(
+      Eventually([&] { return Running(PatternFor(state_ / "operator") + "/i/").empty(); }, 60s))
       << Running(PatternFor(state_ / "operator"));
   std::error_code ec;
   EXPECT_TRUE(fs::is_empty(state_ / "operator" / "i", ec));
