@@ -147,11 +147,13 @@ TEST(PostgresqlSpec, AClusterOnlyGrows) {
   auto down = CheckSpecChange(three, *base);
   EXPECT_NE(down.message().find("spec.replicas: cannot go from 3 to 1"), std::string::npos)
       << down.message();
-  EXPECT_NE(CheckSpecChange(*base, with(R"({"volumeSize": "3Gi"})")).message().find(
-                "spec.volumeSize: cannot shrink"),
+  EXPECT_NE(CheckSpecChange(*base, with(R"({"volumeSize": "3Gi"})"))
+                .message()
+                .find("spec.volumeSize: cannot shrink"),
             std::string::npos);
-  EXPECT_NE(CheckSpecChange(*base, with(R"({"version": 14})")).message().find(
-                "spec.version: cannot change from 13 to 14"),
+  EXPECT_NE(CheckSpecChange(*base, with(R"({"version": 14})"))
+                .message()
+                .find("spec.version: cannot change from 13 to 14"),
             std::string::npos);
 }
 

@@ -28,6 +28,7 @@ core::Result<Result> PostgresqlReconciler::Reconcile(const reconcile::Request& r
   if (machinery::IsBeingDeleted(p.object)) return Delete(p);
   KLUTCH_RUN_STEP(EnsureFinalizer(p));
   KLUTCH_RUN_STEP(ReadSpec(p));
+  KLUTCH_RUN_STEP(WaitAfterFailedProvision(p));
   KLUTCH_RUN_STEP(EnsureRecord(p));
   KLUTCH_RUN_STEP(EnsureServers(p));
   KLUTCH_RUN_STEP(EnsurePrimary(p));
@@ -121,6 +122,21 @@ Step PostgresqlReconciler::ReadSpec(Pass& p) {
   return reconcile::Continue();
 }
 
+// A spec whose servers would not start is not tried again on every status write: only once it
+// changed, or a minute later.
+Step PostgresqlReconciler::WaitAfterFailedProvision(Pass& p) {
+  core::MutexLock lock(mu_);
+  auto it = failed_.find(machinery::Uid(p.object));
+  if (it == failed_.end()) return reconcile::Continue();
+  auto since = ctx_.clock.MonotonicNow() - it->second.at;
+  if (it->second.generation == Generation(p.object) && since < std::chrono::minutes(1)) {
+    return Result::RequeueAfter(
+        std::chrono::ceil<std::chrono::milliseconds>(std::chrono::minutes(1) - since));
+  }
+  failed_.erase(it);
+  return reconcile::Continue();
+}
+
 Step PostgresqlReconciler::EnsureRecord(Pass& p) {
   const std::string uid = machinery::Uid(p.object);
   if (auto record = ctx_.store.Get(uid)) {
@@ -141,16 +157,41 @@ Step PostgresqlReconciler::EnsureServers(Pass& p) {
     if (p.record.applied_spec == p.object["spec"]) return reconcile::Continue();
     return ApplyChange(p);
   }
+  // First say so: the servers take a few seconds, and until they run nothing is Ready.
+  if (auto ready = reconcile::FindCondition(p.object, "Ready");
+      !ready || ready->status != "False" || ready->reason != "Provisioning") {
+    p.modified["status"]["clusterStatus"] = std::string(kNotRunning);
+    p.modified["status"]["readyReplicas"] = 0;
+    reconcile::SetCondition(
+        p.modified,
+        {.type = "Ready",
+         .status = "False",
+         .observed_generation = Generation(p.object),
+         .reason = "Provisioning",
+         .message = fmt::format("starting {} PostgreSQL server(s)", p.spec.replicas)},
+        ctx_.clock);
+    KLUTCH_RETURN_IF_ERROR(WriteStatus(ctx_, kPostgresqls, p.object, p.modified));
+    return Result::Done();  // the status write brings it back
+  }
   auto lock = ctx_.store.LockFor(p.record.id);
   core::MutexLock hold(*lock);
   p.record.parameters = p.spec.parameters;
   if (auto st = ctx_.engine.Provision(p.record, p.spec.limits, ctx_.supervisor); !st.ok()) {
     KLUTCH_LOG(kWarn, "operator", "Postgresql {}: provisioning failed: {}", p.key(), st.message());
-    NotRunningYet(p);
+    // Nothing half-made stays: the servers stop, their files and the record go.
+    for (int node = 0; node < static_cast<int>(p.record.ports.size()); ++node) {
+      ctx_.supervisor.Stop(p.record.id, node);
+    }
+    KLUTCH_RETURN_IF_ERROR(ctx_.store.Remove(p.record));
+    {
+      core::MutexLock failed_lock(mu_);
+      failed_[p.record.id] = {Generation(p.object), ctx_.clock.MonotonicNow()};
+    }
     return Failed(ctx_, kPostgresqls, p.object, p.modified, "ProvisionFailed",
-                  fmt::format("Postgresql {}: starting its servers failed: {}", p.key(),
-                              InSpecTerms(st.message())),
-                  std::chrono::seconds(10));
+                  fmt::format("Postgresql {}: PostgreSQL did not start with this spec: {}; "
+                              "nothing was kept, change the spec to try again",
+                              p.key(), InSpecTerms(st.message())),
+                  std::chrono::seconds(60));
   }
   p.record.applied_spec = p.object["spec"];
   p.record.applied_generation = Generation(p.object);

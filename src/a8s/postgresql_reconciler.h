@@ -10,7 +10,11 @@
 // Thread-safe.
 #pragma once
 
+#include <map>
+#include <string>
+
 #include "a8s/operator_context.h"
+#include "core/sync.h"
 #include "reconcile/controller.h"
 #include "reconcile/step.h"
 
@@ -27,6 +31,7 @@ class PostgresqlReconciler final : public reconcile::Reconciler {
   core::Result<reconcile::Result> Delete(Pass& p);
   reconcile::Step EnsureFinalizer(Pass& p);
   reconcile::Step ReadSpec(Pass& p);
+  reconcile::Step WaitAfterFailedProvision(Pass& p);
   reconcile::Step EnsureRecord(Pass& p);
   reconcile::Step EnsureServers(Pass& p);
   core::Status EnsureStarted(Pass& p);
@@ -42,6 +47,14 @@ class PostgresqlReconciler final : public reconcile::Reconciler {
   std::vector<std::string> BindingsOf(const Pass& p) const;
 
   OperatorContext& ctx_;
+  // Postgresqls whose servers would not start, by UID: the generation and when; tried again
+  // once the spec changes or a minute later, not on every status write.
+  struct FailedProvision {
+    int64_t generation = 0;
+    core::MonoTime at;
+  };
+  core::Mutex mu_;
+  std::map<std::string, FailedProvision> failed_ GUARDED_BY(mu_);
 };
 
 }  // namespace klutch::a8s

@@ -39,6 +39,15 @@ void AddOperatorFlags(CLI::App* cmd, OperatorFlags& f) {
       ->capture_default_str();
   cmd->add_option("--lease-name", f.lease_name, "Name of the leader-election Lease")
       ->capture_default_str();
+  cmd->add_option("--leader-elect-lease-duration", f.lease_duration,
+                  "How long a lease holder that stopped renewing keeps it (Go duration)")
+      ->capture_default_str();
+  cmd->add_option("--leader-elect-renew-deadline", f.renew_deadline,
+                  "How long the holder tries to renew before it gives up (Go duration)")
+      ->capture_default_str();
+  cmd->add_option("--leader-elect-retry-period", f.retry_period,
+                  "How often candidates try to take the lease (Go duration)")
+      ->capture_default_str();
   cmd->add_option("--health-probe-bind-address", f.health_address,
                   "host:port serving /healthz, /livez and /readyz (port 0: any free port)")
       ->capture_default_str();
@@ -73,6 +82,24 @@ int RunOperator(const OperatorFlags& f) {
   auto interval = core::ParseGoDuration(f.status_interval);
   if (!interval.ok() || (interval->seconds == 0 && interval->nanos < 100000000)) {
     return Fail("klutch operator", "--status-interval: must be a Go duration of at least 100ms");
+  }
+  std::chrono::milliseconds lease[3];
+  const std::pair<const std::string*, const char*> lease_flags[3] = {
+      {&f.lease_duration, "--leader-elect-lease-duration"},
+      {&f.renew_deadline, "--leader-elect-renew-deadline"},
+      {&f.retry_period, "--leader-elect-retry-period"}};
+  for (int i = 0; i < 3; ++i) {
+    auto d = core::ParseGoDuration(*lease_flags[i].first);
+    if (!d.ok() || (d->seconds == 0 && d->nanos < 100000000)) {
+      return Fail("klutch operator",
+                  std::string(lease_flags[i].second) + ": must be a Go duration of at least 100ms");
+    }
+    lease[i] = std::chrono::milliseconds(d->seconds * 1000 + d->nanos / 1000000);
+  }
+  if (lease[1] >= lease[0] || lease[2] >= lease[1]) {
+    return Fail("klutch operator",
+                "--leader-elect-retry-period < --leader-elect-renew-deadline < "
+                "--leader-elect-lease-duration must hold");
   }
   a8s::OperatorOptions options;
   options.state_dir = std::filesystem::absolute(f.state_dir);
@@ -109,7 +136,10 @@ int RunOperator(const OperatorFlags& f) {
                .health_address = health->first,
                .leader_election = reconcile::LeaderElectionOptions{.lease_namespace = f.namespace_,
                                                                    .lease_name = f.lease_name,
-                                                                   .identity = identity},
+                                                                   .identity = identity,
+                                                                   .lease_duration = lease[0],
+                                                                   .renew_deadline = lease[1],
+                                                                   .retry_period = lease[2]},
                .on_lost_leadership = [&lost] {
                  std::cerr << "klutch operator: lost the lease; stopping\n";
                  lost = true;

@@ -17,6 +17,10 @@ struct OperatorFlags {
   std::string postgres_bin_dir = "/usr/lib/postgresql/15/bin";
   std::string namespace_ = "a8s-system";  // the lease's
   std::string lease_name = "klutch-operator";
+  // controller-runtime's leader-election timing (Go durations).
+  std::string lease_duration = "15s";
+  std::string renew_deadline = "10s";
+  std::string retry_period = "2s";
   std::string health_address = ":8080";
   std::string metrics_address = "0";
   int concurrent_syncs = 4;

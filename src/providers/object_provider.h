@@ -9,10 +9,12 @@
 // LateInitialize or "*") limit what it may do; `deletionPolicy: Orphan` leaves the manifest
 // behind. Readiness follows `readiness.policy`: SuccessfulCreate (default: Ready once the
 // object exists), DeriveFromObject (the object's Ready condition), AllTrue (every condition
-// True). Changes of wrapped objects on the local cluster are watched (an informer per kind,
-// started on first use); remote ones are polled every `poll_interval`. Writes happen only
-// when the live object does not already carry the manifest. ObjectProvider wires (informers,
-// controller, watches); a pass is ObjectReconciler's (object_reconciler.h). Thread-safe.
+// True); under any policy an object whose own Ready condition is False is not ready, with its
+// message (unlike provider-kubernetes, so that an a8s Postgresql's error reaches the claim).
+// Changes of wrapped objects on the local cluster are watched (an informer per kind, started on
+// first use); remote ones are polled every `poll_interval`. Writes happen only when the live object
+// does not already carry the manifest. ObjectProvider wires (informers, controller, watches); a
+// pass is ObjectReconciler's (object_reconciler.h). Thread-safe.
 #pragma once
 
 #include <chrono>

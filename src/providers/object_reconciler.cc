@@ -335,7 +335,12 @@ core::Result<Result> ObjectReconciler::UpdateObjectStatus(Pass& p) {
   reconcile::SetCondition(
       modified, {.type = "Synced", .status = "True", .reason = "ReconcileSuccess"}, clock_);
   std::string policy = GetString(p.current, {"spec", "readiness", "policy"});
-  bool ready = p.exists;
+  // An object that says it is not ready (Ready=False, as the a8s operator's Postgresql does
+  // while it provisions or when it cannot run) is not, whatever the policy: its message is
+  // what the claim shows.
+  auto object_ready = p.exists ? reconcile::FindCondition(p.observed, "Ready") : std::nullopt;
+  const bool says_not_ready = object_ready && object_ready->status == "False";
+  bool ready = p.exists && !says_not_ready;
   if (p.exists && policy == "DeriveFromObject") {
     ready = reconcile::IsConditionTrue(p.observed, "Ready");
   } else if (p.exists && policy == "AllTrue") {
@@ -356,10 +361,12 @@ core::Result<Result> ObjectReconciler::UpdateObjectStatus(Pass& p) {
         {.type = "Ready",
          .status = "False",
          .reason = p.exists ? "Unavailable" : "Creating",
-         .message = p.exists ? "the object is not ready yet (readiness policy " +
-                                   (policy.empty() ? std::string("SuccessfulCreate") : policy) + ")"
-                             : "the object does not exist and management policies do not "
-                               "allow creating it"},
+         .message = !p.exists ? "the object does not exist and management policies do not "
+                                "allow creating it"
+                    : says_not_ready && !object_ready->message.empty()
+                        ? object_ready->message
+                        : "the object is not ready yet (readiness policy " +
+                              (policy.empty() ? std::string("SuccessfulCreate") : policy) + ")"},
         clock_);
   }
   auto w = p.committer.CommitStatus(p.current, modified);
