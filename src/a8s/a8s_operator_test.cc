@@ -1,9 +1,9 @@
-// `klutch operator` as a process against an in-process API server (TestCluster), with real
-// PostgreSQL 15 servers: a three-node Postgresql fails over under a write load without losing
-// an acknowledged commit and ends with exactly one primary; the operator killed mid-provision,
-// while the primary dies, mid-failover, mid-backup and mid-restore finishes on restart without
-// a second primary; bad specs are refused with nothing kept. Failover times are printed, never
-// asserted.
+// `klutch operator` as a process against an in-process API server (TestCluster), as the service
+// account of deploy/operator with exactly its RBAC, with real PostgreSQL 15 servers: a three-node
+// Postgresql fails over under a write load without losing an acknowledged commit and ends with
+// exactly one primary; the operator killed mid-provision, while the primary dies, mid-failover,
+// mid-backup and mid-restore finishes on restart without a second primary; bad specs are refused
+// with nothing kept. Failover times are printed, never asserted.
 #include <gtest/gtest.h>
 #include <libpq-fe.h>
 #include <signal.h>
@@ -14,7 +14,9 @@
 #include <set>
 #include <thread>
 
+#include "client/apply.h"
 #include "client/dynamic.h"
+#include "client/kubeconfig.h"
 #include "core/file.h"
 #include "core/random.h"
 #include "core/strings.h"
@@ -22,6 +24,7 @@
 #include "machinery/json_numbers.h"
 #include "machinery/object.h"
 #include "reconcile/conditions.h"
+#include "serving/kubeconfig.h"
 #include "test/support/process.h"
 #include "test/support/test_cluster.h"
 #include "test/support/wait.h"
@@ -89,6 +92,34 @@ class OperatorTest : public ::testing::Test {
     fs::create_directories(state_);
     fs::permissions(state_, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec);
     logs_ = new testing::TempDir("klutch-a8s-operator-logs");
+    // The operator runs as deploy/operator's service account with exactly that RBAC: every
+    // test below proves a rule there is enough.
+    client::Applier applier(cluster_->admin());
+    for (const char* file : {"namespace.yaml", "serviceaccount.yaml", "rbac.yaml"}) {
+      const fs::path path = fs::path(KLUTCH_SOURCE_DIR) / "deploy/operator" / file;
+      ASSERT_TRUE(applier.ApplyYaml(testing::ReadFileOrEmpty(path), path.string()).ok()) << path;
+    }
+    Json request = {{"apiVersion", "authentication.k8s.io/v1"},
+                    {"kind", "TokenRequest"},
+                    {"spec", {{"expirationSeconds", 86400}}}};
+    client::Request r;
+    r.verb = "POST";
+    r.path = client::ResourcePath(client::resources::kServiceAccounts, "a8s-system",
+                                  "klutch-operator", "token");
+    r.body = machinery::Dump(request);
+    auto answer = cluster_->admin().DoJson(r);
+    ASSERT_TRUE(answer.ok()) << answer.status().ToString();
+    const fs::path token =
+        logs_->Write("token", machinery::GetString(*answer, {"status", "token"}));
+    auto admin = client::LoadKubeconfig({.paths = {cluster_->kubeconfig()}});
+    ASSERT_TRUE(admin.ok()) << admin.status().ToString();
+    serving::KubeconfigSpec kubeconfig;
+    kubeconfig.name = "klutch-operator";
+    kubeconfig.server = admin->server;
+    kubeconfig.ca_pem = admin->ca_pem;
+    kubeconfig.token_file = token.string();
+    kubeconfig_ = logs_->path() / "operator.kubeconfig";
+    ASSERT_TRUE(serving::WriteKubeconfig(kubeconfig_, kubeconfig).ok());
     StartOperator();
     // The operator installs the a8s CRDs at its start.
     const client::GroupVersionResource crds{"apiextensions.k8s.io", "v1",
@@ -122,9 +153,9 @@ class OperatorTest : public ::testing::Test {
   static void StartOperator() {
     static int starts = 0;
     operator_ = new ChildProcess(
-        {std::string(KLUTCH_BIN_DIR) + "/klutch", "operator", "--kubeconfig",
-         cluster_->kubeconfig(), "--state-dir", state_.string(), "--health-probe-bind-address",
-         "127.0.0.1:0", "--status-interval", "1s", "--leader-elect-lease-duration", "2s",
+        {std::string(KLUTCH_BIN_DIR) + "/klutch", "operator", "--kubeconfig", kubeconfig_.string(),
+         "--state-dir", state_.string(), "--health-probe-bind-address", "127.0.0.1:0",
+         "--status-interval", "1s", "--leader-elect-lease-duration", "2s",
          "--leader-elect-renew-deadline", "1500ms", "--leader-elect-retry-period", "200ms"},
         logs_->path() / fmt::format("operator-{}.log", ++starts));
   }
@@ -250,12 +281,14 @@ class OperatorTest : public ::testing::Test {
 
   static testing::TestCluster* cluster_;
   static fs::path state_;
+  static fs::path kubeconfig_;
   static testing::TempDir* logs_;
   static ChildProcess* operator_;
 };
 
 testing::TestCluster* OperatorTest::cluster_ = nullptr;
 fs::path OperatorTest::state_;
+fs::path OperatorTest::kubeconfig_;
 testing::TempDir* OperatorTest::logs_ = nullptr;
 ChildProcess* OperatorTest::operator_ = nullptr;
 

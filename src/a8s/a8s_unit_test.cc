@@ -8,6 +8,7 @@
 #include "core/file.h"
 #include "engines/data_service.h"
 #include "machinery/json.h"
+#include "machinery/object.h"
 #include "test/support/process.h"
 
 namespace klutch::a8s {
@@ -198,6 +199,44 @@ TEST(InstanceStore, RecordsSurviveARestartAndNumbersAndPortsAreNeverReused) {
   EXPECT_FALSE(again.Started("uid-a"));
   again.SetStarted("uid-a");
   EXPECT_TRUE(again.Started("uid-a"));
+}
+
+// deploy/operator: every file parses, RBAC names every group, resource and verb (the operator
+// test runs with exactly these rules), the StatefulSet runs `klutch operator` as non-root with
+// its state on a volume.
+TEST(DeployOperator, ManifestsParseAndGrantNoWildcard) {
+  const std::filesystem::path dir = std::filesystem::path(KLUTCH_SOURCE_DIR) / "deploy/operator";
+  int rules = 0;
+  bool statefulset = false;
+  for (const char* file :
+       {"namespace.yaml", "serviceaccount.yaml", "rbac.yaml", "statefulset.yaml"}) {
+    SCOPED_TRACE(file);
+    const std::string text = testing::ReadFileOrEmpty(dir / file);
+    ASSERT_FALSE(text.empty());
+    for (const std::string& doc : testing::SplitYamlDocuments(text)) {
+      auto object = machinery::ParseYaml(doc);
+      ASSERT_TRUE(object.ok()) << object.status().ToString();
+      if (!object->is_object() || object->empty()) continue;
+      if (const Json* list = machinery::Find(*object, {"rules"})) {
+        for (const Json& rule : *list) {
+          ++rules;
+          for (const char* key : {"apiGroups", "resources", "verbs"}) {
+            for (const Json& v : rule[key]) EXPECT_NE(v, "*") << machinery::Dump(rule);
+          }
+        }
+      }
+      if (machinery::Kind(*object) == "StatefulSet") {
+        statefulset = true;
+        const Json& pod = (*object)["spec"]["template"]["spec"];
+        EXPECT_EQ(pod["securityContext"]["runAsNonRoot"], true);
+        EXPECT_EQ(pod["containers"][0]["command"], Json::array({"klutch", "operator"}));
+        EXPECT_EQ(pod["containers"][0]["volumeMounts"][0]["mountPath"], "/var/lib/klutch-operator");
+        EXPECT_EQ((*object)["spec"]["volumeClaimTemplates"][0]["metadata"]["name"], "state");
+      }
+    }
+  }
+  EXPECT_GE(rules, 10);
+  EXPECT_TRUE(statefulset);
 }
 
 }  // namespace

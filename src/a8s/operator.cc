@@ -72,6 +72,16 @@ class Operator::Impl {
     options_.engine.failover = true;
     KLUTCH_ASSIGN_OR_RETURN(int version, PostgresMajorVersion(options_.engine.postgres_bin));
     engine_ = engines::NewPostgresService(options_.engine);
+    limiter_ = engines::ResourceLimiter::Detect(options_.cgroup_root, "klutch-operator");
+    if (limiter_) {
+      KLUTCH_LOG(kInfo, "operator", "CPU and memory limits are enforced with {}",
+                 limiter_->Describe());
+    } else {
+      KLUTCH_LOG(kWarn, "operator",
+                 "CPU and memory limits are not enforced: control groups under {} cannot be "
+                 "managed by this process",
+                 options_.cgroup_root.string());
+    }
 
     client::InformerOptions o{.clock = &clock_};
     postgresqls_ = &manager_.Informer(kPostgresqls, o);
@@ -91,6 +101,7 @@ class Operator::Impl {
                         .events = events_,
                         .clock = clock_,
                         .machine_version = version,
+                        .limiter = limiter_ ? &*limiter_ : nullptr,
                         .status_interval = options_.status_interval});
     postgresql_ = std::make_unique<PostgresqlReconciler>(*ctx_);
     binding_ = std::make_unique<ServiceBindingReconciler>(*ctx_);
@@ -162,6 +173,7 @@ class Operator::Impl {
   reconcile::EventRecorder events_;
   InstanceStore store_;
   std::unique_ptr<engines::DataService> engine_;
+  std::optional<engines::ResourceLimiter> limiter_;
   client::Informer* postgresqls_ = nullptr;
   client::Informer* bindings_ = nullptr;
   client::Informer* backups_ = nullptr;

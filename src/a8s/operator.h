@@ -28,6 +28,8 @@ struct OperatorOptions {
   std::chrono::milliseconds status_interval{10000};
   // On Stop, stop every instance's servers (false: leave them for the next operator to adopt).
   bool stop_instances = true;
+  // Where control groups are managed (CPU and memory limits per server), when allowed there.
+  std::filesystem::path cgroup_root = "/sys/fs/cgroup";
   std::string instance;  // the Event source's host (the pod name)
   const core::Clock* clock = nullptr;
 };

@@ -34,6 +34,8 @@ struct OperatorContext {
   const core::Clock& clock;
   // The PostgreSQL major version this machine's servers run (postgres --version).
   int machine_version = 0;
+  // Enforces resources.limits per server (nullptr: the machine does not let us).
+  const engines::ResourceLimiter* limiter = nullptr;
   // How often a running instance's servers and disk use are looked at.
   std::chrono::milliseconds status_interval{10000};
   // Backups are written to <store.dir()>/backups/<instance number>/<backup uid>.enc.

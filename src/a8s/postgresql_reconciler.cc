@@ -89,6 +89,7 @@ core::Result<Result> PostgresqlReconciler::Delete(Pass& p) {
     for (int node = 0; node < static_cast<int>(record->ports.size()); ++node) {
       ctx_.supervisor.Stop(record->id, node);
     }
+    if (ctx_.limiter != nullptr) engines::RemoveNodeLimits(*ctx_.limiter, *record);
     KLUTCH_RETURN_IF_ERROR(ctx_.store.Remove(*record));
     KLUTCH_LOG(kInfo, "operator", "Postgresql {}: servers stopped, data and backups removed",
                p.key());
@@ -327,9 +328,18 @@ core::Result<Result> PostgresqlReconciler::ReportStatus(Pass& p) {
   }
   std::string quota;
   // An operation in progress holds the lock; its own pass reports afterwards.
+  std::string unlimited;
   if (auto lock = ctx_.store.LockFor(p.record.id); lock->TryLock()) {
     quota = ctx_.engine.EnforceQuota(p.record, limits);
+    if (ctx_.limiter != nullptr) {
+      if (auto st = engines::LimitNodes(*ctx_.limiter, ctx_.engine, p.record, limits); !st.ok()) {
+        unlimited = st.message();
+      }
+    }
     lock->Unlock();
+  }
+  if (!unlimited.empty()) {
+    KLUTCH_LOG(kWarn, "operator", "Postgresql {}: CPU and memory limits: {}", p.key(), unlimited);
   }
   const bool running = ready == limits.nodes;
   Json& status = p.modified["status"];

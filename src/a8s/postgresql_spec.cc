@@ -115,6 +115,8 @@ core::Status ReadParameters(const Json& spec, PostgresqlSpec& out) {
 void SetLimits(const Json& spec, PostgresqlSpec& out) {
   engines::PlanLimits& l = out.limits;
   l.nodes = out.replicas;
+  l.cpu = out.cpu;
+  l.memory_bytes = out.memory_bytes;
   l.disk_quota_bytes = out.volume_bytes;
   l.tls = true;
   l.tls_optional = true;

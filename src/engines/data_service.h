@@ -16,6 +16,7 @@
 #include "core/status.h"
 #include "engines/instance.h"
 #include "engines/node_runner.h"
+#include "engines/resource_limits.h"
 
 namespace klutch::engines {
 
@@ -114,6 +115,13 @@ core::Status StartAndWait(const EngineContext& context, NodeRunner& runner,
 // Runs a client tool of the engine to completion (pg_dump, pg_restore, ...): kInternal with
 // its exit code and output when it fails.
 core::Status RunTool(core::ProcessSpec spec, std::chrono::milliseconds timeout);
+// Moves every running node of `instance` (its server, found through Node's pid_file) into its
+// control group "<number>-n<node>" with plan.cpu and plan.memory_bytes; a node already there is
+// left alone. kInternal naming the node when one cannot be limited.
+core::Status LimitNodes(const ResourceLimiter& limiter, const DataService& engine,
+                        const Instance& instance, const PlanLimits& plan);
+// Removes the control groups of `instance`'s nodes (once its servers are stopped).
+void RemoveNodeLimits(const ResourceLimiter& limiter, const Instance& instance);
 // Writes the instance's TLS server certificate and key (issued by the context's CA for
 // the loopback address) into `dir` as server.crt / server.key / ca.crt, once.
 core::Status EnsureServerCertificate(const EngineContext& context,

@@ -30,6 +30,28 @@ core::Status DataService::Rejoin(const Instance&, const PlanLimits&, int, NodeRu
   return core::Invalid("this data service does not fail over");
 }
 
+core::Status LimitNodes(const ResourceLimiter& limiter, const DataService& engine,
+                        const Instance& in, const PlanLimits& plan) {
+  for (int node = 0; node < plan.nodes && node < static_cast<int>(in.ports.size()); ++node) {
+    NodeSpec spec = engine.Node(in, plan, node);
+    auto text = core::ReadFile(spec.pid_file);
+    if (!text.ok()) continue;  // not running
+    auto pid = core::ParseInt64(core::Trim(text->substr(0, text->find('\n'))));
+    if (!pid || *pid <= 0) continue;
+    const std::string group = fmt::format("{}-n{}", in.number, node);
+    if (limiter.Contains(group, static_cast<pid_t>(*pid))) continue;
+    KLUTCH_RETURN_IF_ERROR(
+        limiter.Apply(group, static_cast<pid_t>(*pid), plan.cpu, plan.memory_bytes));
+  }
+  return core::Status::Ok();
+}
+
+void RemoveNodeLimits(const ResourceLimiter& limiter, const Instance& in) {
+  for (int node = 0; node < static_cast<int>(in.ports.size()); ++node) {
+    limiter.Remove(fmt::format("{}-n{}", in.number, node));
+  }
+}
+
 core::Status ChownTo(const fs::path& path, const std::optional<core::UserIds>& user) {
   if (!user) return core::Status::Ok();
   auto chown_one = [&](const fs::path& p) -> core::Status {

@@ -25,6 +25,9 @@ struct PlanLimits {
   int max_connections = 0;    // PostgreSQL max_connections / Redis maxclients
   int64_t disk_quota_bytes = 0;
   int maxmemory_mb = 0;  // Redis
+  // Hard limits per node where the machine enforces them (resource_limits.h); 0: none.
+  double cpu = 0;
+  int64_t memory_bytes = 0;
   // PostgreSQL with nodes > 1: commits wait until one standby has the WAL on disk.
   bool synchronous_standby = false;
 };
