@@ -133,7 +133,14 @@ class Operator::Impl {
   void Stop() {
     if (stopped_.exchange(true)) return;
     events_.Stop();
-    if (options_.stop_instances) supervisor_.StopAll();
+    if (options_.stop_instances) {
+      supervisor_.StopAll();
+      if (limiter_) {
+        for (const InstanceRecord& record : store_.All()) {
+          engines::RemoveNodeLimits(*limiter_, record);
+        }
+      }
+    }
   }
 
  private:

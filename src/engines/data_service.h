@@ -116,8 +116,8 @@ core::Status StartAndWait(const EngineContext& context, NodeRunner& runner,
 // its exit code and output when it fails.
 core::Status RunTool(core::ProcessSpec spec, std::chrono::milliseconds timeout);
 // Moves every running node of `instance` (its server, found through Node's pid_file) into its
-// control group "<number>-n<node>" with plan.cpu and plan.memory_bytes; a node already there is
-// left alone. kInternal naming the node when one cannot be limited.
+// control group "<instance id>-n<node>" with plan.cpu and plan.memory_bytes; a node already there
+// is left alone. kInternal naming the node when one cannot be limited.
 core::Status LimitNodes(const ResourceLimiter& limiter, const DataService& engine,
                         const Instance& instance, const PlanLimits& plan);
 // Removes the control groups of `instance`'s nodes (once its servers are stopped).

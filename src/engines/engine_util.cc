@@ -38,7 +38,7 @@ core::Status LimitNodes(const ResourceLimiter& limiter, const DataService& engin
     if (!text.ok()) continue;  // not running
     auto pid = core::ParseInt64(core::Trim(text->substr(0, text->find('\n'))));
     if (!pid || *pid <= 0) continue;
-    const std::string group = fmt::format("{}-n{}", in.number, node);
+    const std::string group = fmt::format("{}-n{}", in.id, node);
     if (limiter.Contains(group, static_cast<pid_t>(*pid))) continue;
     KLUTCH_RETURN_IF_ERROR(
         limiter.Apply(group, static_cast<pid_t>(*pid), plan.cpu, plan.memory_bytes));
@@ -48,7 +48,7 @@ core::Status LimitNodes(const ResourceLimiter& limiter, const DataService& engin
 
 void RemoveNodeLimits(const ResourceLimiter& limiter, const Instance& in) {
   for (int node = 0; node < static_cast<int>(in.ports.size()); ++node) {
-    limiter.Remove(fmt::format("{}-n{}", in.number, node));
+    limiter.Remove(fmt::format("{}-n{}", in.id, node));
   }
 }
 
