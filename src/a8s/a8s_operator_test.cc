@@ -369,6 +369,28 @@ TEST_F(OperatorTest, FailoverUnderAWriteLoadLosesNoAcknowledgedCommit) {
   EXPECT_TRUE(Eventually(
       [&] { return Running("failover", "db", 3) && Primaries("failover", "db").size() == 1; },
       60s));
+
+  // And again: the new primary (a process the operator started as a standby and watches as the
+  // primary since) dies too; another standby takes over.
+  const std::string uid = machinery::Uid(Get(kPg, "failover", "db"));
+  ASSERT_TRUE(Eventually([&] { return Record(uid)["rejoining"].empty(); }, 60s));
+  const int second = RecordPrimary("failover", "db");
+  const pid_t second_pid = NodePid("failover", "db", second);
+  ASSERT_EQ(testing::RunShell(fmt::format("kill -9 {} $(pgrep -P {})", second_pid, second_pid), {},
+                              "/", 10s)
+                .exit_code,
+            0);
+  EXPECT_TRUE(Eventually(
+      [&] {
+        Conn again(uri);
+        return RecordPrimary("failover", "db") != second &&
+               again.One("insert into w values (-1)") == "";
+      },
+      60s))
+      << OperatorLogs();
+  EXPECT_TRUE(Eventually(
+      [&] { return Running("failover", "db", 3) && Primaries("failover", "db").size() == 1; },
+      120s));
 }
 
 // The operator SIGKILLed while it builds a three-node cluster: the next one finishes it.

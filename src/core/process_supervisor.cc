@@ -18,10 +18,12 @@ using std::chrono::milliseconds;
 class OsProcessControl final : public ProcessSupervisor::Control {
  public:
   Result<pid_t> Spawn(const ProcessSpec& spec) override { return SpawnProcess(spec); }
-  std::optional<int> Exited(pid_t pid, bool child) override {
+  std::optional<int> Exited(pid_t pid, bool /*child*/) override {
     if (pid <= 0) return -1;
-    if (child) return ReapIfExited(pid);
-    return ProcessExists(pid) ? std::nullopt : std::optional<int>(-1);
+    // An adopted process may be a child of ours after all (one forgotten and adopted again,
+    // as an engine does when a node's role changes): reaped, it does not linger as a zombie
+    // that still "exists". For any other process this is the existence check.
+    return ReapIfExited(pid);
   }
   void Signal(pid_t pid, int signal) override {
     if (pid > 0) ::kill(pid, signal);

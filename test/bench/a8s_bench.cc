@@ -119,11 +119,12 @@ class Bench {
   std::string Log() const { return ReadFileOrEmpty(dir_ / "operator.log"); }
   fs::path state() const { return dir_ / "operator"; }
 
-  void Create(const client::GroupVersionResource& gvr, const std::string& yaml) {
+  Json Create(const client::GroupVersionResource& gvr, const std::string& yaml) {
     auto object = machinery::ParseYaml(yaml);
     if (!object.ok()) Die(object.status().message());
     auto made = client::ResourceClient(*admin_, gvr, "default").Create(*object);
     if (!made.ok()) Die(made.status().ToString());
+    return *made;
   }
   Json Get(const client::GroupVersionResource& gvr, const std::string& name) {
     auto got = client::ResourceClient(*admin_, gvr, "default").Get(name);
@@ -134,18 +135,46 @@ class Bench {
     Eventually([&] { return Get(gvr, name).is_null(); }, seconds(120));
   }
 
-  // Postgresql created -> Running with `replicas` ready, polled every 5 ms; seconds.
+  // Postgresql created -> Running with `replicas` ready, seen through a watch (polling would
+  // take CPU from the servers being measured); seconds.
   double Provision(const std::string& name, int replicas) {
     auto start = BenchClock::now();
-    Create(kPg, fmt::format("apiVersion: postgresql.anynines.com/v1beta3\nkind: Postgresql\n"
-                            "metadata: {{name: {}}}\nspec: {{version: 15, replicas: {}}}\n",
-                            name, replicas));
-    bool running = Poll([&] { return Running(name, replicas); }, seconds(300));
-    if (!running) Die(name + " did not run:\n" + Log());
+    Json made = Create(kPg, fmt::format("apiVersion: postgresql.anynines.com/v1beta3\n"
+                                        "kind: Postgresql\nmetadata: {{name: {}}}\n"
+                                        "spec: {{version: 15, replicas: {}}}\n",
+                                        name, replicas));
+    if (!WaitFor(kPg, made, [&](const Json& pg) { return IsRunning(pg, replicas); })) {
+      Die(name + " did not run:\n" + Log());
+    }
     return Seconds(start, BenchClock::now());
   }
+
+  // Watches `object` (from its resourceVersion) until `done` holds for it.
+  bool WaitFor(const client::GroupVersionResource& gvr, const Json& object,
+               const std::function<bool(const Json&)>& done) {
+    if (done(object)) return true;
+    client::ResourceClient rc(*admin_, gvr, "default");
+    bool met = false;
+    auto deadline = BenchClock::now() + seconds(600);
+    std::string rv = machinery::GetString(object, {"metadata", "resourceVersion"});
+    while (!met && BenchClock::now() < deadline) {
+      auto end = rc.Watch({.field_selector = "metadata.name=" + machinery::Name(object),
+                           .resource_version = rv,
+                           .timeout_seconds = 60},
+                          [&](const client::WatchEvent& e) {
+                            if (e.object == nullptr) return true;
+                            rv = machinery::GetString(*e.object, {"metadata", "resourceVersion"});
+                            met = done(*e.object);
+                            return !met;
+                          });
+      if (!end.ok()) return false;
+    }
+    return met;
+  }
   bool Running(const std::string& name, int replicas) {
-    Json pg = Get(kPg, name);
+    return IsRunning(Get(kPg, name), replicas);
+  }
+  static bool IsRunning(const Json& pg, int replicas) {
     const Json* ready = machinery::Find(pg, {"status", "readyReplicas"});
     return machinery::GetString(pg, {"status", "clusterStatus"}) == "Running" && ready &&
            machinery::AsInt64(*ready) == replicas;
@@ -181,14 +210,14 @@ class Bench {
     return Json();
   }
 
-  // Backup or Restore created -> Ready=True; seconds.
+  // Backup or Restore created -> Ready=True (through a watch); seconds.
   double Job(const client::GroupVersionResource& gvr, const std::string& yaml,
              const std::string& name) {
     auto start = BenchClock::now();
-    Create(gvr, yaml);
-    bool done =
-        Poll([&] { return reconcile::IsConditionTrue(Get(gvr, name), "Ready"); }, seconds(1800));
-    if (!done) Die(name + " did not complete:\n" + Log());
+    Json made = Create(gvr, yaml);
+    if (!WaitFor(gvr, made, [](const Json& o) { return reconcile::IsConditionTrue(o, "Ready"); })) {
+      Die(name + " did not complete:\n" + Log());
+    }
     return Seconds(start, BenchClock::now());
   }
 
@@ -245,8 +274,15 @@ double Failover(Bench& bench, const std::string& name, const std::string& uri) {
   stop = true;
   writer.join();
   if (kill.exit_code != 0 || !resumed) Die("writes did not resume:\n" + bench.Log());
-  // Back to three servers before the next run.
-  Bench::Poll([&] { return bench.Running(name, 3); }, seconds(300));
+  // Back to three servers (the old primary rejoined) before the next run.
+  bool settled = Bench::Poll(
+      [&] {
+        Json now = bench.Record(name);
+        return machinery::AsInt64(now["primary"]) != primary && now["rejoining"].empty() &&
+               now["promotion_pending"] == false && bench.Running(name, 3);
+      },
+      seconds(300));
+  if (!settled) Die("the cluster did not settle after the failover:\n" + bench.Log());
   return static_cast<double>(resumed_ns - killed_ns) / 1e9;
 }
 
@@ -330,6 +366,13 @@ int Run(bool quick) {
   const double failover50 = Percentile(failover, 0.5);
   std::cout << fmt::format("klutch-bench-a8s ({} runs, {} replica runs{})\n", runs, replica_runs,
                            quick ? ", quick" : "");
+  auto samples = [](const std::vector<double>& v) {
+    std::string out;
+    for (double x : v) out += fmt::format(" {:.3f}", x);
+    return out;
+  };
+  std::cout << "samples (s): floor" << samples(floor) << "; replicas 1" << samples(single)
+            << "; replicas 3" << samples(replica) << "; failover" << samples(failover) << "\n";
   std::cout << fmt::format(
       "Postgresql replicas 1 -> Running: p50 {:.3f} s; floor (initdb + postgres until it "
       "answers) p50 {:.3f} s; ratio {:.2f}x (target 1.5x: {})\n",
