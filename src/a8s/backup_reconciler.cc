@@ -49,6 +49,7 @@ core::Result<Result> BackupReconciler::Reconcile(const reconcile::Request& reque
   // Taken once: a finished backup is never taken again.
   if (!machinery::GetString(p.object, {"status", "backupID"}).empty()) return Result::Done();
   KLUTCH_RUN_STEP(EnsureFinalizer(p));
+  KLUTCH_RUN_STEP(WaitAfterFailure(p));
   KLUTCH_RUN_STEP(ResolveInstance(p));
   KLUTCH_RUN_STEP(MarkInProgress(p));
   return TakeBackup(p);
@@ -57,9 +58,12 @@ core::Result<Result> BackupReconciler::Reconcile(const reconcile::Request& reque
 core::Result<Result> BackupReconciler::Delete(Pass& p) {
   if (!machinery::HasFinalizer(p.object, kFinalizer)) return Result::Done();
   const std::string id = machinery::GetString(p.object, {"status", "backupID"});
+  const std::string uid = machinery::Uid(p.object);
   for (const InstanceRecord& record : ctx_.store.All()) {
     std::error_code ec;
-    fs::remove(File(ctx_, record.number, machinery::Uid(p.object)), ec);
+    const fs::path file = File(ctx_, record.number, uid);
+    fs::remove(file, ec);
+    fs::remove(file.parent_path() / (uid + ".plain"), ec);  // of an attempt that crashed
   }
   KLUTCH_LOG(kInfo, "operator", "Backup {} ({}) deleted", p.key(), id);
   KLUTCH_RETURN_IF_ERROR(SetFinalizer(ctx_, kBackups, p.object, false).status());
@@ -69,6 +73,22 @@ core::Result<Result> BackupReconciler::Delete(Pass& p) {
 Step BackupReconciler::EnsureFinalizer(Pass& p) {
   KLUTCH_ASSIGN_OR_RETURN(bool wrote, SetFinalizer(ctx_, kBackups, p.object, true));
   if (wrote) return Result::Done();
+  return reconcile::Continue();
+}
+
+// After a failed attempt: done for good once spec.maxRetries attempts failed, else the next
+// one waits its turn (a status write would otherwise bring it back at once).
+Step BackupReconciler::WaitAfterFailure(Pass& p) {
+  const Json* r = machinery::Find(p.object, {"status", "retries"});
+  const int64_t retries = r != nullptr ? machinery::AsInt64(*r).value_or(0) : 0;
+  auto ready = reconcile::FindCondition(p.object, "Ready");
+  if (!ready || ready->status != "False" || ready->reason != "BackupFailed") {
+    return reconcile::Continue();
+  }
+  if (auto max = MaxRetries(p.object); max && retries > *max) return Result::Done();
+  if (auto wait = RetryBackoff(ctx_, p.object, "BackupFailed", retries); wait.count() > 0) {
+    return Result::RequeueAfter(wait);
+  }
   return reconcile::Continue();
 }
 

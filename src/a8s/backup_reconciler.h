@@ -28,6 +28,7 @@ class BackupReconciler final : public reconcile::Reconciler {
 
   core::Result<reconcile::Result> Delete(Pass& p);
   reconcile::Step EnsureFinalizer(Pass& p);
+  reconcile::Step WaitAfterFailure(Pass& p);
   reconcile::Step ResolveInstance(Pass& p);
   reconcile::Step MarkInProgress(Pass& p);
   core::Result<reconcile::Result> TakeBackup(Pass& p);

@@ -84,6 +84,18 @@ void SetProgress(OperatorContext& ctx, Json& modified, int64_t generation, bool 
   modified["status"]["lastObservationTime"] = core::FormatTime(ctx.clock.Now());
 }
 
+std::chrono::milliseconds RetryBackoff(OperatorContext& ctx, const Json& object,
+                                       std::string_view failed_reason, int64_t retries) {
+  auto ready = reconcile::FindCondition(object, "Ready");
+  if (!ready || ready->status != "False" || ready->reason != failed_reason) return {};
+  auto at = core::ParseTime(machinery::GetString(object, {"status", "lastObservationTime"}));
+  if (!at) return {};
+  const auto wait = std::chrono::seconds(std::min<int64_t>(60, 5 * std::max<int64_t>(1, retries)));
+  const auto since = ctx.clock.Now() - *at;
+  if (since >= wait) return {};
+  return std::chrono::ceil<std::chrono::milliseconds>(wait - since);
+}
+
 core::Result<ResolvedInstance> ResolveServiceInstance(OperatorContext& ctx, const Json& object) {
   const std::string group = machinery::GetString(object, {"spec", "serviceInstance", "apiGroup"});
   const std::string kind = machinery::GetString(object, {"spec", "serviceInstance", "kind"});

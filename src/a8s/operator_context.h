@@ -70,6 +70,12 @@ core::Result<reconcile::Result> Failed(OperatorContext& ctx,
 void SetProgress(OperatorContext& ctx, Json& modified, int64_t generation, bool in_progress,
                  std::string_view ready, std::string_view reason, std::string_view message);
 
+// After a failed attempt of a Backup or Restore (condition Ready False with `failed_reason`):
+// how long to wait before the next one (`retries` attempts so far: 5 s each, at most a minute),
+// from status.lastObservationTime; zero when it may run now or did not fail.
+std::chrono::milliseconds RetryBackoff(OperatorContext& ctx, const Json& object,
+                                       std::string_view failed_reason, int64_t retries);
+
 // The Postgresql a Backup or Restore names (spec.serviceInstance: apiGroup
 // postgresql.anynines.com, kind Postgresql in any case, name; the object's namespace) with the
 // operator's record of it. kInvalid / kNotFound / kUnavailable with a message in the user's

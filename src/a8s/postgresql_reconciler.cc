@@ -57,7 +57,8 @@ std::vector<std::string> PostgresqlReconciler::BindingsOf(const Pass& p) const {
   for (const auto& b : ctx_.bindings.indexer().List()) {
     std::string target_ns = machinery::GetString(*b, {"spec", "instance", "namespace"});
     if (target_ns.empty()) target_ns = machinery::Namespace(*b);
-    if (target_ns == ns &&
+    // Bindings of other namespaces are refused (service_binding_reconciler.h): not users.
+    if (target_ns == ns && machinery::Namespace(*b) == ns &&
         machinery::GetString(*b, {"spec", "instance", "name"}) == machinery::Name(p.object) &&
         machinery::GetString(*b, {"spec", "instance", "kind"}) == "Postgresql") {
       out.push_back(machinery::Name(*b));
@@ -86,11 +87,18 @@ core::Result<Result> PostgresqlReconciler::Delete(Pass& p) {
   if (auto record = ctx_.store.Get(machinery::Uid(p.object))) {
     auto lock = ctx_.store.LockFor(record->id);
     core::MutexLock hold(*lock);
+    if (record->provisioned && !ctx_.store.Started(record->id)) {
+      // Servers a previous operator left running are adopted first, so that they stop too.
+      (void)ctx_.engine.Start(*record, AppliedLimits(*record), ctx_.supervisor);
+    }
     for (int node = 0; node < static_cast<int>(record->ports.size()); ++node) {
       ctx_.supervisor.Stop(record->id, node);
     }
     if (ctx_.limiter != nullptr) engines::RemoveNodeLimits(*ctx_.limiter, *record);
     KLUTCH_RETURN_IF_ERROR(ctx_.store.Remove(*record));
+    core::MutexLock failed_lock(mu_);
+    failed_.erase(record->id);
+    gone_since_.erase(record->id);
     KLUTCH_LOG(kInfo, "operator", "Postgresql {}: servers stopped, data and backups removed",
                p.key());
   }
@@ -111,16 +119,49 @@ Step PostgresqlReconciler::ReadSpec(Pass& p) {
   auto parsed = ParsePostgresqlSpec(spec ? *spec : Json::object());
   if (!parsed.ok()) {
     NotRunningYet(p);
+    KeepRunning(p);
     return Failed(ctx_, kPostgresqls, p.object, p.modified, "InvalidSpec",
                   fmt::format("Postgresql {} cannot run: {}", p.key(), parsed.status().message()));
   }
   if (auto st = ctx_.engine.ValidateParameters(parsed->parameters); !st.ok()) {
     NotRunningYet(p);
+    KeepRunning(p);
     return Failed(ctx_, kPostgresqls, p.object, p.modified, "InvalidParameter",
                   fmt::format("Postgresql {} cannot run: {}", p.key(), InSpecTerms(st.message())));
   }
   p.spec = std::move(*parsed);
   return reconcile::Continue();
+}
+
+// A spec the operator refuses does not stop what runs: the servers of the spec last applied are
+// started (after an operator restart) and keep one primary.
+void PostgresqlReconciler::KeepRunning(Pass& p) {
+  auto record = ctx_.store.Get(machinery::Uid(p.object));
+  if (!record || !record->provisioned) return;
+  p.record = std::move(*record);
+  if (!EnsureStarted(p).ok()) return;
+  Step primary = EnsurePrimary(p);
+  if (primary.ends()) (void)std::move(primary).outcome();
+}
+
+// The record as saved now (other reconcilers of the instance save it too); the caller holds the
+// instance's lock.
+core::Status PostgresqlReconciler::Refresh(Pass& p) {
+  auto record = ctx_.store.Get(p.record.id);
+  if (!record) return core::Internal("the record of " + p.key() + " is gone");
+  p.record = std::move(*record);
+  return core::Status::Ok();
+}
+
+std::chrono::nanoseconds PostgresqlReconciler::PrimaryGoneFor(const std::string& uid) {
+  core::MutexLock lock(mu_);
+  auto [it, added] = gone_since_.emplace(uid, ctx_.clock.MonotonicNow());
+  return ctx_.clock.MonotonicNow() - it->second;
+}
+
+void PostgresqlReconciler::ForgetPrimaryGone(const std::string& uid) {
+  core::MutexLock lock(mu_);
+  gone_since_.erase(uid);
 }
 
 // A spec whose servers would not start is not tried again on every status write: only once it
@@ -156,6 +197,8 @@ Step PostgresqlReconciler::EnsureServers(Pass& p) {
   if (p.record.provisioned) {
     KLUTCH_RETURN_IF_ERROR(EnsureStarted(p));
     if (p.record.applied_spec == p.object["spec"]) return reconcile::Continue();
+    // A change the servers refused (rolled back) is not tried again until the spec changes.
+    if (p.record.applied_generation == Generation(p.object)) return reconcile::Continue();
     return ApplyChange(p);
   }
   // First say so: the servers take a few seconds, and until they run nothing is Ready.
@@ -176,6 +219,7 @@ Step PostgresqlReconciler::EnsureServers(Pass& p) {
   }
   auto lock = ctx_.store.LockFor(p.record.id);
   core::MutexLock hold(*lock);
+  KLUTCH_RETURN_IF_ERROR(Refresh(p));
   p.record.parameters = p.spec.parameters;
   if (auto st = ctx_.engine.Provision(p.record, p.spec.limits, ctx_.supervisor); !st.ok()) {
     KLUTCH_LOG(kWarn, "operator", "Postgresql {}: provisioning failed: {}", p.key(), st.message());
@@ -190,7 +234,8 @@ Step PostgresqlReconciler::EnsureServers(Pass& p) {
     }
     return Failed(ctx_, kPostgresqls, p.object, p.modified, "ProvisionFailed",
                   fmt::format("Postgresql {}: PostgreSQL did not start with this spec: {}; "
-                              "nothing was kept, change the spec to try again",
+                              "nothing was kept; it is tried again when the spec changes or in "
+                              "a minute",
                               p.key(), InSpecTerms(st.message())),
                   std::chrono::seconds(60));
   }
@@ -223,6 +268,7 @@ Step PostgresqlReconciler::ApplyChange(Pass& p) {
   auto before = ParsePostgresqlSpec(p.record.applied_spec);
   if (before.ok()) {
     if (auto st = CheckSpecChange(*before, p.spec); !st.ok()) {
+      KeepRunning(p);
       return Failed(
           ctx_, kPostgresqls, p.object, p.modified, "ChangeRefused",
           fmt::format("Postgresql {} keeps running as it was: {}", p.key(), st.message()));
@@ -231,6 +277,7 @@ Step PostgresqlReconciler::ApplyChange(Pass& p) {
   engines::PlanLimits from = before.ok() ? before->limits : AppliedLimits(p.record);
   auto lock = ctx_.store.LockFor(p.record.id);
   core::MutexLock hold(*lock);
+  KLUTCH_RETURN_IF_ERROR(Refresh(p));
   InstanceRecord old = p.record;
   KLUTCH_RETURN_IF_ERROR(ctx_.store.AddPorts(p.record, p.spec.replicas, ctx_.engine_context.host));
   p.record.parameters = p.spec.parameters;
@@ -268,13 +315,18 @@ Step PostgresqlReconciler::EnsurePrimary(Pass& p) {
   const engines::PlanLimits limits = AppliedLimits(p.record);
   if (limits.nodes < 2) return reconcile::Continue();
   const bool primary_gone = !ctx_.supervisor.Alive(p.record.id, p.record.primary);
+  if (!primary_gone) ForgetPrimaryGone(p.record.id);
   if (!primary_gone && !p.record.promotion_pending && p.record.rejoining.empty()) {
     return reconcile::Continue();
   }
   auto lock = ctx_.store.LockFor(p.record.id);
   core::MutexLock hold(*lock);
+  KLUTCH_RETURN_IF_ERROR(Refresh(p));
   if (primary_gone && !p.record.promotion_pending) {
-    auto chosen = ctx_.engine.ChooseNewPrimary(p.record, limits);
+    // Every standby that should answer gets a few seconds to: the one that does not may hold
+    // the only copy of an acknowledged commit. After that, the best of those answering.
+    const bool every_standby = PrimaryGoneFor(p.record.id) < std::chrono::seconds(10);
+    auto chosen = ctx_.engine.ChooseNewPrimary(p.record, limits, every_standby);
     if (!chosen.ok()) {
       return Failed(ctx_, kPostgresqls, p.object, p.modified, "NoPrimary",
                     fmt::format("Postgresql {}: its primary (server {}) is gone and no standby can "
@@ -282,6 +334,7 @@ Step PostgresqlReconciler::EnsurePrimary(Pass& p) {
                                 p.key(), p.record.primary, chosen.status().message()),
                     std::chrono::seconds(1));
     }
+    ForgetPrimaryGone(p.record.id);
     const int old = p.record.primary;
     p.record.rejoining.push_back(old);
     p.record.primary = *chosen;

@@ -37,6 +37,11 @@ class PostgresqlReconciler final : public reconcile::Reconciler {
   core::Status EnsureStarted(Pass& p);
   reconcile::Step ApplyChange(Pass& p);
   reconcile::Step EnsurePrimary(Pass& p);
+  core::Status Refresh(Pass& p);
+  void KeepRunning(Pass& p);
+  // How long the primary of `uid` has been seen gone (0 the first time).
+  std::chrono::nanoseconds PrimaryGoneFor(const std::string& uid);
+  void ForgetPrimaryGone(const std::string& uid);
   core::Status RejoinFormerPrimaries(Pass& p);
   core::Result<reconcile::Result> ReportStatus(Pass& p);
   // A Postgresql whose servers never ran says so in the columns `kubectl get` shows.
@@ -55,6 +60,7 @@ class PostgresqlReconciler final : public reconcile::Reconciler {
   };
   core::Mutex mu_;
   std::map<std::string, FailedProvision> failed_ GUARDED_BY(mu_);
+  std::map<std::string, core::MonoTime> gone_since_ GUARDED_BY(mu_);  // primary gone, by UID
 };
 
 }  // namespace klutch::a8s

@@ -32,6 +32,15 @@ core::Result<Result> RestoreReconciler::Reconcile(const reconcile::Request& requ
   Pass p{.object = *cached, .modified = *cached};
   // Done once: a finished restore is never run again (a new Restore runs it again).
   if (!machinery::GetString(p.object, {"status", "restoreID"}).empty()) return Result::Done();
+  // A restore that cannot succeed (the backup does not decrypt) is over; one that failed
+  // otherwise waits its turn before the next attempt.
+  if (auto ready = reconcile::FindCondition(p.object, "Ready");
+      ready && ready->status == "False" && ready->reason == "RestoreImpossible") {
+    return Result::Done();
+  }
+  if (auto wait = RetryBackoff(ctx_, p.object, "RestoreFailed", 2); wait.count() > 0) {
+    return Result::RequeueAfter(wait);
+  }
   KLUTCH_RUN_STEP(ResolveInstance(p));
   KLUTCH_RUN_STEP(ResolveBackup(p));
   KLUTCH_RUN_STEP(MarkInProgress(p));
@@ -116,8 +125,9 @@ core::Result<Result> RestoreReconciler::Restore(Pass& p) {
     const std::string message =
         fmt::format("Restore {}: restoring into Postgresql {} failed, its data is as before: {}{}",
                     p.key(), pg, status.message(), again ? "; trying again" : "");
-    SetProgress(ctx_, p.modified, generation, false, "False", "RestoreFailed", message);
-    ctx_.events.Event(p.object, reconcile::kEventTypeWarning, "RestoreFailed", message);
+    const char* reason = again ? "RestoreFailed" : "RestoreImpossible";
+    SetProgress(ctx_, p.modified, generation, false, "False", reason, message);
+    ctx_.events.Event(p.object, reconcile::kEventTypeWarning, reason, message);
     KLUTCH_RETURN_IF_ERROR(WriteStatus(ctx_, kRestores, p.object, p.modified));
     if (!again) return Result::Done();
     return Result::RequeueAfter(std::chrono::seconds(10));

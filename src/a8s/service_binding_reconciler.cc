@@ -39,6 +39,16 @@ std::string RoleName(const std::string& uid) {
   return "a8s_sb_" + hex.substr(0, 20);
 }
 
+// Whether `secret` is controlled by the ServiceBinding with `uid`.
+bool OwnedBy(const Json& secret, const std::string& uid) {
+  const Json* refs = machinery::Find(secret, {"metadata", "ownerReferences"});
+  if (refs == nullptr || !refs->is_array()) return false;
+  for (const Json& ref : *refs) {
+    if (machinery::GetString(ref, {"uid"}) == uid) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 core::Result<Result> ServiceBindingReconciler::Reconcile(const reconcile::Request& request) {
@@ -63,11 +73,15 @@ core::Result<Result> ServiceBindingReconciler::Reconcile(const reconcile::Reques
 core::Result<Result> ServiceBindingReconciler::Delete(Pass& p) {
   if (!machinery::HasFinalizer(p.object, kFinalizer)) return Result::Done();
   const std::string uid = machinery::Uid(p.object);
-  for (InstanceRecord record : ctx_.store.All()) {
+  for (const InstanceRecord& listed : ctx_.store.All()) {
+    if (!listed.bindings.contains(uid)) continue;
+    auto lock = ctx_.store.LockFor(listed.id);
+    core::MutexLock hold(*lock);
+    auto saved = ctx_.store.Get(listed.id);
+    if (!saved) continue;
+    InstanceRecord record = std::move(*saved);
     auto it = record.bindings.find(uid);
     if (it == record.bindings.end()) continue;
-    auto lock = ctx_.store.LockFor(record.id);
-    core::MutexLock hold(*lock);
     if (auto st = ctx_.engine.Unbind(record, AppliedLimits(record), it->second); !st.ok()) {
       return Failed(ctx_, kServiceBindings, p.object, p.modified, "UnbindFailed",
                     fmt::format("ServiceBinding {}: removing its login failed ({}); retrying",
@@ -79,8 +93,10 @@ core::Result<Result> ServiceBindingReconciler::Delete(Pass& p) {
   }
   client::ResourceClient secrets(ctx_.rest, client::resources::kSecrets,
                                  machinery::Namespace(p.object));
-  auto deleted = secrets.Delete(p.secret_name());
-  if (!deleted.ok() && !core::IsNotFound(deleted.status())) return deleted.status();
+  if (auto live = secrets.Get(p.secret_name()); live.ok() && OwnedBy(*live, uid)) {
+    auto deleted = secrets.Delete(p.secret_name());
+    if (!deleted.ok() && !core::IsNotFound(deleted.status())) return deleted.status();
+  }
   KLUTCH_RETURN_IF_ERROR(SetFinalizer(ctx_, kServiceBindings, p.object, false).status());
   return Result::Done();
 }
@@ -95,6 +111,14 @@ Step ServiceBindingReconciler::EnsureFinalizer(Pass& p) {
 Step ServiceBindingReconciler::ResolveInstance(Pass& p) {
   const std::string kind = machinery::GetString(p.object, {"spec", "instance", "kind"});
   const std::string api = machinery::GetString(p.object, {"spec", "instance", "apiVersion"});
+  if (p.instance_ns != machinery::Namespace(p.object)) {
+    // A binding gets the credentials of an owner of the instance's data: only in its own
+    // namespace (as Klutch's claims are), never a database of another tenant.
+    return Failed(ctx_, kServiceBindings, p.object, p.modified, "OtherNamespace",
+                  fmt::format("ServiceBinding {}: spec.instance.namespace {} is not the binding's "
+                              "own; bind to a Postgresql in namespace {} (or leave the field out)",
+                              p.key(), p.instance_ns, machinery::Namespace(p.object)));
+  }
   if (kind != "Postgresql" || api != kPostgresqlApiVersion) {
     return Failed(ctx_, kServiceBindings, p.object, p.modified, "UnsupportedInstance",
                   fmt::format("ServiceBinding {}: spec.instance is a {} ({}); klutch operator "
@@ -127,8 +151,9 @@ Step ServiceBindingReconciler::ResolveInstance(Pass& p) {
   return reconcile::Continue();
 }
 
-// The login: made once (recorded before the role exists, so a crash in between finds it and
-// makes it again), with a password the Secret keeps.
+// The login: made once, then recorded with its password (which the Secret keeps); a crash in
+// between leaves a role no record names, which binding again with a new password takes over
+// (the role's name comes from the binding's UID).
 Step ServiceBindingReconciler::EnsureLogin(Pass& p) {
   const std::string uid = machinery::Uid(p.object);
   auto it = p.record.bindings.find(uid);
@@ -138,6 +163,11 @@ Step ServiceBindingReconciler::EnsureLogin(Pass& p) {
   }
   auto lock = ctx_.store.LockFor(p.record.id);
   core::MutexLock hold(*lock);
+  // Saved by others since it was read (another binding, a failover): changed from what is
+  // saved now.
+  auto fresh = ctx_.store.Get(p.record.id);
+  if (!fresh) return core::Unavailable("the record of the instance is gone");
+  p.record = std::move(*fresh);
   BindingAccount account;
   account.binding_uid = uid;
   account.username = RoleName(uid);
@@ -200,6 +230,12 @@ Step ServiceBindingReconciler::EnsureSecret(Pass& p) {
     if (!core::IsNotFound(live.status())) return live.status();
     KLUTCH_RETURN_IF_ERROR(secrets.Create(secret).status());
     return reconcile::Continue();
+  }
+  if (!OwnedBy(*live, machinery::Uid(p.object))) {
+    return Failed(ctx_, kServiceBindings, p.object, p.modified, "SecretExists",
+                  fmt::format("ServiceBinding {}: a Secret {} that is not this binding's exists "
+                              "already; delete or rename it",
+                              p.key(), p.secret_name()));
   }
   const Json* live_data = machinery::Find(*live, {"data"});
   if (live_data != nullptr && *live_data == data) return reconcile::Continue();

@@ -13,6 +13,20 @@ core::Result<client::RestConfig> ControllerClusterConfig(const std::string& kube
   return client::LoadKubeconfig();
 }
 
+core::Result<ProbeAddresses> ParseProbeAddresses(const std::string& health,
+                                                 const std::string& metrics) {
+  ProbeAddresses out;
+  auto h = serving::ParseBindAddress(health);
+  if (!h.ok()) return core::Invalid("--health-probe-bind-address " + h.status().message());
+  out.health = *h;
+  if (metrics != "0") {
+    auto m = serving::ParseBindAddress(metrics);
+    if (!m.ok()) return core::Invalid("--metrics-bind-address " + m.status().message());
+    out.metrics = *m;
+  }
+  return out;
+}
+
 core::Status StartControllerProcess(reconcile::Manager& manager, const ServingInfo& info,
                                     std::unique_ptr<serving::Endpoints>& metrics_endpoint) {
   if (auto s = manager.Start(); !s.ok()) return s;

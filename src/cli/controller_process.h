@@ -27,6 +27,15 @@ struct ServingInfo {
 // else $KUBECONFIG or ~/.kube/config (controller-runtime's order).
 core::Result<client::RestConfig> ControllerClusterConfig(const std::string& kubeconfig);
 
+// --health-probe-bind-address and --metrics-bind-address ("0": metrics on the health address)
+// as host and port; kInvalid naming the flag.
+struct ProbeAddresses {
+  std::pair<std::string, uint16_t> health;
+  std::optional<std::pair<std::string, uint16_t>> metrics;
+};
+core::Result<ProbeAddresses> ParseProbeAddresses(const std::string& health,
+                                                 const std::string& metrics);
+
 // Starts `manager` (caches, then controllers or the election) and, when asked, the separate
 // metrics endpoint (kept in `metrics_endpoint`), then prints
 // `<component>: health on HOST:PORT, metrics on HOST:PORT (lease NS/NAME, identity ID)`.

@@ -87,15 +87,10 @@ int RunKonnector(const KonnectorFlags& f) {
     return Fail("klutch konnector",
                 "--heartbeat-interval: must be a Go duration of at least 1s, such as 30s");
   }
-  auto health = serving::ParseBindAddress(f.health_address);
-  if (!health.ok())
-    return Fail("klutch konnector", "--health-probe-bind-address " + health.status().message());
-  std::optional<std::pair<std::string, uint16_t>> metrics;
-  if (f.metrics_address != "0") {
-    auto m = serving::ParseBindAddress(f.metrics_address);
-    if (!m.ok()) return Fail("klutch konnector", "--metrics-bind-address " + m.status().message());
-    metrics = *m;
-  }
+  auto probes = ParseProbeAddresses(f.health_address, f.metrics_address);
+  if (!probes.ok()) return Fail("klutch konnector", probes.status().message());
+  const auto& health = probes->health;
+  const auto& metrics = probes->metrics;
 
   auto config = ControllerClusterConfig(f.kubeconfig);
   if (!config.ok()) return Fail("klutch konnector", config.status().message());
@@ -145,8 +140,8 @@ int RunKonnector(const KonnectorFlags& f) {
   reconcile::Manager manager(
       **binding,
       {.name = "klutch-konnector",
-       .health_port = health->second,
-       .health_address = health->first,
+       .health_port = health.second,
+       .health_address = health.first,
        .leader_election = reconcile::LeaderElectionOptions{.lease_namespace = lease_namespace,
                                                            .lease_name = f.lease_name,
                                                            .identity = identity},
@@ -189,7 +184,7 @@ int RunKonnector(const KonnectorFlags& f) {
   std::unique_ptr<serving::Endpoints> metrics_endpoint;
   if (auto s = StartControllerProcess(manager,
                                       {.component = "konnector",
-                                       .health_host = health->first,
+                                       .health_host = health.first,
                                        .metrics = metrics,
                                        .lease = lease_namespace + "/" + f.lease_name,
                                        .identity = identity},

@@ -67,15 +67,10 @@ void AddManagerFlags(CLI::App* cmd, ManagerFlags& f) {
 
 int RunManager(const ManagerFlags& f) {
   serving::BlockShutdownSignals();
-  auto health = serving::ParseBindAddress(f.health_address);
-  if (!health.ok())
-    return Fail("klutch manager", "--health-probe-bind-address " + health.status().message());
-  std::optional<std::pair<std::string, uint16_t>> metrics;
-  if (f.metrics_address != "0") {
-    auto m = serving::ParseBindAddress(f.metrics_address);
-    if (!m.ok()) return Fail("klutch manager", "--metrics-bind-address " + m.status().message());
-    metrics = *m;
-  }
+  auto probes = ParseProbeAddresses(f.health_address, f.metrics_address);
+  if (!probes.ok()) return Fail("klutch manager", probes.status().message());
+  const auto& health = probes->health;
+  const auto& metrics = probes->metrics;
   auto poll = core::ParseGoDuration(f.poll_interval);
   if (!poll.ok() || poll->seconds < 1) {
     return Fail("klutch manager",
@@ -114,8 +109,8 @@ int RunManager(const ManagerFlags& f) {
   reconcile::Manager manager(
       **rest,
       {.name = "klutch-manager",
-       .health_port = health->second,
-       .health_address = health->first,
+       .health_port = health.second,
+       .health_address = health.first,
        .leader_election = reconcile::LeaderElectionOptions{.lease_namespace = lease_namespace,
                                                            .lease_name = f.lease_name,
                                                            .identity = identity},
@@ -167,7 +162,7 @@ int RunManager(const ManagerFlags& f) {
   std::unique_ptr<serving::Endpoints> metrics_endpoint;
   if (auto s = StartControllerProcess(manager,
                                       {.component = "manager",
-                                       .health_host = health->first,
+                                       .health_host = health.first,
                                        .metrics = metrics,
                                        .lease = lease_namespace + "/" + f.lease_name,
                                        .identity = identity},

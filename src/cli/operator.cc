@@ -70,15 +70,10 @@ int RunOperator(const OperatorFlags& f) {
   serving::BlockShutdownSignals();
   // Everything the operator writes (records, keys, dumps on their way to encryption) is private.
   ::umask(077);
-  auto health = serving::ParseBindAddress(f.health_address);
-  if (!health.ok())
-    return Fail("klutch operator", "--health-probe-bind-address " + health.status().message());
-  std::optional<std::pair<std::string, uint16_t>> metrics;
-  if (f.metrics_address != "0") {
-    auto m = serving::ParseBindAddress(f.metrics_address);
-    if (!m.ok()) return Fail("klutch operator", "--metrics-bind-address " + m.status().message());
-    metrics = *m;
-  }
+  auto probes = ParseProbeAddresses(f.health_address, f.metrics_address);
+  if (!probes.ok()) return Fail("klutch operator", probes.status().message());
+  const auto& health = probes->health;
+  const auto& metrics = probes->metrics;
   auto interval = core::ParseGoDuration(f.status_interval);
   if (!interval.ok() || (interval->seconds == 0 && interval->nanos < 100000000)) {
     return Fail("klutch operator", "--status-interval: must be a Go duration of at least 100ms");
@@ -132,8 +127,8 @@ int RunOperator(const OperatorFlags& f) {
   std::atomic<bool> lost{false};
   reconcile::Manager manager(
       **rest, {.name = "klutch-operator",
-               .health_port = health->second,
-               .health_address = health->first,
+               .health_port = health.second,
+               .health_address = health.first,
                .leader_election = reconcile::LeaderElectionOptions{.lease_namespace = f.namespace_,
                                                                    .lease_name = f.lease_name,
                                                                    .identity = identity,
@@ -153,7 +148,7 @@ int RunOperator(const OperatorFlags& f) {
   std::unique_ptr<serving::Endpoints> metrics_endpoint;
   if (auto s = StartControllerProcess(manager,
                                       {.component = "operator",
-                                       .health_host = health->first,
+                                       .health_host = health.first,
                                        .metrics = metrics,
                                        .lease = f.namespace_ + "/" + f.lease_name,
                                        .identity = identity},

@@ -83,8 +83,10 @@ class DataService {
 
   // Failover of replicated instances (EngineContext::failover); engines without it refuse.
   // The standby to promote now: of those answering, the one that has received the most WAL.
-  // kUnavailable when none answers.
-  virtual core::Result<int> ChooseNewPrimary(const Instance& instance, const PlanLimits& plan);
+  // With `every_standby`, kUnavailable while one of them does not answer (it may hold the only
+  // copy of an acknowledged commit); without, kUnavailable when none answers.
+  virtual core::Result<int> ChooseNewPrimary(const Instance& instance, const PlanLimits& plan,
+                                             bool every_standby);
   // Makes instance.primary the primary (promoting it while it is still a standby; nothing when
   // it is one already) and points every other node that runs and is not rejoining at it.
   virtual core::Status Promote(const Instance& instance, const PlanLimits& plan,

@@ -20,7 +20,7 @@ namespace klutch::engines {
 
 namespace fs = std::filesystem;
 
-core::Result<int> DataService::ChooseNewPrimary(const Instance&, const PlanLimits&) {
+core::Result<int> DataService::ChooseNewPrimary(const Instance&, const PlanLimits&, bool) {
   return core::Invalid("this data service does not fail over");
 }
 core::Status DataService::Promote(const Instance&, const PlanLimits&, NodeRunner&) {

@@ -597,7 +597,13 @@ class PostgresService final : public DataService {
       KLUTCH_RETURN_IF_ERROR(InitStandby(in, to, node));
       KLUTCH_RETURN_IF_ERROR(StartNode(in, to, node, runner));
     }
-    return old_nodes < to.nodes ? ApplyPrimarySettings(in, to) : core::Status::Ok();
+    if (old_nodes >= to.nodes) return core::Status::Ok();
+    if (ctx_.failover) {
+      // The primary of a cluster that fails over is not restarted in place any more: watched
+      // again with that (the running process adopted).
+      KLUTCH_RETURN_IF_ERROR(runner.Start(in.id, in.primary, Node(in, to, in.primary)));
+    }
+    return ApplyPrimarySettings(in, to);
   }
 
   // The primary's configuration as `plan` has it (synchronous standbys included), reloaded.
@@ -608,7 +614,8 @@ class PostgresService final : public DataService {
     return conn.Exec("SELECT pg_reload_conf()");
   }
 
-  core::Result<int> ChooseNewPrimary(const Instance& in, const PlanLimits& plan) override {
+  core::Result<int> ChooseNewPrimary(const Instance& in, const PlanLimits& plan,
+                                     bool every_standby) override {
     int best = -1;
     int64_t best_lsn = -1;
     std::string last = "no standby answers";
@@ -616,6 +623,10 @@ class PostgresService final : public DataService {
       if (node == in.primary || Rejoining(in, node)) continue;
       auto conn = Connect(in, node, "postgres", SslMode(plan));
       if (!conn.ok()) {
+        if (every_standby) {
+          return core::Unavailable(
+              fmt::format("standby {} does not answer yet: {}", node, conn.status().message()));
+        }
         last = conn.status().message();
         continue;
       }
@@ -818,7 +829,24 @@ class PostgresService final : public DataService {
     const std::string restoring = conn.Ident(in.database + "_restoring");
     const std::string replaced = conn.Ident(in.database + "_replaced");
     const std::string owner = conn.Ident(OwnerRole(in));
-    // Leftovers of an interrupted restore.
+    // Leftovers of an interrupted restore. The swap below renames both databases in one
+    // transaction, so the live one is missing only if a restore from before that stopped
+    // between the renames: its data is the replaced one, put back first.
+    KLUTCH_ASSIGN_OR_RETURN(
+        auto names, conn.Query(fmt::format(
+                        "SELECT datname FROM pg_database WHERE datname IN ({}, {})",
+                        conn.Literal(in.database), conn.Literal(in.database + "_replaced"))));
+    bool has_live = false, has_replaced = false;
+    for (const auto& row : names) {
+      has_live = has_live || row[0] == in.database;
+      has_replaced = has_replaced || row[0] == in.database + "_replaced";
+    }
+    if (!has_live && has_replaced) {
+      KLUTCH_RETURN_IF_ERROR(
+          conn.Exec(fmt::format("ALTER DATABASE {} RENAME TO {}", replaced, live)));
+    }
+    KLUTCH_RETURN_IF_ERROR(
+        conn.Exec(fmt::format("ALTER DATABASE {} ALLOW_CONNECTIONS true", live)));
     KLUTCH_RETURN_IF_ERROR(conn.Exec("DROP DATABASE IF EXISTS " + restoring + " WITH (FORCE)"));
     KLUTCH_RETURN_IF_ERROR(conn.Exec("DROP DATABASE IF EXISTS " + replaced + " WITH (FORCE)"));
     KLUTCH_RETURN_IF_ERROR(conn.Exec(fmt::format("CREATE DATABASE {} OWNER {}", restoring, owner)));
@@ -845,16 +873,24 @@ class PostgresService final : public DataService {
       (void)conn.Exec("DROP DATABASE IF EXISTS " + restoring + " WITH (FORCE)");
       return status;
     }
-    // The swap: no new sessions on the live database, end the open ones, rename both.
+    // The swap: no new sessions on the live database, end the open ones, rename both in one
+    // transaction (all or nothing); a failure lets sessions in again.
     KLUTCH_RETURN_IF_ERROR(
         conn.Exec(fmt::format("ALTER DATABASE {} ALLOW_CONNECTIONS false", live)));
-    KLUTCH_RETURN_IF_ERROR(conn.Exec(
+    core::Status swapped = conn.Exec(
         fmt::format("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = {}",
-                    conn.Literal(in.database))));
-    KLUTCH_RETURN_IF_ERROR(
-        conn.Exec(fmt::format("ALTER DATABASE {} RENAME TO {}", live, replaced)));
-    KLUTCH_RETURN_IF_ERROR(
-        conn.Exec(fmt::format("ALTER DATABASE {} RENAME TO {}", restoring, live)));
+                    conn.Literal(in.database)));
+    if (swapped.ok()) {
+      swapped = conn.Exec(fmt::format(
+          "BEGIN; ALTER DATABASE {0} RENAME TO {1}; ALTER DATABASE {2} RENAME TO {0}; COMMIT", live,
+          replaced, restoring));
+    }
+    if (!swapped.ok()) {
+      (void)conn.Exec("ROLLBACK");
+      (void)conn.Exec(fmt::format("ALTER DATABASE {} ALLOW_CONNECTIONS true", live));
+      (void)conn.Exec("DROP DATABASE IF EXISTS " + restoring + " WITH (FORCE)");
+      return swapped;
+    }
     std::error_code ec;
     fs::remove(NodeDir(in, in.primary) / "over-quota", ec);
     return conn.Exec(fmt::format("DROP DATABASE {} WITH (FORCE)", replaced));

@@ -579,6 +579,41 @@ TEST_F(SandboxE2eTest, A1d_UpstreamsA8sExamplesEndInDatabasesServedByTheOperator
   ASSERT_EQ(restored.exit_code, 0) << restored.err << Diagnostics("app-1");
   EXPECT_EQ(Psql(uri, "select count(*) from items"), "100");
 
+  // A claim relying on the XRD's default composition is refused, naming the field to add
+  // (upstream's rules read spec.compositionRef.name).
+  CommandResult no_ref = Apply("app-1",
+                               "apiVersion: anynines.com/v1\nkind: PostgresqlInstance\nmetadata:\n"
+                               "  name: no-ref\n  namespace: default\nspec:\n"
+                               "  service: a9s-postgresql13\n  plan: postgresql-single-nano\n");
+  EXPECT_NE(no_ref.exit_code, 0);
+  EXPECT_NE(no_ref.err.find("spec.compositionRef: Required value"), std::string::npos)
+      << no_ref.err;
+  // A parameter PostgreSQL refuses at start: the claim says so in the App Cluster's names, and
+  // nothing is kept on the Control Plane's side.
+  ASSERT_EQ(Apply("app-1",
+                  "apiVersion: anynines.com/v1\nkind: PostgresqlInstance\nmetadata:\n"
+                  "  name: bad-ciphers\n  namespace: default\nspec:\n"
+                  "  service: a9s-postgresql13\n  plan: postgresql-single-nano\n"
+                  "  parameters: {sslCiphers: NO-SUCH-CIPHER}\n"
+                  "  compositionRef: {name: a8s-postgresql}\n")
+                .exit_code,
+            0);
+  std::string refused;
+  EXPECT_TRUE(Eventually(
+      [&] {
+        refused = Kubectl("app-1",
+                          "get postgresqlinstance bad-ciphers -o jsonpath='{.status.conditions[?("
+                          "@.type==\"Ready\")].message}'")
+                      .out;
+        return refused.find("PostgreSQL did not start with this spec") != std::string::npos;
+      },
+      120s))
+      << refused << Diagnostics("app-1");
+  EXPECT_NE(refused.find("default/bad-ciphers"), std::string::npos) << refused;
+  EXPECT_EQ(refused.find("cluster-"), std::string::npos) << "Control Plane names: " << refused;
+  EXPECT_EQ(
+      Kubectl("app-1", "delete postgresqlinstance bad-ciphers --timeout=120s", 150s).exit_code, 0);
+
   // In use: deleting the instance waits for its binding, the data stays.
   ASSERT_EQ(
       Kubectl("app-1", "delete postgresqlinstance example-a8s-postgresql --wait=false").exit_code,
