@@ -59,8 +59,23 @@ class LeaderElection : public testing::ClusterTest {
     Candidate* raw = c.get();
     o.on_started_leading = [raw] { ++raw->started; };
     o.on_stopped_leading = [raw] { ++raw->stopped; };
-    c->elector = std::make_unique<LeaderElector>(*c->rest, o, clock_);
+    c->elector = std::make_unique<LeaderElector>(*c->rest, o, electors_clock_);
     return c;
+  }
+
+  // The electors' own simulated time: WaitForWaiters(n) then counts only their parked threads,
+  // never the cluster's controllers (which wait on the cluster's clock). Sharing one clock let
+  // time move on while a leader's renewal was still in flight under load, and the other
+  // candidate saw the lease expire.
+  core::FakeClock electors_clock_;
+
+  // Moves the electors' time forward in `step`s until `done` (real time, bounded).
+  bool AdvanceElectorsUntil(const std::function<bool()>& done, std::chrono::milliseconds step) {
+    return testing::Eventually([&] {
+      if (done()) return true;
+      electors_clock_.Advance(step);
+      return false;
+    });
   }
 
   std::string Holder() {
@@ -79,15 +94,16 @@ TEST_F(LeaderElection, OneLeadsAndAReleasedLeaseGoesToTheOtherAtOnce) {
   b->elector->Start();
   // b campaigns every retry period; simulated minutes pass and a stays the leader.
   for (int i = 0; i < 30; ++i) {
-    ASSERT_TRUE(clock_.WaitForWaiters(2));
-    clock_.Advance(std::chrono::seconds(2));
+    ASSERT_TRUE(electors_clock_.WaitForWaiters(2));
+    electors_clock_.Advance(std::chrono::seconds(2));
   }
   EXPECT_TRUE(a->elector->IsLeader());
   EXPECT_FALSE(b->elector->IsLeader());
   EXPECT_EQ(Holder(), "a");
   a->elector->Stop();  // releases the lease
   EXPECT_EQ(a->stopped.load(), 1);
-  EXPECT_TRUE(AdvanceUntil([&] { return b->elector->IsLeader(); }, std::chrono::seconds(2)));
+  EXPECT_TRUE(
+      AdvanceElectorsUntil([&] { return b->elector->IsLeader(); }, std::chrono::seconds(2)));
   EXPECT_EQ(Holder(), "b");
 }
 
@@ -97,13 +113,14 @@ TEST_F(LeaderElection, ASilentLeaderLosesTheLeaseAfterItsDurationAndStopsLeading
   ASSERT_TRUE(testing::Eventually([&] { return a->elector->IsLeader(); }));
   auto b = NewCandidate("b");
   b->elector->Start();
-  ASSERT_TRUE(clock_.WaitForWaiters(2));
-  const core::MonoTime cut = clock_.MonotonicNow();
+  ASSERT_TRUE(electors_clock_.WaitForWaiters(2));
+  const core::MonoTime cut = electors_clock_.MonotonicNow();
   a->transport->down = true;  // a can no longer renew
   // b takes over once the lease has not changed for its duration (15 s) on b's clock; a gives
   // up once it could not renew for its deadline (10 s).
-  EXPECT_TRUE(AdvanceUntil([&] { return b->elector->IsLeader(); }, std::chrono::seconds(1)));
-  EXPECT_GE(clock_.MonotonicNow() - cut, std::chrono::seconds(13))
+  EXPECT_TRUE(
+      AdvanceElectorsUntil([&] { return b->elector->IsLeader(); }, std::chrono::seconds(1)));
+  EXPECT_GE(electors_clock_.MonotonicNow() - cut, std::chrono::seconds(13))
       << "the lease moved before it expired";
   EXPECT_TRUE(testing::Eventually([&] { return !a->elector->IsLeader(); }));
   // on_stopped_leading runs just after IsLeader() turns false.
@@ -115,12 +132,13 @@ TEST_F(LeaderElection, ALeaderCutOffStopsLeadingAtTheRenewDeadline) {
   auto a = NewCandidate("a");
   a->elector->Start();
   ASSERT_TRUE(testing::Eventually([&] { return a->elector->IsLeader(); }));
-  ASSERT_TRUE(clock_.WaitForWaiters(1));
+  ASSERT_TRUE(electors_clock_.WaitForWaiters(1));
   a->transport->down = true;
-  clock_.Advance(std::chrono::seconds(8));
-  ASSERT_TRUE(clock_.WaitForWaiters(1));
+  electors_clock_.Advance(std::chrono::seconds(8));
+  ASSERT_TRUE(electors_clock_.WaitForWaiters(1));
   EXPECT_TRUE(a->elector->IsLeader()) << "gave up before the renew deadline";
-  EXPECT_TRUE(AdvanceUntil([&] { return !a->elector->IsLeader(); }, std::chrono::seconds(1)));
+  EXPECT_TRUE(
+      AdvanceElectorsUntil([&] { return !a->elector->IsLeader(); }, std::chrono::seconds(1)));
   EXPECT_TRUE(testing::Eventually([&] { return a->stopped.load() == 1; }));
 }
 
