@@ -524,6 +524,7 @@ TEST_F(OperatorTest, KilledMidBackupAndMidRestoreTheNextOperatorFinishes) {
   {
     Conn c(uri);
     ASSERT_EQ(c.One("delete from big where id > 10"), "");
+    ASSERT_EQ(c.One("create table later (id int)"), "");
   }
   ASSERT_TRUE(Create(kRestore, "midbackup",
                      "apiVersion: backups.anynines.com/v1beta3\nkind: Restore\nmetadata: {name: "
@@ -540,6 +541,61 @@ TEST_F(OperatorTest, KilledMidBackupAndMidRestoreTheNextOperatorFinishes) {
         return c.One("select count(*) from big") == "300000";
       },
       30s));
+  // Exactly the backup's data: a table made after the backup is gone.
+  EXPECT_EQ(Conn(uri).One("select count(*) from pg_tables where tablename = 'later'"), "0");
+
+  // An operator that died while a restore had closed the database to the bindings (and the
+  // Restore deleted meanwhile): the database is opened again.
+  const Json record = Record(machinery::Uid(Get(kPg, "midbackup", "db")));
+  {
+    Conn admin(fmt::format("host=127.0.0.1 port={} user=klutch_admin password={} dbname=postgres",
+                           machinery::Dump(record["ports"][0]),
+                           machinery::GetString(record, {"admin_password"})));
+    ASSERT_EQ(admin.One("revoke connect on database a9s_apps_default_db from "
+                        "a9s_apps_default_db_owner"),
+              "");
+  }
+  EXPECT_EQ(Conn(uri).c, nullptr) << "the binding still connects to a closed database";
+  ASSERT_TRUE(core::WriteFileAtomic(
+                  state_ / "i" / machinery::Dump(record["number"]) / "closed-for-restore", "")
+                  .ok());
+  EXPECT_TRUE(
+      Eventually([&] { return Conn(uri).One("select count(*) from big") == "300000"; }, 30s))
+      << OperatorLogs();
+
+  // A restore that fails midway changes nothing and leaves the database open: here a table
+  // only a superuser could make keeps the restore from dropping the schema.
+  {
+    Conn admin(fmt::format(
+        "host=127.0.0.1 port={} user=klutch_admin password={} dbname=a9s_apps_default_db",
+        machinery::Dump(record["ports"][0]), machinery::GetString(record, {"admin_password"})));
+    ASSERT_EQ(admin.One("create table public.blocker (id int)"), "");
+    ASSERT_EQ(Conn(uri).One("delete from big where id > 5"), "");
+  }
+  ASSERT_TRUE(Create(kRestore, "midbackup",
+                     "apiVersion: backups.anynines.com/v1beta3\nkind: Restore\nmetadata: {name: "
+                     "r2}\nspec:\n  backupName: b\n  serviceInstance: {apiGroup: "
+                     "postgresql.anynines.com, kind: PostgreSQL, name: db}\n")
+                  .ok());
+  std::string failed;
+  EXPECT_TRUE(Eventually(
+      [&] {
+        const Json r2 = Get(kRestore, "midbackup", "r2");
+        const Json* conditions = machinery::Find(r2, {"status", "conditions"});
+        for (const Json& c :
+             conditions != nullptr && conditions->is_array() ? *conditions : Json::array()) {
+          if (c["type"] == "Ready" && c["reason"] == "RestoreFailed") {
+            failed = machinery::GetString(c, {"message"});
+          }
+        }
+        return !failed.empty();
+      },
+      60s))
+      << machinery::Dump(Get(kRestore, "midbackup", "r2")) << OperatorLogs();
+  EXPECT_NE(failed.find("its data is as before"), std::string::npos) << failed;
+  EXPECT_NE(failed.find("blocker"), std::string::npos) << failed;
+  EXPECT_EQ(Conn(uri).One("select count(*) from big"), "5");
+  EXPECT_TRUE(client::ResourceClient(cluster_->admin(), kRestore, "midbackup").Delete("r2").ok());
 }
 
 // What cannot run is refused on the object, naming the field, and nothing is kept; a change a

@@ -426,6 +426,12 @@ core::Result<Result> PostgresqlReconciler::ReportStatus(Pass& p) {
     if (!reconcile::IsConditionTrue(p.object, "VersionSubstituted")) {
       ctx_.events.Event(p.object, reconcile::kEventTypeWarning, "VersionSubstituted", message);
     }
+    // For the claim too (the a8s-postgresql Composition copies it into status.managed), in
+    // words that hold there, where only 13 and 14 may be asked for.
+    status["versionSubstituted"] = fmt::format(
+        "runs PostgreSQL {} in place of the requested {}: the only major version this Control "
+        "Plane's machine has (anynines' a8s operator would run {})",
+        ctx_.machine_version, p.spec.requested_version, p.spec.requested_version);
     reconcile::SetCondition(p.modified,
                             {.type = "VersionSubstituted",
                              .status = "True",
@@ -434,6 +440,7 @@ core::Result<Result> PostgresqlReconciler::ReportStatus(Pass& p) {
                              .message = message},
                             ctx_.clock);
   } else {
+    status.erase("versionSubstituted");
     reconcile::RemoveCondition(p.modified, "VersionSubstituted");
   }
   KLUTCH_RETURN_IF_ERROR(WriteStatus(ctx_, kPostgresqls, p.object, p.modified));

@@ -1,7 +1,7 @@
 // RestoreReconciler (klutch-operator-restore): a Restore (backups.anynines.com/v1beta3) puts the
 // data of the Backup it names (spec.backupName, taken of the same Postgresql) back into the
-// Postgresql: decrypted, restored into a new database and swapped in, so the instance holds
-// exactly the backup's data and a failed restore changes nothing (engines/postgres.cc). Done
+// Postgresql: decrypted and restored in place in one transaction, so the instance holds exactly
+// the backup's data and a failed restore changes nothing (engines/postgres.cc). Done
 // once: InProgress while it runs, then status.restoreID and Ready. An operator that died
 // mid-restore does it again from the start. Thread-safe.
 #pragma once

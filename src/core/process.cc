@@ -94,8 +94,9 @@ Result<Prepared> Prepare(const ProcessSpec& spec) {
 }
 
 // In the child after fork: only async-signal-safe calls. Never returns.
-[[noreturn]] void ExecChild(const Prepared& p, int stdin_fd, int output_fd, bool die_with_parent,
-                            pid_t parent) {
+// stdout_fd/stderr_fd < 0: both go to p.output (or /dev/null).
+[[noreturn]] void ExecChild(const Prepared& p, int stdin_fd, int stdout_fd, int stderr_fd,
+                            bool die_with_parent, pid_t parent) {
   ::setsid();
   // A tool run to completion (initdb, pg_dump, ...) must not outlive a killed parent and race
   // the operation that runs again after its restart.
@@ -109,9 +110,9 @@ Result<Prepared> Prepare(const ProcessSpec& spec) {
     int null_fd = ::open("/dev/null", O_RDONLY);
     if (null_fd >= 0) ::dup2(null_fd, 0);
   }
-  if (output_fd >= 0) {  // the capture pipe of RunProcess
-    ::dup2(output_fd, 1);
-    ::dup2(output_fd, 2);
+  if (stdout_fd >= 0) {  // a capture pipe, or the pipe to the next command of a pipeline
+    ::dup2(stdout_fd, 1);
+    ::dup2(stderr_fd, 2);
   }
   // Close everything else the parent had open (sockets, files of other threads).
   ::close_range(3, ~0U, 0);
@@ -126,7 +127,7 @@ Result<Prepared> Prepare(const ProcessSpec& spec) {
   }
   // The output file is opened as the child's own user and never through a symlink, so that a
   // file in a directory that user controls cannot point the parent's rights elsewhere.
-  if (output_fd < 0) {
+  if (stdout_fd < 0) {
     int fd = -1;
     if (!p.output.empty()) {
       fd = ::open(p.output.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW, 0600);
@@ -199,7 +200,7 @@ Result<pid_t> SpawnProcess(const ProcessSpec& spec) {
   KLUTCH_ASSIGN_OR_RETURN(Prepared p, Prepare(spec));
   pid_t pid = ::fork();
   if (pid < 0) return Internal(fmt::format("fork: {}", std::strerror(errno)));
-  if (pid == 0) ExecChild(p, -1, -1, false, 0);
+  if (pid == 0) ExecChild(p, -1, -1, -1, false, 0);
   return pid;
 }
 
@@ -223,7 +224,10 @@ Result<ProcessResult> RunProcess(const ProcessSpec& spec, std::chrono::milliseco
     }
     return Internal(fmt::format("fork: {}", std::strerror(errno)));
   }
-  if (pid == 0) ExecChild(p, in_pipe[0], capture ? out_pipe[1] : -1, true, parent);
+  if (pid == 0) {
+    const int out = capture ? out_pipe[1] : -1;
+    ExecChild(p, in_pipe[0], out, out, true, parent);
+  }
   ::close(in_pipe[0]);
   if (capture) ::close(out_pipe[1]);
   int in_fd = in_pipe[1];
@@ -298,6 +302,84 @@ Result<ProcessResult> RunProcess(const ProcessSpec& spec, std::chrono::milliseco
     ::waitpid(pid, &status, 0);
   }
   result.exit_code = DecodeWaitStatus(status);
+  return result;
+}
+
+Result<PipelineResult> RunPipeline(const std::vector<ProcessSpec>& stages,
+                                   std::chrono::milliseconds timeout) {
+  if (stages.empty()) return Invalid("pipeline: no commands");
+  std::vector<Prepared> prepared;
+  for (const auto& spec : stages) {
+    KLUTCH_ASSIGN_OR_RETURN(Prepared p, Prepare(spec));
+    prepared.push_back(std::move(p));
+  }
+  int capture[2] = {-1, -1};
+  if (::pipe2(capture, O_CLOEXEC) != 0) return Internal("pipe: " + std::string(strerror(errno)));
+  const pid_t parent = ::getpid();
+  std::vector<pid_t> pids;
+  int next_stdin = -1;  // the read end of the pipe from the previous command
+  Status started = Status::Ok();
+  for (size_t i = 0; i < prepared.size(); ++i) {
+    int link[2] = {-1, -1};
+    const bool last = i + 1 == prepared.size();
+    if (!last && ::pipe2(link, O_CLOEXEC) != 0) {
+      started = Internal("pipe: " + std::string(strerror(errno)));
+      break;
+    }
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      ExecChild(prepared[i], next_stdin, last ? capture[1] : link[1], capture[1], true, parent);
+    }
+    if (next_stdin >= 0) ::close(next_stdin);
+    next_stdin = link[0];
+    if (link[1] >= 0) ::close(link[1]);
+    if (pid < 0) {
+      started = Internal(fmt::format("fork: {}", std::strerror(errno)));
+      break;
+    }
+    pids.push_back(pid);
+  }
+  if (next_stdin >= 0) ::close(next_stdin);
+  ::close(capture[1]);
+
+  // The capture pipe ends when every command has exited (each held its write end).
+  PipelineResult result;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  char buffer[65536];
+  while (started.ok()) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      result.timed_out = true;
+      break;
+    }
+    pollfd fd{.fd = capture[0], .events = POLLIN, .revents = 0};
+    int n = ::poll(&fd, 1, static_cast<int>(std::min<int64_t>(left.count(), 1000)));
+    if (n < 0 && errno != EINTR) break;
+    if (n <= 0) continue;
+    ssize_t got = ::read(capture[0], buffer, sizeof(buffer));
+    if (got > 0) {
+      result.output.append(buffer, static_cast<size_t>(got));
+      if (result.output.size() > kMaxOutput) {
+        result.output.erase(0, result.output.size() - kMaxOutput);
+      }
+    } else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
+      break;
+    }
+  }
+  ::close(capture[0]);
+  if (!started.ok() || result.timed_out) {
+    for (pid_t pid : pids) {
+      ::kill(-pid, SIGKILL);
+      ::kill(pid, SIGKILL);
+    }
+  }
+  for (pid_t pid : pids) {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    result.exit_codes.push_back(DecodeWaitStatus(status));
+  }
+  if (!started.ok()) return started;
   return result;
 }
 

@@ -61,6 +61,18 @@ struct ProcessResult {
 Result<ProcessResult> RunProcess(const ProcessSpec& spec, std::chrono::milliseconds timeout,
                                  std::string_view input = {});
 
+struct PipelineResult {
+  std::vector<int> exit_codes;  // one per command, as ProcessResult::exit_code
+  std::string output;           // every command's stderr and the last one's stdout (capped)
+  bool timed_out = false;
+};
+
+// Runs `stages[0] | stages[1] | ...` to completion, as RunProcess runs one command (each
+// dies with the calling thread; after `timeout` all are killed). The first reads /dev/null;
+// output_file of the specs is ignored. A non-zero exit is not an error here.
+Result<PipelineResult> RunPipeline(const std::vector<ProcessSpec>& stages,
+                                   std::chrono::milliseconds timeout);
+
 // Whether a process with this PID exists (also one of another user, or a zombie not yet
 // reaped by its parent).
 bool ProcessExists(pid_t pid);

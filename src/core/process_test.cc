@@ -39,6 +39,36 @@ TEST(ProcessTest, RunKillsOnTimeout) {
   EXPECT_EQ(r->exit_code, 128 + SIGKILL);
 }
 
+TEST(ProcessTest, PipelineFeedsEachCommandTheOneBeforeAndReportsEveryExit) {
+  auto r = RunPipeline({{.argv = {"sh", "-c", "cat; printf 'b\\na\\n'; echo one >&2"}},
+                        {.argv = {"sort"}},
+                        {.argv = {"sh", "-c", "cat; echo three >&2; exit 4"}}},
+                       milliseconds(5000));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->exit_codes, (std::vector<int>{0, 0, 4}));
+  // The first reads /dev/null; every stderr and the last stdout are captured.
+  EXPECT_NE(r->output.find("a\nb\n"), std::string::npos) << r->output;
+  EXPECT_NE(r->output.find("one\n"), std::string::npos) << r->output;
+  EXPECT_NE(r->output.find("three\n"), std::string::npos) << r->output;
+  EXPECT_FALSE(r->timed_out);
+}
+
+TEST(ProcessTest, PipelineWhoseReaderStopsEndsTheWriterAndKillsAllOnTimeout) {
+  auto stopped =
+      RunPipeline({{.argv = {"yes"}}, {.argv = {"head", "-n", "1"}}}, milliseconds(5000));
+  ASSERT_TRUE(stopped.ok());
+  EXPECT_EQ(stopped->exit_codes, (std::vector<int>{128 + SIGPIPE, 0}));
+  EXPECT_EQ(stopped->output, "y\n");
+
+  auto slow = RunPipeline({{.argv = {"sleep", "30"}}, {.argv = {"cat"}}}, milliseconds(200));
+  ASSERT_TRUE(slow.ok());
+  EXPECT_TRUE(slow->timed_out);
+  EXPECT_EQ(slow->exit_codes[0], 128 + SIGKILL);
+  EXPECT_TRUE(IsNotFound(
+      RunPipeline({{.argv = {"cat"}}, {.argv = {"klutch-no-such-program"}}}, milliseconds(1000))
+          .status()));
+}
+
 TEST(ProcessTest, MissingProgramIsNotFound) {
   auto r = RunProcess({.argv = {"klutch-no-such-program"}}, milliseconds(1000));
   EXPECT_TRUE(IsNotFound(r.status()));

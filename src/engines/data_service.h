@@ -74,11 +74,14 @@ class DataService {
   // Writes a full backup of the instance's data to `out` (plain, unencrypted).
   virtual core::Status Backup(const Instance& instance, const PlanLimits& plan,
                               const std::filesystem::path& out) = 0;
-  // Replaces the instance's data with the backup in `in`.
+  // Replaces the instance's data with the backup in `in`, all or nothing: a failed restore
+  // leaves the data as it was.
   virtual core::Status Restore(const Instance& instance, const PlanLimits& plan,
                                const std::filesystem::path& in, NodeRunner& runner) = 0;
   // Marks the instance read-only when its data passed the plan's disk quota (and writable
   // again below it). Returns a message for the instance when over quota, "" otherwise.
+  // Called only while no other operation runs on the instance, so it also finishes what an
+  // operation killed midway left behind (a database a restore closed to its users).
   virtual std::string EnforceQuota(const Instance& instance, const PlanLimits& plan) = 0;
 
   // Failover of replicated instances (EngineContext::failover); engines without it refuse.
@@ -117,6 +120,9 @@ core::Status StartAndWait(const EngineContext& context, NodeRunner& runner,
 // Runs a client tool of the engine to completion (pg_dump, pg_restore, ...): kInternal with
 // its exit code and output when it fails.
 core::Status RunTool(core::ProcessSpec spec, std::chrono::milliseconds timeout);
+// The same for `stages[0] | stages[1] | ...`: kInternal naming every tool that failed.
+core::Status RunTools(const std::vector<core::ProcessSpec>& stages,
+                      std::chrono::milliseconds timeout);
 // Moves every running node of `instance` (its server, found through Node's pid_file) into its
 // control group "<instance id>-n<node>" with plan.cpu and plan.memory_bytes; a node already there
 // is left alone. kInternal naming the node when one cannot be limited.

@@ -2,9 +2,11 @@
 #include <arpa/inet.h>
 #include <fmt/format.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <system_error>
@@ -116,6 +118,27 @@ core::Status RunTool(core::ProcessSpec spec, std::chrono::milliseconds timeout) 
         fmt::format("{} failed (exit {}): {}", name, result.exit_code, core::Trim(result.output)));
   }
   return core::Status::Ok();
+}
+
+core::Status RunTools(const std::vector<core::ProcessSpec>& stages,
+                      std::chrono::milliseconds timeout) {
+  KLUTCH_ASSIGN_OR_RETURN(auto result, core::RunPipeline(stages, timeout));
+  std::string failed;
+  const size_t n = std::min(stages.size(), result.exit_codes.size());
+  for (size_t i = 0; i < n; ++i) {
+    if (result.exit_codes[i] == 0) continue;
+    // A tool that died of SIGPIPE because a later one stopped reading is not the cause.
+    const bool later_failed = std::any_of(result.exit_codes.begin() + static_cast<long>(i) + 1,
+                                          result.exit_codes.end(), [](int c) { return c != 0; });
+    if (result.exit_codes[i] == 128 + SIGPIPE && later_failed) continue;
+    std::string name =
+        stages[i].argv.empty() ? "" : fs::path(stages[i].argv[0]).filename().string();
+    failed += fmt::format("{}{} failed (exit {})", failed.empty() ? "" : ", ", name,
+                          result.exit_codes[i]);
+  }
+  if (result.timed_out) failed += failed.empty() ? "timed out" : ", timed out";
+  if (failed.empty()) return core::Status::Ok();
+  return core::Internal(fmt::format("{}: {}", failed, core::Trim(result.output)));
 }
 
 core::Status EnsureServerCertificate(const EngineContext& context, const fs::path& dir) {

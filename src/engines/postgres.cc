@@ -818,85 +818,72 @@ class PostgresService final : public DataService {
     return RunTool(std::move(spec), std::chrono::hours(6));
   }
 
-  // Restores into a new database and swaps it in, so that the instance holds exactly the
-  // backup's data (tables created since are gone) and a failed restore changes nothing.
-  // Everything restored belongs to the owner role; the dump's owners and grants (which may
-  // name rotated-away binding roles) are skipped.
+  // Restores in place, in one transaction: everything the owner role and the bindings own
+  // is dropped and the dump recreated as the owner, so that the database holds exactly the
+  // backup's data (tables created since are gone) and a failed restore changes nothing. The
+  // dump's owners and grants (which may name rotated-away binding roles) are skipped.
+  // Meanwhile the database is closed to the bindings (they get "permission denied for
+  // database"); a marker file says so until it is open again, for EnforceQuota to reopen it
+  // should the operator die midway.
   core::Status Restore(const Instance& in, const PlanLimits& plan, const fs::path& file,
                        NodeRunner& /*runner*/) override {
-    KLUTCH_ASSIGN_OR_RETURN(auto conn, Connect(in, in.primary, "postgres", SslMode(plan)));
-    const std::string live = conn.Ident(in.database);
-    const std::string restoring = conn.Ident(in.database + "_restoring");
-    const std::string replaced = conn.Ident(in.database + "_replaced");
+    const std::string_view sslmode = SslMode(plan);
+    KLUTCH_ASSIGN_OR_RETURN(auto conn, Connect(in, in.primary, "postgres", sslmode));
     const std::string owner = conn.Ident(OwnerRole(in));
-    // Leftovers of an interrupted restore. The swap below renames both databases in one
-    // transaction, so the live one is missing only if a restore from before that stopped
-    // between the renames: its data is the replaced one, put back first.
     KLUTCH_ASSIGN_OR_RETURN(
-        auto names, conn.Query(fmt::format(
-                        "SELECT datname FROM pg_database WHERE datname IN ({}, {})",
-                        conn.Literal(in.database), conn.Literal(in.database + "_replaced"))));
-    bool has_live = false, has_replaced = false;
-    for (const auto& row : names) {
-      has_live = has_live || row[0] == in.database;
-      has_replaced = has_replaced || row[0] == in.database + "_replaced";
+        auto members, conn.Query(fmt::format(
+                          "SELECT r.rolname FROM pg_auth_members m JOIN pg_roles r ON r.oid "
+                          "= m.member JOIN pg_roles o ON o.oid = m.roleid WHERE o.rolname = {}",
+                          conn.Literal(OwnerRole(in)))));
+    std::string owners = owner;
+    for (const auto& row : members) owners += ", " + conn.Ident(row[0]);
+
+    const fs::path closed = ctx_.InstanceDir(in.number) / "closed-for-restore";
+    KLUTCH_RETURN_IF_ERROR(core::WriteFileAtomic(closed, ""));
+    KLUTCH_RETURN_IF_ERROR(conn.Exec(
+        fmt::format("REVOKE CONNECT ON DATABASE {} FROM {}", conn.Ident(in.database), owner)));
+    // Waits (up to 10 s each) for the sessions to end: their locks would hold the restore up.
+    core::Status status = conn.Exec(fmt::format(
+        "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity WHERE datname = {} AND "
+        "pid <> pg_backend_pid() AND usename <> {}",
+        conn.Literal(in.database), conn.Literal(kAdminUser)));
+    if (status.ok()) {
+      // pg_restore's script begins the transaction and ends it with COMMIT: a pg_restore that
+      // dies midway never commits, and psql stops at the first error; both roll back.
+      const std::string prelude = fmt::format(
+          "BEGIN; DROP OWNED BY {0}; GRANT CONNECT, TEMPORARY ON DATABASE {1} TO {2}; "
+          "CREATE SCHEMA IF NOT EXISTS public AUTHORIZATION {2}; SET ROLE {2}",
+          owners, conn.Ident(in.database), owner);
+      core::ProcessSpec dump{.argv = {(ctx_.postgres_bin / "pg_restore").string(), "--no-owner",
+                                      "--no-privileges", "--single-transaction", "--exit-on-error",
+                                      "--file=-", file.string()}};
+      core::ProcessSpec apply{
+          .argv = {(ctx_.postgres_bin / "psql").string(), "--no-psqlrc", "--quiet",
+                   "--set=ON_ERROR_STOP=1", "--host", ctx_.host, "--port",
+                   std::to_string(in.ports[static_cast<size_t>(in.primary)]), "--username",
+                   kAdminUser, "--dbname", in.database, "--command", prelude, "--file=-"},
+          // Also when over quota, where sessions start read-only.
+          .env = {"PGPASSWORD=" + in.admin_password, "PGSSLMODE=" + std::string(sslmode),
+                  "PGCONNECT_TIMEOUT=10", "PGOPTIONS=-c default_transaction_read_only=off"}};
+      status = RunTools({dump, apply}, std::chrono::hours(6));
     }
-    if (!has_live && has_replaced) {
-      KLUTCH_RETURN_IF_ERROR(
-          conn.Exec(fmt::format("ALTER DATABASE {} RENAME TO {}", replaced, live)));
-    }
-    KLUTCH_RETURN_IF_ERROR(
-        conn.Exec(fmt::format("ALTER DATABASE {} ALLOW_CONNECTIONS true", live)));
-    KLUTCH_RETURN_IF_ERROR(conn.Exec("DROP DATABASE IF EXISTS " + restoring + " WITH (FORCE)"));
-    KLUTCH_RETURN_IF_ERROR(conn.Exec("DROP DATABASE IF EXISTS " + replaced + " WITH (FORCE)"));
-    KLUTCH_RETURN_IF_ERROR(conn.Exec(fmt::format("CREATE DATABASE {} OWNER {}", restoring, owner)));
-    KLUTCH_RETURN_IF_ERROR(PrepareDatabase(in, in.database + "_restoring", SslMode(plan)));
-    core::ProcessSpec spec;
-    spec.argv = {(ctx_.postgres_bin / "pg_restore").string(),
-                 "--no-owner",
-                 "--no-privileges",
-                 "--role=" + OwnerRole(in),
-                 "--single-transaction",
-                 "--exit-on-error",
-                 "--host",
-                 ctx_.host,
-                 "--port",
-                 std::to_string(in.ports[static_cast<size_t>(in.primary)]),
-                 "--username",
-                 kAdminUser,
-                 "--dbname",
-                 in.database + "_restoring",
-                 file.string()};
-    spec.env = {"PGPASSWORD=" + in.admin_password, "PGSSLMODE=" + std::string(SslMode(plan)),
-                "PGCONNECT_TIMEOUT=10"};
-    if (auto status = RunTool(std::move(spec), std::chrono::hours(6)); !status.ok()) {
-      (void)conn.Exec("DROP DATABASE IF EXISTS " + restoring + " WITH (FORCE)");
+    // Open again; on success the transaction granted CONNECT already.
+    if (!status.ok()) {
+      if (auto opened = ReopenAfterRestore(in, sslmode); !opened.ok()) return opened;
       return status;
     }
-    // The swap: no new sessions on the live database, end the open ones, rename both in one
-    // transaction (all or nothing); a failure lets sessions in again.
-    KLUTCH_RETURN_IF_ERROR(
-        conn.Exec(fmt::format("ALTER DATABASE {} ALLOW_CONNECTIONS false", live)));
-    core::Status swapped = conn.Exec(
-        fmt::format("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = {}",
-                    conn.Literal(in.database)));
-    if (swapped.ok()) {
-      swapped = conn.Exec(fmt::format(
-          "BEGIN; ALTER DATABASE {0} RENAME TO {1}; ALTER DATABASE {2} RENAME TO {0}; COMMIT", live,
-          replaced, restoring));
-    }
-    if (!swapped.ok()) {
-      (void)conn.Exec("ROLLBACK");
-      (void)conn.Exec(fmt::format("ALTER DATABASE {} ALLOW_CONNECTIONS true", live));
-      (void)conn.Exec("DROP DATABASE IF EXISTS " + restoring + " WITH (FORCE)");
-      return swapped;
-    }
     std::error_code ec;
-    fs::remove(NodeDir(in, in.primary) / "over-quota", ec);
-    return conn.Exec(fmt::format("DROP DATABASE {} WITH (FORCE)", replaced));
+    fs::remove(closed, ec);
+    return core::Status::Ok();
   }
 
   std::string EnforceQuota(const Instance& in, const PlanLimits& plan) override {
+    if (fs::exists(ctx_.InstanceDir(in.number) / "closed-for-restore")) {
+      if (auto opened = ReopenAfterRestore(in, SslMode(plan)); !opened.ok()) {
+        KLUTCH_LOG(kWarn, "engines", "reopening database {} after an interrupted restore: {}",
+                   in.database, opened.message());
+      }
+    }
     // The instance's data as PostgreSQL counts it (WAL and catalogs are the server's).
     int64_t used = 0;
     {
@@ -1116,6 +1103,17 @@ class PostgresService final : public DataService {
     KLUTCH_RETURN_IF_ERROR(
         conn.Exec(fmt::format("GRANT pg_read_all_stats TO {}", conn.Ident(owner))));
     return PrepareDatabase(in, in.database, sslmode);
+  }
+
+  // Lets the bindings connect to the database again after a restore closed it.
+  core::Status ReopenAfterRestore(const Instance& in, std::string_view sslmode) {
+    KLUTCH_ASSIGN_OR_RETURN(auto conn, Connect(in, in.primary, "postgres", sslmode));
+    KLUTCH_RETURN_IF_ERROR(
+        conn.Exec(fmt::format("GRANT CONNECT, TEMPORARY ON DATABASE {} TO {}",
+                              conn.Ident(in.database), conn.Ident(OwnerRole(in)))));
+    std::error_code ec;
+    fs::remove(ctx_.InstanceDir(in.number) / "closed-for-restore", ec);
+    return core::Status::Ok();
   }
 
   // Who may use a database of the instance: only the owner role (and so every binding), with

@@ -517,6 +517,14 @@ TEST_F(SandboxE2eTest, A1d_UpstreamsA8sExamplesEndInDatabasesServedByTheOperator
                 200s);
     EXPECT_EQ(running.exit_code, 0) << name << ": " << running.err << Diagnostics("app-1");
   }
+  // The example asks for PostgreSQL 13; the claim says which version runs instead.
+  EXPECT_EQ(Kubectl("app-1",
+                    "get postgresqlinstance example-a8s-postgresql -o "
+                    "jsonpath='{.status.managed.runningVersion} "
+                    "{.status.managed.versionSubstituted}'")
+                .out,
+            "15 runs PostgreSQL 15 in place of the requested 13: the only major version this "
+            "Control Plane's machine has (anynines' a8s operator would run 13)");
   // The binding's Secret, as a8s names it, with the keys a8s documents (and the port, which is
   // not 5432 here).
   const std::string secret = "example-a8s-postgresql-service-binding";
