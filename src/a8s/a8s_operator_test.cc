@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <set>
 #include <thread>
 
@@ -596,6 +597,79 @@ TEST_F(OperatorTest, KilledMidBackupAndMidRestoreTheNextOperatorFinishes) {
   EXPECT_NE(failed.find("blocker"), std::string::npos) << failed;
   EXPECT_EQ(Conn(uri).One("select count(*) from big"), "5");
   EXPECT_TRUE(client::ResourceClient(cluster_->admin(), kRestore, "midbackup").Delete("r2").ok());
+}
+
+// A Postgresql waits for its bindings before it goes; deleted together while its server cannot
+// start, the binding's login goes with the server instead of waiting for it forever.
+TEST_F(OperatorTest, ABindingAndItsBrokenPostgresqlDeletedTogetherBothGo) {
+  ASSERT_NO_FATAL_FAILURE(CreateDatabase("broken", "db", 1));
+  ASSERT_TRUE(Eventually([&] { return Running("broken", "db", 1); }, 120s));
+  ASSERT_FALSE(WaitUri("broken", "db").empty());
+  const Json record = Record(machinery::Uid(Get(kPg, "broken", "db")));
+  const fs::path instance = state_ / "i" / machinery::Dump(record["number"]);
+  {
+    // A configuration the server refuses, then the server killed: every restart fails.
+    std::ofstream conf(instance / "n0" / "data" / "postgresql.conf", std::ios::app);
+    conf << "\nthis is not a setting\n";
+  }
+  const pid_t pid = NodePid("broken", "db", 0);
+  ASSERT_GT(pid, 0);
+  ::kill(pid, SIGKILL);
+  ASSERT_TRUE(Eventually([&] { return !Running("broken", "db", 1); }, 60s));
+  for (const auto& gvr : {kSb, kPg}) {
+    ASSERT_TRUE(client::ResourceClient(cluster_->admin(), gvr, "broken").Delete("db").ok());
+  }
+  EXPECT_TRUE(Eventually(
+      [&] { return Get(kSb, "broken", "db").is_null() && Get(kPg, "broken", "db").is_null(); },
+      60s))
+      << machinery::Dump(Get(kSb, "broken", "db")) << OperatorLogs();
+  EXPECT_FALSE(fs::exists(instance));
+}
+
+// A record the restarted operator cannot read: the Postgresql says so, and no second, empty
+// instance is made beside the servers that hold its data; repaired, it is adopted.
+TEST_F(OperatorTest, AnUnreadableRecordIsReportedNotReplaced) {
+  ASSERT_NO_FATAL_FAILURE(CreateDatabase("unreadable", "db", 1));
+  ASSERT_TRUE(Eventually([&] { return Running("unreadable", "db", 1); }, 120s));
+  const std::string uri = WaitUri("unreadable", "db");
+  ASSERT_EQ(Conn(uri).One("create table kept as select 1 as x"), "");
+  const Json record = Record(machinery::Uid(Get(kPg, "unreadable", "db")));
+  const fs::path file = state_ / "i" / machinery::Dump(record["number"]) / "instance.json";
+  const std::string good = testing::ReadFileOrEmpty(file);
+  KillOperator();
+  Json bad = record;
+  bad["ports"][0] = "not a port";
+  ASSERT_TRUE(core::WriteFileAtomic(file, machinery::Dump(bad)).ok());
+  const size_t instances = std::distance(fs::directory_iterator(state_ / "i"), {});
+  StartOperator();
+  std::string message;
+  EXPECT_TRUE(Eventually(
+      [&] {
+        const Json pg = Get(kPg, "unreadable", "db");
+        const Json* conditions = machinery::Find(pg, {"status", "conditions"});
+        for (const Json& c :
+             conditions != nullptr && conditions->is_array() ? *conditions : Json::array()) {
+          if (c["type"] == "Ready" && c["reason"] == "RecordUnreadable") {
+            message = machinery::GetString(c, {"message"});
+          }
+        }
+        return !message.empty();
+      },
+      60s))
+      << OperatorLogs();
+  EXPECT_NE(message.find(file.string() + ": ports[0]: \"not a port\" is not a TCP port"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("repair the file and restart the operator"), std::string::npos);
+  EXPECT_EQ(std::distance(fs::directory_iterator(state_ / "i"), {}), instances);
+
+  KillOperator();
+  ASSERT_TRUE(core::WriteFileAtomic(file, good).ok());
+  StartOperator();
+  EXPECT_TRUE(Eventually(
+      [&] { return Running("unreadable", "db", 1) && Conn(uri).One("select x from kept") == "1"; },
+      60s))
+      << OperatorLogs();
 }
 
 // What cannot run is refused on the object, naming the field, and nothing is kept; a change a

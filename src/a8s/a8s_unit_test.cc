@@ -204,6 +204,36 @@ TEST(InstanceStore, RecordsSurviveARestartAndNumbersAndPortsAreNeverReused) {
 // deploy/operator: every file parses, RBAC names every group, resource and verb (the operator
 // test runs with exactly these rules), the StatefulSet runs `klutch operator` as non-root with
 // its state on a volume.
+// A port that is not one makes the record unreadable (never a shorter list that shifts nodes
+// to other ports), and the store says why for that Postgresql instead of forgetting it.
+TEST(InstanceStore, ARecordWithABadPortIsUnreadableAndSaysWhy) {
+  testing::TempDir dir("klutch-a8s-store");
+  {
+    InstanceStore store{engines::StateDir(dir.path())};
+    ASSERT_TRUE(store.Load(nullptr).ok());
+    auto a = store.Create("uid-a", "ns", "a", 3, "127.0.0.1");
+    ASSERT_TRUE(a.ok());
+    Json bad = ToJson(*a);
+    bad["ports"][1] = 70000;
+    EXPECT_EQ(InstanceFromJson(bad).status().message(), "ports[1]: 70000 is not a TCP port");
+    ASSERT_TRUE(engines::StateDir(dir.path()).SaveJson(a->number, bad).ok());
+  }
+  InstanceStore again{engines::StateDir(dir.path())};
+  std::vector<std::string> errors;
+  ASSERT_TRUE(again.Load(&errors).ok());
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_FALSE(again.Get("uid-a").has_value());
+  auto why = again.Unreadable("uid-a");
+  ASSERT_TRUE(why.has_value());
+  EXPECT_EQ(*why, (dir.path() / "i" / "1" / "instance.json").string() +
+                      ": ports[1]: 70000 is not a TCP port");
+  EXPECT_FALSE(again.Unreadable("uid-b").has_value());
+  // The next instance does not take the unreadable one's number.
+  auto b = again.Create("uid-b", "ns", "b", 1, "127.0.0.1");
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->number, 2);
+}
+
 TEST(DeployOperator, ManifestsParseAndGrantNoWildcard) {
   const std::filesystem::path dir = std::filesystem::path(KLUTCH_SOURCE_DIR) / "deploy/operator";
   int rules = 0;

@@ -52,11 +52,16 @@ core::Result<InstanceRecord> InstanceFromJson(const Json& j) {
   if (r.id.empty() || r.number <= 0) return core::Invalid("record without uid or number");
   r.namespace_ = machinery::GetString(j, {"namespace"});
   r.name = machinery::GetString(j, {"name"});
+  // A node is its index in `ports`: one bad entry makes the whole record unusable, never a
+  // shorter list that would give one node's port to another.
   if (const Json* ports = machinery::Find(j, {"ports"}); ports != nullptr && ports->is_array()) {
     for (const Json& p : *ports) {
-      if (auto port = machinery::AsInt64(p); port && *port > 0 && *port < 65536) {
-        r.ports.push_back(static_cast<int>(*port));
+      auto port = machinery::AsInt64(p);
+      if (!port || *port <= 0 || *port >= 65536) {
+        return core::Invalid(
+            fmt::format("ports[{}]: {} is not a TCP port", r.ports.size(), machinery::Dump(p)));
       }
+      r.ports.push_back(static_cast<int>(*port));
     }
   }
   r.database = machinery::GetString(j, {"database"});
@@ -102,7 +107,12 @@ core::Status InstanceStore::Load(std::vector<std::string>* errors) {
   for (const Json& json : dir_.LoadAllJson(errors)) {
     auto record = InstanceFromJson(json);
     if (!record.ok()) {
-      if (errors != nullptr) errors->push_back(record.status().message());
+      const std::string uid = machinery::GetString(json, {"uid"});
+      const std::string message =
+          fmt::format("{}: {}", (dir_.InstanceDir(Int(json, "number")) / "instance.json").string(),
+                      record.status().message());
+      if (!uid.empty()) unreadable_[uid] = message;
+      if (errors != nullptr) errors->push_back(message);
       continue;
     }
     for (int p : record->ports) ports_.insert(p);
@@ -117,6 +127,13 @@ std::optional<InstanceRecord> InstanceStore::Get(const std::string& uid) const {
   core::MutexLock lock(mu_);
   auto it = records_.find(uid);
   if (it == records_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::optional<std::string> InstanceStore::Unreadable(const std::string& uid) const {
+  core::MutexLock lock(mu_);
+  auto it = unreadable_.find(uid);
+  if (it == unreadable_.end()) return std::nullopt;
   return it->second;
 }
 

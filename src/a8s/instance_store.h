@@ -61,6 +61,8 @@ class InstanceStore {
   // The record of the Postgresql with `uid`, if the operator has one.
   std::optional<InstanceRecord> Get(const std::string& uid) const EXCLUDES(mu_);
   std::vector<InstanceRecord> All() const EXCLUDES(mu_);
+  // Why the record of Postgresql `uid` did not load (its file and the fault), if it did not.
+  std::optional<std::string> Unreadable(const std::string& uid) const EXCLUDES(mu_);
   // A new record for the Postgresql `ns`/`name` with `uid`: its number, `nodes` free loopback
   // ports on `host`, passwords and a backup key, saved before it is returned.
   core::Result<InstanceRecord> Create(const std::string& uid, const std::string& ns,
@@ -87,6 +89,7 @@ class InstanceStore {
   std::map<std::string, std::shared_ptr<core::Mutex>> locks_ GUARDED_BY(mu_);
   std::set<int> ports_ GUARDED_BY(mu_);
   std::set<std::string> started_ GUARDED_BY(mu_);
+  std::map<std::string, std::string> unreadable_ GUARDED_BY(mu_);  // by UID
   int64_t next_number_ GUARDED_BY(mu_) = 1;
 };
 

@@ -185,6 +185,15 @@ Step PostgresqlReconciler::EnsureRecord(Pass& p) {
     p.record = std::move(*record);
     return reconcile::Continue();
   }
+  // A new record would mean new, empty servers beside the data of the old ones.
+  if (auto unreadable = ctx_.store.Unreadable(uid)) {
+    return Failed(ctx_, kPostgresqls, p.object, p.modified, "RecordUnreadable",
+                  fmt::format("Postgresql {}: the operator's record of its servers does not load "
+                              "({}); nothing is started or created until it does: repair the "
+                              "file and restart the operator",
+                              p.key(), *unreadable),
+                  std::chrono::minutes(5));
+  }
   KLUTCH_ASSIGN_OR_RETURN(
       p.record, ctx_.store.Create(uid, machinery::Namespace(p.object), machinery::Name(p.object),
                                   p.spec.replicas, ctx_.engine_context.host));

@@ -83,10 +83,18 @@ core::Result<Result> ServiceBindingReconciler::Delete(Pass& p) {
     auto it = record.bindings.find(uid);
     if (it == record.bindings.end()) continue;
     if (auto st = ctx_.engine.Unbind(record, AppliedLimits(record), it->second); !st.ok()) {
-      return Failed(ctx_, kServiceBindings, p.object, p.modified, "UnbindFailed",
-                    fmt::format("ServiceBinding {}: removing its login failed ({}); retrying",
-                                p.key(), st.message()),
-                    std::chrono::seconds(5));
+      // A Postgresql being deleted waits for its bindings; when its servers cannot answer, the
+      // login goes with them instead, or neither would ever go.
+      if (!InstanceBeingDeleted(record)) {
+        return Failed(ctx_, kServiceBindings, p.object, p.modified, "UnbindFailed",
+                      fmt::format("ServiceBinding {}: removing its login failed ({}); retrying",
+                                  p.key(), st.message()),
+                      std::chrono::seconds(5));
+      }
+      KLUTCH_LOG(kInfo, "operator",
+                 "ServiceBinding {}: its login goes with Postgresql {}/{}, which is being "
+                 "deleted and cannot answer: {}",
+                 p.key(), record.namespace_, record.name, st.message());
     }
     record.bindings.erase(it);
     KLUTCH_RETURN_IF_ERROR(ctx_.store.Save(record));
@@ -99,6 +107,11 @@ core::Result<Result> ServiceBindingReconciler::Delete(Pass& p) {
   }
   KLUTCH_RETURN_IF_ERROR(SetFinalizer(ctx_, kServiceBindings, p.object, false).status());
   return Result::Done();
+}
+
+bool ServiceBindingReconciler::InstanceBeingDeleted(const InstanceRecord& record) const {
+  auto pg = ctx_.postgresqls.indexer().Get(record.namespace_ + "/" + record.name);
+  return pg == nullptr || machinery::Uid(*pg) != record.id || machinery::IsBeingDeleted(*pg);
 }
 
 Step ServiceBindingReconciler::EnsureFinalizer(Pass& p) {

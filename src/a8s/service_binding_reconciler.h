@@ -22,6 +22,8 @@ class ServiceBindingReconciler final : public reconcile::Reconciler {
   struct Pass;  // what the steps of one pass share
 
   core::Result<reconcile::Result> Delete(Pass& p);
+  // Whether the Postgresql of `record` is gone or being deleted (as the informer sees it).
+  bool InstanceBeingDeleted(const InstanceRecord& record) const;
   reconcile::Step EnsureFinalizer(Pass& p);
   reconcile::Step ResolveInstance(Pass& p);
   reconcile::Step EnsureLogin(Pass& p);
