@@ -736,6 +736,29 @@ TEST_F(OperatorTest, BadSpecsAreExplainedAndChangeNothing) {
       << one;
   EXPECT_NE(one.find("spec.volumeSize: cannot shrink"), std::string::npos) << one;
   EXPECT_EQ(machinery::GetString(Get(kPg, "bad", "one"), {"status", "clusterStatus"}), "Running");
+
+  // Grown to three servers with a setting PostgreSQL refuses: rolled back to the one server
+  // as it ran, and nothing of the standbys is kept.
+  ASSERT_TRUE(client::ResourceClient(cluster_->admin(), kPg, "bad")
+                  .Patch("one", client::PatchType::kMerge,
+                         R"({"spec":{"volumeSize":"2Gi","replicas":3,)"
+                         R"("parameters":{"sslCiphers":"NO-SUCH-CIPHER"}}})")
+                  .ok());
+  EXPECT_TRUE(Eventually(
+      [&] {
+        one = ready_message("one");
+        return one.starts_with("ChangeFailed");
+      },
+      120s))
+      << one << OperatorLogs();
+  EXPECT_NE(one.find("the previous settings are back"), std::string::npos) << one;
+  const Json record = Record(machinery::Uid(Get(kPg, "bad", "one")));
+  EXPECT_EQ(record["ports"].size(), 1u);
+  const fs::path instance = state_ / "i" / machinery::Dump(record["number"]);
+  EXPECT_TRUE(fs::exists(instance / "n0"));
+  EXPECT_FALSE(fs::exists(instance / "n1"));
+  EXPECT_FALSE(fs::exists(instance / "n2"));
+  EXPECT_TRUE(Eventually([&] { return Running("bad", "one", 1); }, 60s));
 }
 
 }  // namespace

@@ -186,6 +186,11 @@ core::Status InstanceStore::AddPorts(InstanceRecord& record, int nodes, const st
   return Save(record);
 }
 
+void InstanceStore::ReleasePorts(const std::vector<int>& ports) {
+  core::MutexLock lock(mu_);
+  for (int port : ports) ports_.erase(port);
+}
+
 core::Status InstanceStore::Save(const InstanceRecord& record) {
   core::MutexLock lock(mu_);
   KLUTCH_RETURN_IF_ERROR(dir_.SaveJson(record.number, ToJson(record)));

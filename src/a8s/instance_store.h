@@ -70,6 +70,8 @@ class InstanceStore {
       EXCLUDES(mu_);
   // Gives `record` one more free port per node it lacks (a cluster growing to `nodes`).
   core::Status AddPorts(InstanceRecord& record, int nodes, const std::string& host) EXCLUDES(mu_);
+  // Frees ports a record no longer holds (a rolled-back grow), for other instances to take.
+  void ReleasePorts(const std::vector<int>& ports) EXCLUDES(mu_);
   core::Status Save(const InstanceRecord& record) EXCLUDES(mu_);
   // Removes the record, its directory and its backups, and frees its ports.
   core::Status Remove(const InstanceRecord& record) EXCLUDES(mu_);

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
+
 #include "a8s/a8s_names.h"
 #include "core/log.h"
 #include "core/strings.h"
@@ -292,10 +294,17 @@ Step PostgresqlReconciler::ApplyChange(Pass& p) {
   p.record.parameters = p.spec.parameters;
   auto st = ctx_.engine.Update(p.record, from, p.spec.limits, ctx_.supervisor);
   if (!st.ok()) {
-    // Back to what ran: the old settings on the old nodes; added standbys go.
+    // Back to what ran: the old settings on the old nodes; added standbys go, with their
+    // files and ports.
     for (size_t node = old.ports.size(); node < p.record.ports.size(); ++node) {
       ctx_.supervisor.Stop(old.id, static_cast<int>(node));
+      std::error_code ec;
+      std::filesystem::remove_all(ctx_.engine_context.NodeDir(old.number, static_cast<int>(node)),
+                                  ec);
     }
+    ctx_.store.ReleasePorts(
+        std::vector<int>(p.record.ports.begin() + static_cast<std::ptrdiff_t>(old.ports.size()),
+                         p.record.ports.end()));
     engines::PlanLimits tried = p.spec.limits;
     tried.nodes = static_cast<int>(old.ports.size());
     auto back = ctx_.engine.Update(old, tried, from, ctx_.supervisor);

@@ -211,8 +211,7 @@ core::Status InstanceRegistry::RollBack(engines::DataService& engine, const Inst
   for (size_t node = rec.ports.size(); node-- > keep;) {
     supervisor_.Stop(rec.id, static_cast<int>(node));
     std::error_code ec;
-    // The engines keep node `n` in <instance dir>/n<n>.
-    fs::remove_all(state_.InstanceDir(rec.number) / fmt::format("n{}", node), ec);
+    fs::remove_all(options_.engine.NodeDir(rec.number, static_cast<int>(node)), ec);
   }
   PlanLimits from = tried.limits;
   from.nodes = static_cast<int>(keep);

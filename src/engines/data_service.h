@@ -34,6 +34,10 @@ struct EngineContext {
   std::filesystem::path InstanceDir(int64_t number) const {
     return instances_dir / std::to_string(number);
   }
+  // Node `node` of an instance keeps its files here.
+  std::filesystem::path NodeDir(int64_t number, int node) const {
+    return InstanceDir(number) / ("n" + std::to_string(node));
+  }
   std::optional<core::UserIds> user;  // instances run as this account (required as root)
   std::filesystem::path postgres_bin = "/usr/lib/postgresql/15/bin";
   std::filesystem::path redis_server = "/usr/bin/redis-server";

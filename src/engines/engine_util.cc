@@ -102,6 +102,10 @@ core::Status StartAndWait(const EngineContext& context, NodeRunner& runner,
       return core::Unavailable(
           fmt::format("{} exited {} times while starting: {}", what, exits, log_tail()));
     }
+    // A node that is not restarted (a replicated primary) ends its start when it exits.
+    if (!runner.Alive(instance, node) && !ready()) {
+      return core::Unavailable(fmt::format("{} exited while starting: {}", what, log_tail()));
+    }
     if (std::chrono::steady_clock::now() > deadline) {
       return core::Unavailable(fmt::format("{} did not start: {}", what, log_tail()));
     }

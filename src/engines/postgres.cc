@@ -392,7 +392,7 @@ std::string ConfString(std::string_view s) {
 // collected in `restart_settings` so that a change can be told from a reload.
 std::string RenderConfig(const EngineContext& ctx, const Instance& in, const PlanLimits& plan,
                          int node, std::string* restart_settings) {
-  fs::path node_dir = ctx.InstanceDir(in.number) / fmt::format("n{}", node);
+  fs::path node_dir = ctx.NodeDir(in.number, node);
   std::map<std::string, std::string> settings;
   std::set<std::string> restart = {
       "shared_buffers",        "max_connections",           "wal_level", "max_wal_senders",
@@ -482,9 +482,7 @@ class PostgresService final : public DataService {
  public:
   explicit PostgresService(EngineContext ctx) : ctx_(std::move(ctx)) {}
 
-  fs::path NodeDir(const Instance& in, int node) const {
-    return ctx_.InstanceDir(in.number) / fmt::format("n{}", node);
-  }
+  fs::path NodeDir(const Instance& in, int node) const { return ctx_.NodeDir(in.number, node); }
   fs::path DataDir(const Instance& in, int node) const { return NodeDir(in, node) / "data"; }
 
   NodeSpec Node(const Instance& in, const PlanLimits& plan, int index) const override {

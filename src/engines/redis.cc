@@ -433,9 +433,7 @@ class RedisService final : public DataService {
  public:
   explicit RedisService(EngineContext ctx) : ctx_(std::move(ctx)) {}
 
-  fs::path NodeDir(const Instance& in, int node) const {
-    return ctx_.InstanceDir(in.number) / fmt::format("n{}", node);
-  }
+  fs::path NodeDir(const Instance& in, int node) const { return ctx_.NodeDir(in.number, node); }
   fs::path Socket(const Instance& in, int node) const { return NodeDir(in, node) / "r.sock"; }
 
   NodeSpec Node(const Instance& in, const PlanLimits& /*plan*/, int index) const override {
