@@ -440,6 +440,41 @@ TEST_F(OperatorTest, APrimaryThatDiedWithoutAnOperatorIsRestartedNotDoubled) {
   EXPECT_EQ(Primaries("nooperator", "db"), std::vector<int>{0});
 }
 
+// A standby promoted by hand is a second primary that clients asking for a writable server may
+// reach: it is rebuilt as a standby of the primary, its data kept aside, one primary again.
+TEST_F(OperatorTest, ASecondPrimaryIsRebuiltAsAStandbyAndItsDataKept) {
+  ASSERT_NO_FATAL_FAILURE(CreateDatabase("rogue", "db", 3));
+  ASSERT_TRUE(Eventually([&] { return Running("rogue", "db", 3); }, 120s));
+  const std::string uri = WaitUri("rogue", "db");
+  ASSERT_EQ(Conn(uri).One("create table t as select 1 as x"), "");
+  const Json record = Record(machinery::Uid(Get(kPg, "rogue", "db")));
+  ASSERT_EQ(RecordPrimary("rogue", "db"), 0);
+  auto admin = [&](int node) {
+    return fmt::format(
+        "host=127.0.0.1 port={} user=klutch_admin password={} dbname=a9s_apps_default_db",
+        machinery::Dump(record["ports"][node]), machinery::GetString(record, {"admin_password"}));
+  };
+  ASSERT_TRUE(Eventually([&] { return Conn(admin(1)).One("select x from t") == "1"; }, 30s));
+  ASSERT_EQ(Conn(admin(1)).One("select pg_promote(true, 60)"), "t");
+  ASSERT_EQ(Conn(admin(1)).One("create table only_on_the_rogue as select 2 as y"), "");
+  EXPECT_TRUE(Eventually(
+      [&] {
+        return Primaries("rogue", "db") == std::vector<int>{0} && Running("rogue", "db", 3) &&
+               Conn(admin(1)).One("select pg_is_in_recovery()") == "t";
+      },
+      60s))
+      << OperatorLogs();
+  EXPECT_EQ(Conn(admin(1)).One("select count(*) from pg_tables where tablename = "
+                               "'only_on_the_rogue'"),
+            "0");
+  EXPECT_TRUE(fs::exists(state_ / "i" / machinery::Dump(record["number"]) / "n1" / "diverged" /
+                         "PG_VERSION"));
+  // Writes reach the primary and its standbys follow it.
+  ASSERT_EQ(Conn(uri).One("insert into t values (3)"), "");
+  EXPECT_TRUE(Eventually([&] { return Conn(admin(1)).One("select count(*) from t") == "2"; }, 30s));
+  EXPECT_TRUE(Eventually([&] { return Conn(admin(2)).One("select count(*) from t") == "2"; }, 30s));
+}
+
 // The operator died after saving its choice of a new primary and before promoting it: the
 // next one promotes the chosen standby and rejoins the old primary, one primary in the end.
 TEST_F(OperatorTest, AnInterruptedFailoverIsFinished) {

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "a8s/a8s_names.h"
@@ -335,7 +336,8 @@ Step PostgresqlReconciler::EnsurePrimary(Pass& p) {
   const bool primary_gone = !ctx_.supervisor.Alive(p.record.id, p.record.primary);
   if (!primary_gone) ForgetPrimaryGone(p.record.id);
   if (!primary_gone && !p.record.promotion_pending && p.record.rejoining.empty()) {
-    return reconcile::Continue();
+    KLUTCH_RETURN_IF_ERROR(FindStrayStandbys(p));
+    if (p.record.rejoining.empty()) return reconcile::Continue();
   }
   auto lock = ctx_.store.LockFor(p.record.id);
   core::MutexLock hold(*lock);
@@ -373,18 +375,74 @@ Step PostgresqlReconciler::EnsurePrimary(Pass& p) {
   return reconcile::Continue();
 }
 
-// Former primaries become standbys of the new one (their data from a base backup of it); the
-// caller holds the instance's lock.
+// A standby that runs as a primary itself is rebuilt at once (clients that ask for a writable
+// server could write to either); one that answers but receives no WAL for this long is too (a
+// standby whose history went past the promoted one's never streams from it).
+constexpr std::chrono::seconds kNotStreamingGrace(30);
+
+core::Status PostgresqlReconciler::FindStrayStandbys(Pass& p) {
+  const engines::PlanLimits limits = AppliedLimits(p.record);
+  std::vector<std::pair<int, std::string>> strays;
+  for (int node = 0; node < limits.nodes && node < static_cast<int>(p.record.ports.size());
+       ++node) {
+    if (node == p.record.primary) continue;
+    const auto state = ctx_.engine.InspectStandby(p.record, limits, node);
+    core::MutexLock lock(mu_);
+    const auto key = std::pair(p.record.id, node);
+    if (!state.answers || state.streaming) {
+      not_streaming_since_.erase(key);  // one that is down is the supervisor's
+      continue;
+    }
+    if (state.primary) {
+      strays.emplace_back(node, fmt::format("server {} runs as a primary beside server {}", node,
+                                            p.record.primary));
+      continue;
+    }
+    auto [since, added] = not_streaming_since_.emplace(key, ctx_.clock.MonotonicNow());
+    if (ctx_.clock.MonotonicNow() - since->second >= kNotStreamingGrace) {
+      strays.emplace_back(
+          node, fmt::format("server {} has not received the primary's WAL for {} s (its history "
+                            "went past the primary's)",
+                            node, kNotStreamingGrace.count()));
+    }
+  }
+  if (strays.empty()) return core::Status::Ok();
+  auto lock = ctx_.store.LockFor(p.record.id);
+  core::MutexLock hold(*lock);
+  KLUTCH_RETURN_IF_ERROR(Refresh(p));
+  for (const auto& [node, why] : strays) {
+    if (node == p.record.primary ||
+        std::count(p.record.rejoining.begin(), p.record.rejoining.end(), node) > 0) {
+      continue;
+    }
+    p.record.rejoining.push_back(node);
+    ctx_.events.Event(p.object, reconcile::kEventTypeWarning, "StandbyDiverged",
+                      fmt::format("{}: it is rebuilt from the primary, its data kept aside", why));
+    KLUTCH_LOG(kWarn, "operator", "Postgresql {}: {}; rebuilding it", p.key(), why);
+  }
+  {
+    core::MutexLock lock(mu_);
+    for (const auto& [node, why] : strays) not_streaming_since_.erase({p.record.id, node});
+  }
+  return ctx_.store.Save(p.record);
+}
+
+// Former primaries and stray standbys become standbys of the primary, their data from a base
+// backup of it; what they held is kept aside first (a former primary may have commits no
+// standby received, with synchronousCommit off). The caller holds the instance's lock.
 core::Status PostgresqlReconciler::RejoinFormerPrimaries(Pass& p) {
   const engines::PlanLimits limits = AppliedLimits(p.record);
   while (!p.record.rejoining.empty()) {
     const int node = p.record.rejoining.front();
+    KLUTCH_ASSIGN_OR_RETURN(std::filesystem::path kept,
+                            ctx_.engine.SetAside(p.record, node, ctx_.supervisor));
     KLUTCH_RETURN_IF_ERROR(ctx_.engine.Rejoin(p.record, limits, node, ctx_.supervisor));
     p.record.rejoining.erase(p.record.rejoining.begin());
     KLUTCH_RETURN_IF_ERROR(ctx_.store.Save(p.record));
-    ctx_.events.Event(
-        p.object, reconcile::kEventTypeNormal, "Rejoined",
-        fmt::format("server {} follows the primary (server {}) again", node, p.record.primary));
+    ctx_.events.Event(p.object, reconcile::kEventTypeNormal, "Rejoined",
+                      fmt::format("server {} follows the primary (server {}) again; the data it "
+                                  "had is kept in {} until it rejoins again or the Postgresql goes",
+                                  node, p.record.primary, kept.string()));
   }
   return core::Status::Ok();
 }

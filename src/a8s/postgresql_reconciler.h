@@ -42,6 +42,9 @@ class PostgresqlReconciler final : public reconcile::Reconciler {
   // How long the primary of `uid` has been seen gone (0 the first time).
   std::chrono::nanoseconds PrimaryGoneFor(const std::string& uid);
   void ForgetPrimaryGone(const std::string& uid);
+  // Standbys that cannot follow the primary (a second primary, or one whose history diverged)
+  // join the rejoining list; the caller then rebuilds them.
+  core::Status FindStrayStandbys(Pass& p);
   core::Status RejoinFormerPrimaries(Pass& p);
   core::Result<reconcile::Result> ReportStatus(Pass& p);
   // A Postgresql whose servers never ran says so in the columns `kubectl get` shows.
@@ -61,6 +64,8 @@ class PostgresqlReconciler final : public reconcile::Reconciler {
   core::Mutex mu_;
   std::map<std::string, FailedProvision> failed_ GUARDED_BY(mu_);
   std::map<std::string, core::MonoTime> gone_since_ GUARDED_BY(mu_);  // primary gone, by UID
+  // Standbys seen answering but not streaming, since when (by UID and node).
+  std::map<std::pair<std::string, int>, core::MonoTime> not_streaming_since_ GUARDED_BY(mu_);
 };
 
 }  // namespace klutch::a8s

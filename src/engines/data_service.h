@@ -102,6 +102,18 @@ class DataService {
   // backup of the primary, then started.
   virtual core::Status Rejoin(const Instance& instance, const PlanLimits& plan, int node,
                               NodeRunner& runner);
+  // How standby `node` stands towards instance.primary.
+  struct StandbyState {
+    bool answers = false;
+    bool primary = false;    // it runs as a primary itself (promoted by hand: a split brain)
+    bool streaming = false;  // it receives the primary's WAL
+  };
+  virtual StandbyState InspectStandby(const Instance& instance, const PlanLimits& plan, int node);
+  // Stops `node` and moves its data out of the way, for Rejoin to rebuild it: kept in the
+  // returned directory (replacing what an earlier call kept there) until the instance goes.
+  // Again after an interruption, it keeps what the first call moved.
+  virtual core::Result<std::filesystem::path> SetAside(const Instance& instance, int node,
+                                                       NodeRunner& runner);
 };
 
 std::unique_ptr<DataService> NewPostgresService(const EngineContext& context);

@@ -31,6 +31,12 @@ core::Status DataService::Promote(const Instance&, const PlanLimits&, NodeRunner
 core::Status DataService::Rejoin(const Instance&, const PlanLimits&, int, NodeRunner&) {
   return core::Invalid("this data service does not fail over");
 }
+DataService::StandbyState DataService::InspectStandby(const Instance&, const PlanLimits&, int) {
+  return {};
+}
+core::Result<fs::path> DataService::SetAside(const Instance&, int, NodeRunner&) {
+  return core::Invalid("this data service does not fail over");
+}
 
 core::Status LimitNodes(const ResourceLimiter& limiter, const DataService& engine,
                         const Instance& in, const PlanLimits& plan) {

@@ -682,6 +682,38 @@ class PostgresService final : public DataService {
     return StartNode(in, plan, node, runner);
   }
 
+  StandbyState InspectStandby(const Instance& in, const PlanLimits& plan, int node) override {
+    StandbyState state;
+    auto conn = Connect(in, node, "postgres", SslMode(plan));
+    if (!conn.ok()) return state;
+    auto rows = conn->Query(
+        "SELECT pg_is_in_recovery(), EXISTS (SELECT 1 FROM pg_stat_wal_receiver WHERE status = "
+        "'streaming')");
+    if (!rows.ok() || rows->empty()) return state;
+    state.answers = true;
+    state.primary = (*rows)[0][0] == "f";
+    state.streaming = (*rows)[0][1] == "t";
+    return state;
+  }
+
+  core::Result<fs::path> SetAside(const Instance& in, int node, NodeRunner& runner) override {
+    if (node == in.primary) return core::Invalid("the primary's data is not set aside");
+    runner.Stop(in.id, node);
+    const fs::path kept = NodeDir(in, node) / "diverged";
+    // Only a whole data directory is kept: none (set aside already, by a call that was
+    // interrupted before the rebuild) or half a base backup (a rebuild interrupted) is not.
+    if (!fs::exists(DataDir(in, node) / kInitializedMarker)) return kept;
+    std::error_code ec;
+    fs::remove_all(kept, ec);
+    if (ec) return core::Internal(fmt::format("remove {}: {}", kept.string(), ec.message()));
+    fs::rename(DataDir(in, node), kept, ec);
+    if (ec) {
+      return core::Internal(fmt::format("move {} to {}: {}", DataDir(in, node).string(),
+                                        kept.string(), ec.message()));
+    }
+    return kept;
+  }
+
   // Waits (up to ready_timeout) until standby `node` has replayed the primary's WAL up to
   // `lsn`.
   core::Status WaitReplayed(const Instance& in, int node, const std::string& lsn,
