@@ -238,6 +238,19 @@ class OperatorTest : public ::testing::Test {
     return v ? *v : "";
   }
 
+  // The message of the object's Ready condition while its reason is `reason`; "" otherwise.
+  static std::string ReadyMessage(const client::GroupVersionResource& gvr, const std::string& ns,
+                                  const std::string& name, const std::string& reason) {
+    const Json object = Get(gvr, ns, name);
+    const Json* conditions = machinery::Find(object, {"status", "conditions"});
+    if (conditions == nullptr || !conditions->is_array()) return "";
+    for (const Json& c : *conditions) {
+      if (c["type"] == "Ready" && c["reason"] == reason)
+        return machinery::GetString(c, {"message"});
+    }
+    return "";
+  }
+
   // The operator's record of a Postgresql (by its UID).
   static Json Record(const std::string& uid) {
     std::error_code ec;
@@ -616,14 +629,7 @@ TEST_F(OperatorTest, KilledMidBackupAndMidRestoreTheNextOperatorFinishes) {
   std::string failed;
   EXPECT_TRUE(Eventually(
       [&] {
-        const Json r2 = Get(kRestore, "midbackup", "r2");
-        const Json* conditions = machinery::Find(r2, {"status", "conditions"});
-        for (const Json& c :
-             conditions != nullptr && conditions->is_array() ? *conditions : Json::array()) {
-          if (c["type"] == "Ready" && c["reason"] == "RestoreFailed") {
-            failed = machinery::GetString(c, {"message"});
-          }
-        }
+        failed = ReadyMessage(kRestore, "midbackup", "r2", "RestoreFailed");
         return !failed.empty();
       },
       60s))
@@ -680,14 +686,7 @@ TEST_F(OperatorTest, AnUnreadableRecordIsReportedNotReplaced) {
   std::string message;
   EXPECT_TRUE(Eventually(
       [&] {
-        const Json pg = Get(kPg, "unreadable", "db");
-        const Json* conditions = machinery::Find(pg, {"status", "conditions"});
-        for (const Json& c :
-             conditions != nullptr && conditions->is_array() ? *conditions : Json::array()) {
-          if (c["type"] == "Ready" && c["reason"] == "RecordUnreadable") {
-            message = machinery::GetString(c, {"message"});
-          }
-        }
+        message = ReadyMessage(kPg, "unreadable", "db", "RecordUnreadable");
         return !message.empty();
       },
       60s))
