@@ -19,11 +19,14 @@ bool BoolField(const Json& obj, std::string_view key) {
   return v && v->is_boolean() && *v == true;
 }
 
-void TranslateConditions(Json& node, std::string_view from, std::string_view to, int depth) {
+void TranslateStatus(Json& node, std::string_view from, std::string_view to, int depth) {
   if (depth > 32) return;
   if (node.is_object()) {
     for (auto it = node.begin(); it != node.end(); ++it) {
-      if (it.key() == "conditions" && it->is_array()) {
+      if (it.key() == "namespace" && it->is_string() &&
+          *it->get_ptr<const std::string*>() == from) {
+        *it = std::string(to);  // a reference such as status.managed.secret {name, namespace}
+      } else if (it.key() == "conditions" && it->is_array()) {
         for (Json& c : *it) {
           if (!c.is_object()) continue;
           auto m = c.find("message");
@@ -32,11 +35,11 @@ void TranslateConditions(Json& node, std::string_view from, std::string_view to,
           }
         }
       } else {
-        TranslateConditions(*it, from, to, depth + 1);
+        TranslateStatus(*it, from, to, depth + 1);
       }
     }
   } else if (node.is_array()) {
-    for (Json& e : node) TranslateConditions(e, from, to, depth + 1);
+    for (Json& e : node) TranslateStatus(e, from, to, depth + 1);
   }
 }
 
@@ -56,7 +59,7 @@ Json StatusInConsumerTerms(const Json& status, std::string_view provider_ns,
                            std::string_view consumer_ns) {
   Json out = status;
   if (provider_ns.empty() || consumer_ns.empty() || provider_ns == consumer_ns) return out;
-  TranslateConditions(out, provider_ns, consumer_ns, 0);
+  TranslateStatus(out, provider_ns, consumer_ns, 0);
   return out;
 }
 

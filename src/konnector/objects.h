@@ -64,7 +64,9 @@ bool ClusterManaged(std::string_view group, std::string_view resource, const Jso
 // depth (status.conditions, and nested ones such as a claim's status.managed.conditions), with
 // the provider namespace `provider_ns` named as the consumer's namespace `consumer_ns`, so a
 // reason reads in the developer's names, not the Control Plane's. Whole names only: the
-// characters around a match are not [a-z0-9-]. No-op when either namespace is empty.
+// characters around a match are not [a-z0-9-]. So does every field `namespace` whose value is
+// `provider_ns` (references such as a8s' status.managed.secret: the synced Secret is in the
+// consumer's namespace). No-op when either namespace is empty.
 Json StatusInConsumerTerms(const Json& status, std::string_view provider_ns,
                            std::string_view consumer_ns);
 

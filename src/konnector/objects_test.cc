@@ -140,6 +140,16 @@ TEST(StatusInConsumerTerms, NamesTheDevelopersNamespaceInEveryConditionMessage) 
   EXPECT_EQ(out["other"], "cluster-ab12-default") << "only condition messages are prose";
 }
 
+TEST(StatusInConsumerTerms, ReferencesToTheProviderNamespaceNameTheConsumers) {
+  Json status = Json::parse(R"({"managed": {"secret": {"name": "s",
+    "namespace": "cluster-ab12-default"}, "other": {"namespace": "kube-system"},
+    "list": [{"namespace": "cluster-ab12-default"}]}})");
+  Json out = StatusInConsumerTerms(status, "cluster-ab12-default", "default");
+  EXPECT_EQ(out["managed"]["secret"], Json::parse(R"({"name": "s", "namespace": "default"})"));
+  EXPECT_EQ(out["managed"]["other"]["namespace"], "kube-system");
+  EXPECT_EQ(out["managed"]["list"][0]["namespace"], "default");
+}
+
 TEST(StatusInConsumerTerms, ReplacesWholeNamesOnly) {
   Json status = Json::parse(R"J({"conditions": [{"type": "Ready", "status": "False",
     "message": "ns-1 ns-10 xns-1 ns-1-a ns-1/b (ns-1)"}]})J");

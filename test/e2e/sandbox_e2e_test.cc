@@ -539,6 +539,12 @@ TEST_F(SandboxE2eTest, A1d_UpstreamsA8sExamplesEndInDatabasesServedByTheOperator
       120s))
       << Diagnostics("app-1");
   EXPECT_EQ(keys, "database instance_service password port uri username ");
+  // The claim names the Secret where the developer finds it (not the Control Plane's copy).
+  EXPECT_EQ(Kubectl("app-1",
+                    "get servicebindings.anynines.com example-a8s-postgresql -o "
+                    "jsonpath='{.status.managed.secret.namespace}/{.status.managed.secret.name}'")
+                .out,
+            "default/" + secret);
   const std::string uri = SecretUri("app-1", "default", secret);
   ASSERT_EQ(Psql(uri,
                  "create table items(id int); insert into items select generate_series(1, 100); "
