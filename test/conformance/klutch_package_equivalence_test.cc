@@ -45,13 +45,35 @@ const fs::path kOurProviderConfigs = kDeploy / "provider-anynines/providerconfig
 // kUpstreamApi).
 const std::vector<std::string>& UpstreamPackageFiles() {
   static const auto* files = new std::vector<std::string>{
-      "common/postgresql_definition.yaml",     "a9s/keyvalue/definition.yaml",
-      "common/servicebinding_definition.yaml", "common/backup_definition.yaml",
-      "common/restore_definition.yaml",        "a9s/postgresql/composition.yaml",
-      "a9s/keyvalue/composition.yaml",         "a9s/servicebinding/composition.yaml",
-      "a9s/backup/composition.yaml",           "a9s/restore/composition.yaml",
-      "a8s/postgresql/composition.yaml",       "a8s/servicebinding/composition.yaml",
-      "a8s/backup/composition.yaml",           "a8s/restore/composition.yaml"};
+      // Definitions.
+      "common/postgresql_definition.yaml",
+      "a9s/keyvalue/definition.yaml",
+      "a9s/mariadb/definition.yaml",
+      "a9s/mongodb/definition.yaml",
+      "a9s/search/definition.yaml",
+      "a9s/logme2/definition.yaml",
+      "a9s/messaging/definition.yaml",
+      "a9s/prometheus/definition.yaml",
+      "common/servicebinding_definition.yaml",
+      "common/backup_definition.yaml",
+      "common/restore_definition.yaml",
+      // Compositions.
+      "a9s/postgresql/composition.yaml",
+      "a9s/keyvalue/composition.yaml",
+      "a9s/mariadb/composition.yaml",
+      "a9s/mongodb/composition.yaml",
+      "a9s/search/composition.yaml",
+      "a9s/logme2/composition.yaml",
+      "a9s/messaging/composition.yaml",
+      "a9s/prometheus/composition.yaml",
+      "a9s/servicebinding/composition.yaml",
+      "a9s/backup/composition.yaml",
+      "a9s/restore/composition.yaml",
+      "a8s/postgresql/composition.yaml",
+      "a8s/servicebinding/composition.yaml",
+      "a8s/backup/composition.yaml",
+      "a8s/restore/composition.yaml",
+  };
   return *files;
 }
 
@@ -337,8 +359,8 @@ TEST(KlutchPackageEquivalence, DefinitionsAndCompositionsHaveUpstreamsFacts) {
       EXPECT_TRUE(causes.empty()) << Causes(causes);
     }
   }
-  EXPECT_EQ(definitions, 5u);
-  EXPECT_EQ(compositions, 9u);
+  EXPECT_EQ(definitions, 11u);   // 8 instance kinds, ServiceBinding, Backup, Restore
+  EXPECT_EQ(compositions, 15u);  // a9s: 8 instance kinds + 3; a8s: 4
   size_t listed = 0;
   for (const auto& [name, paths] : OurCompositionPatches()) listed += paths.size();
   EXPECT_EQ(extra_patches, listed) << "a patch OurCompositionPatches() lists is gone";
