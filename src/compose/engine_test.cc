@@ -520,9 +520,9 @@ spec: {credentials: {source: InjectedIdentity}}
       for (const fs::path& f : FilesUnder(kOwnPackage)) {
         for (const Json& doc : Documents(f)) AddPackageObject(doc);
       }
-      ASSERT_EQ(definitions_.size(), 5u);
-      // a9s: PostgreSQL, KeyValue + binding, backup, restore; a8s: PostgreSQL + the same three
-      ASSERT_EQ(compositions_.size(), 9u);
+      ASSERT_EQ(definitions_.size(), 11u);
+      // a9s: the 8 instance kinds + binding, backup, restore; a8s: PostgreSQL + the same three
+      ASSERT_EQ(compositions_.size(), 15u);
     } else {
       // The upstream package: every definition and composition, unchanged.
       for (const fs::path& f : FilesUnder(kPackage / "api")) {
@@ -1067,7 +1067,7 @@ TEST_F(ComposeEngineTest, EveryExampleClaimIsComposedAsSpecifiedAndReportsStatus
 }
 
 // The same with this repository's own package (deploy/package, deploy/provider-anynines/crds):
-// the upstream a9s PostgreSQL and KeyValue examples compose as with upstream's package.
+// every upstream a9s example composes as with upstream's package.
 class ComposeOwnPackageTest : public ComposeEngineTest {
  protected:
   ComposeOwnPackageTest() { own_package_ = true; }
@@ -1076,11 +1076,8 @@ class ComposeOwnPackageTest : public ComposeEngineTest {
 TEST_F(ComposeOwnPackageTest, A9sExampleClaimsAreComposedAsWithTheUpstreamPackage) {
   EXPECT_EQ(At(Get(kFunctions, "", "function-patch-and-transform"), {"spec", "package"}),
             "xpkg.upbound.io/crossplane-contrib/function-patch-and-transform:v0.9.2");
-  ComposeExampleClaims(
-      [](const std::string& example) {
-        return example.starts_with("a9s/postgresql/") || example.starts_with("a9s/keyvalue/");
-      },
-      10);  // 2 services x 5
+  ComposeExampleClaims([](const std::string& example) { return example.starts_with("a9s/"); },
+                       40);  // 8 services x 5
 }
 
 // ---------------------------------------------------------------------------------------------
