@@ -173,6 +173,8 @@ TEST(InstanceStore, RecordsSurviveARestartAndNumbersAndPortsAreNeverReused) {
     a->bindings["sb-1"] = BindingAccount{{.username = "u", .password = "p"}, "sb-1"};
     a->applied_spec = ParametersExampleSpec();
     a->provisioned = true;
+    a->rejoining = {2};
+    a->set_aside = {2};
     ASSERT_TRUE(store.Save(*a).ok());
     auto b = store.Create("uid-b", "ns", "b", 1, "127.0.0.1");
     ASSERT_TRUE(b.ok());
@@ -188,6 +190,8 @@ TEST(InstanceStore, RecordsSurviveARestartAndNumbersAndPortsAreNeverReused) {
   ASSERT_TRUE(a.has_value());
   EXPECT_TRUE(a->provisioned);
   EXPECT_EQ(a->applied_spec, ParametersExampleSpec());
+  EXPECT_EQ(a->rejoining, std::vector<int>{2});
+  EXPECT_EQ(a->set_aside, std::vector<int>{2});
   ASSERT_EQ(a->bindings.count("sb-1"), 1u);
   EXPECT_EQ(a->bindings["sb-1"].username, "u");
   EXPECT_FALSE(again.Get("uid-b").has_value());
@@ -201,9 +205,6 @@ TEST(InstanceStore, RecordsSurviveARestartAndNumbersAndPortsAreNeverReused) {
   EXPECT_TRUE(again.Started("uid-a"));
 }
 
-// deploy/operator: every file parses, RBAC names every group, resource and verb (the operator
-// test runs with exactly these rules), the StatefulSet runs `klutch operator` as non-root with
-// its state on a volume.
 // A port that is not one makes the record unreadable (never a shorter list that shifts nodes
 // to other ports), and the store says why for that Postgresql instead of forgetting it.
 TEST(InstanceStore, ARecordWithABadPortIsUnreadableAndSaysWhy) {
@@ -234,6 +235,9 @@ TEST(InstanceStore, ARecordWithABadPortIsUnreadableAndSaysWhy) {
   EXPECT_EQ(b->number, 2);
 }
 
+// deploy/operator: every file parses, RBAC names every group, resource and verb (the operator
+// test runs with exactly these rules), the StatefulSet runs `klutch operator` as non-root with
+// its state on a volume.
 TEST(DeployOperator, ManifestsParseAndGrantNoWildcard) {
   const std::filesystem::path dir = std::filesystem::path(KLUTCH_SOURCE_DIR) / "deploy/operator";
   int rules = 0;

@@ -41,6 +41,7 @@ Json ToJson(const InstanceRecord& r) {
           {"primary", r.primary},
           {"rejoining", r.rejoining},
           {"promotion_pending", r.promotion_pending},
+          {"set_aside", r.set_aside},
           {"encryption_key", r.encryption_key},
           {"bindings", bindings}};
 }
@@ -83,6 +84,14 @@ core::Result<InstanceRecord> InstanceFromJson(const Json& j) {
       if (node && *node >= 0 && *node < static_cast<int64_t>(r.ports.size()) &&
           *node != r.primary) {
         r.rejoining.push_back(static_cast<int>(*node));
+      }
+    }
+  }
+  if (const Json* list = machinery::Find(j, {"set_aside"}); list != nullptr && list->is_array()) {
+    for (const Json& n : *list) {
+      auto node = machinery::AsInt64(n);
+      if (node && *node >= 0 && *node < static_cast<int64_t>(r.ports.size())) {
+        r.set_aside.push_back(static_cast<int>(*node));
       }
     }
   }

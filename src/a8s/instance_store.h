@@ -41,6 +41,9 @@ struct InstanceRecord : engines::Instance {
   // Set (and saved) before a standby is promoted, cleared once every other node follows it: a
   // restarted operator finishes what it finds set.
   bool promotion_pending = false;
+  // Rejoining nodes whose data is set aside already (engine SetAside, once per rebuild): a
+  // rebuild interrupted after its base backup must not set the fresh copy aside over it.
+  std::vector<int> set_aside;
   std::string encryption_key;                      // hex AES-256 key of the instance's backups
   std::map<std::string, BindingAccount> bindings;  // by ServiceBinding UID
 };

@@ -102,6 +102,8 @@ core::Result<Result> PostgresqlReconciler::Delete(Pass& p) {
     core::MutexLock failed_lock(mu_);
     failed_.erase(record->id);
     gone_since_.erase(record->id);
+    std::erase_if(not_streaming_since_,
+                  [&](const auto& entry) { return entry.first.first == record->id; });
     KLUTCH_LOG(kInfo, "operator", "Postgresql {}: servers stopped, data and backups removed",
                p.key());
   }
@@ -303,14 +305,14 @@ Step PostgresqlReconciler::ApplyChange(Pass& p) {
       std::filesystem::remove_all(ctx_.engine_context.NodeDir(old.number, static_cast<int>(node)),
                                   ec);
     }
-    ctx_.store.ReleasePorts(
-        std::vector<int>(p.record.ports.begin() + static_cast<std::ptrdiff_t>(old.ports.size()),
-                         p.record.ports.end()));
     engines::PlanLimits tried = p.spec.limits;
     tried.nodes = static_cast<int>(old.ports.size());
     auto back = ctx_.engine.Update(old, tried, from, ctx_.supervisor);
     old.applied_generation = Generation(p.object);
     KLUTCH_RETURN_IF_ERROR(ctx_.store.Save(old));
+    ctx_.store.ReleasePorts(
+        std::vector<int>(p.record.ports.begin() + static_cast<std::ptrdiff_t>(old.ports.size()),
+                         p.record.ports.end()));
     p.record = old;
     return Failed(ctx_, kPostgresqls, p.object, p.modified, "ChangeFailed",
                   fmt::format("Postgresql {}: PostgreSQL refused the new settings ({}); {}",
@@ -398,11 +400,16 @@ core::Status PostgresqlReconciler::FindStrayStandbys(Pass& p) {
                                             p.record.primary));
       continue;
     }
-    auto [since, added] = not_streaming_since_.emplace(key, ctx_.clock.MonotonicNow());
-    if (ctx_.clock.MonotonicNow() - since->second >= kNotStreamingGrace) {
+    // Replaying its own WAL (after a restart, before it streams again) is progress too.
+    auto& seen = not_streaming_since_[key];
+    if (seen.replayed != state.replayed || seen.since == core::MonoTime{}) {
+      seen = {ctx_.clock.MonotonicNow(), state.replayed};
+      continue;
+    }
+    if (ctx_.clock.MonotonicNow() - seen.since >= kNotStreamingGrace) {
       strays.emplace_back(
-          node, fmt::format("server {} has not received the primary's WAL for {} s (its history "
-                            "went past the primary's)",
+          node, fmt::format("server {} has neither received nor replayed WAL for {} s (its "
+                            "history went past the primary's)",
                             node, kNotStreamingGrace.count()));
     }
   }
@@ -432,17 +439,30 @@ core::Status PostgresqlReconciler::FindStrayStandbys(Pass& p) {
 // standby received, with synchronousCommit off). The caller holds the instance's lock.
 core::Status PostgresqlReconciler::RejoinFormerPrimaries(Pass& p) {
   const engines::PlanLimits limits = AppliedLimits(p.record);
+  auto has = [](const std::vector<int>& list, int node) {
+    return std::find(list.begin(), list.end(), node) != list.end();
+  };
   while (!p.record.rejoining.empty()) {
     const int node = p.record.rejoining.front();
-    KLUTCH_ASSIGN_OR_RETURN(std::filesystem::path kept,
-                            ctx_.engine.SetAside(p.record, node, ctx_.supervisor));
+    if (!has(p.record.set_aside, node)) {
+      KLUTCH_ASSIGN_OR_RETURN(std::filesystem::path kept,
+                              ctx_.engine.SetAside(p.record, node, ctx_.supervisor));
+      p.record.set_aside.push_back(node);
+      KLUTCH_RETURN_IF_ERROR(ctx_.store.Save(p.record));
+      if (!kept.empty()) {
+        ctx_.events.Event(p.object, reconcile::kEventTypeNormal, "DataSetAside",
+                          fmt::format("the data server {} had is kept in {} until it is rebuilt "
+                                      "again or the Postgresql goes",
+                                      node, kept.string()));
+      }
+    }
     KLUTCH_RETURN_IF_ERROR(ctx_.engine.Rejoin(p.record, limits, node, ctx_.supervisor));
     p.record.rejoining.erase(p.record.rejoining.begin());
+    std::erase(p.record.set_aside, node);
     KLUTCH_RETURN_IF_ERROR(ctx_.store.Save(p.record));
-    ctx_.events.Event(p.object, reconcile::kEventTypeNormal, "Rejoined",
-                      fmt::format("server {} follows the primary (server {}) again; the data it "
-                                  "had is kept in {} until it rejoins again or the Postgresql goes",
-                                  node, p.record.primary, kept.string()));
+    ctx_.events.Event(
+        p.object, reconcile::kEventTypeNormal, "Rejoined",
+        fmt::format("server {} follows the primary (server {}) again", node, p.record.primary));
   }
   return core::Status::Ok();
 }

@@ -64,8 +64,13 @@ class PostgresqlReconciler final : public reconcile::Reconciler {
   core::Mutex mu_;
   std::map<std::string, FailedProvision> failed_ GUARDED_BY(mu_);
   std::map<std::string, core::MonoTime> gone_since_ GUARDED_BY(mu_);  // primary gone, by UID
-  // Standbys seen answering but not streaming, since when (by UID and node).
-  std::map<std::pair<std::string, int>, core::MonoTime> not_streaming_since_ GUARDED_BY(mu_);
+  // Standbys seen answering but not streaming (by UID and node): since when, with this much
+  // WAL replayed.
+  struct NotStreaming {
+    core::MonoTime since{};
+    int64_t replayed = 0;
+  };
+  std::map<std::pair<std::string, int>, NotStreaming> not_streaming_since_ GUARDED_BY(mu_);
 };
 
 }  // namespace klutch::a8s

@@ -25,7 +25,17 @@ namespace {
 
 constexpr size_t kMaxOutput = 4u << 20;
 
+// Waits for `pid` to end (through EINTR) and returns its raw wait status; -1 on failure.
+int WaitFor(pid_t pid) {
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return -1;
+  }
+  return status;
+}
+
 int DecodeWaitStatus(int status) {
+  if (status == -1) return -1;  // WaitFor failed
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return -1;
@@ -289,7 +299,7 @@ Result<ProcessResult> RunProcess(const ProcessSpec& spec, std::chrono::milliseco
       }
     }
     if (out_fd < 0 && in_fd < 0 && capture) {
-      ::waitpid(pid, &status, 0);
+      status = WaitFor(pid);
       exited = true;
       break;
     }
@@ -299,7 +309,7 @@ Result<ProcessResult> RunProcess(const ProcessSpec& spec, std::chrono::milliseco
   if (!exited) {
     ::kill(-pid, SIGKILL);
     ::kill(pid, SIGKILL);
-    ::waitpid(pid, &status, 0);
+    status = WaitFor(pid);
   }
   result.exit_code = DecodeWaitStatus(status);
   return result;
@@ -355,7 +365,10 @@ Result<PipelineResult> RunPipeline(const std::vector<ProcessSpec>& stages,
     }
     pollfd fd{.fd = capture[0], .events = POLLIN, .revents = 0};
     int n = ::poll(&fd, 1, static_cast<int>(std::min<int64_t>(left.count(), 1000)));
-    if (n < 0 && errno != EINTR) break;
+    if (n < 0 && errno != EINTR) {
+      started = Internal(fmt::format("poll: {}", std::strerror(errno)));
+      break;
+    }
     if (n <= 0) continue;
     ssize_t got = ::read(capture[0], buffer, sizeof(buffer));
     if (got > 0) {
@@ -374,11 +387,7 @@ Result<PipelineResult> RunPipeline(const std::vector<ProcessSpec>& stages,
       ::kill(pid, SIGKILL);
     }
   }
-  for (pid_t pid : pids) {
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    result.exit_codes.push_back(DecodeWaitStatus(status));
-  }
+  for (pid_t pid : pids) result.exit_codes.push_back(DecodeWaitStatus(WaitFor(pid)));
   if (!started.ok()) return started;
   return result;
 }

@@ -84,8 +84,8 @@ class DataService {
                                const std::filesystem::path& in, NodeRunner& runner) = 0;
   // Marks the instance read-only when its data passed the plan's disk quota (and writable
   // again below it). Returns a message for the instance when over quota, "" otherwise.
-  // Called only while no other operation runs on the instance, so it also finishes what an
-  // operation killed midway left behind (a database a restore closed to its users).
+  // It also finishes what an operation killed midway left behind (a database a restore of an
+  // earlier process closed to its users).
   virtual std::string EnforceQuota(const Instance& instance, const PlanLimits& plan) = 0;
 
   // Failover of replicated instances (EngineContext::failover); engines without it refuse.
@@ -107,11 +107,13 @@ class DataService {
     bool answers = false;
     bool primary = false;    // it runs as a primary itself (promoted by hand: a split brain)
     bool streaming = false;  // it receives the primary's WAL
+    int64_t replayed = 0;    // how far it has replayed WAL (bytes)
   };
   virtual StandbyState InspectStandby(const Instance& instance, const PlanLimits& plan, int node);
-  // Stops `node` and moves its data out of the way, for Rejoin to rebuild it: kept in the
-  // returned directory (replacing what an earlier call kept there) until the instance goes.
-  // Again after an interruption, it keeps what the first call moved.
+  // Stops `node` and moves its whole data directory (one with the initialized marker) out of
+  // the way, for Rejoin to rebuild it: kept in the returned directory, replacing what an
+  // earlier call kept there, until the instance goes; empty when nothing is kept. The caller
+  // calls it once per rebuild: a rebuilt node has a whole data directory again.
   virtual core::Result<std::filesystem::path> SetAside(const Instance& instance, int node,
                                                        NodeRunner& runner);
 };

@@ -25,6 +25,7 @@
 #include "core/log.h"
 #include "core/random.h"
 #include "core/strings.h"
+#include "core/sync.h"
 #include "engines/data_service.h"
 #include "machinery/gofmt.h"
 #include "machinery/object.h"
@@ -688,11 +689,12 @@ class PostgresService final : public DataService {
     if (!conn.ok()) return state;
     auto rows = conn->Query(
         "SELECT pg_is_in_recovery(), EXISTS (SELECT 1 FROM pg_stat_wal_receiver WHERE status = "
-        "'streaming')");
+        "'streaming'), coalesce(pg_wal_lsn_diff(pg_last_wal_replay_lsn(), '0/0'), 0)::bigint");
     if (!rows.ok() || rows->empty()) return state;
     state.answers = true;
     state.primary = (*rows)[0][0] == "f";
     state.streaming = (*rows)[0][1] == "t";
+    state.replayed = core::ParseInt64((*rows)[0][2]).value_or(0);
     return state;
   }
 
@@ -702,7 +704,9 @@ class PostgresService final : public DataService {
     const fs::path kept = NodeDir(in, node) / "diverged";
     // Only a whole data directory is kept: none (set aside already, by a call that was
     // interrupted before the rebuild) or half a base backup (a rebuild interrupted) is not.
-    if (!fs::exists(DataDir(in, node) / kInitializedMarker)) return kept;
+    if (!fs::exists(DataDir(in, node) / kInitializedMarker)) {
+      return fs::exists(kept) ? kept : fs::path();
+    }
     std::error_code ec;
     fs::remove_all(kept, ec);
     if (ec) return core::Internal(fmt::format("remove {}: {}", kept.string(), ec.message()));
@@ -860,13 +864,8 @@ class PostgresService final : public DataService {
     const std::string_view sslmode = SslMode(plan);
     KLUTCH_ASSIGN_OR_RETURN(auto conn, Connect(in, in.primary, "postgres", sslmode));
     const std::string owner = conn.Ident(OwnerRole(in));
-    KLUTCH_ASSIGN_OR_RETURN(
-        auto members, conn.Query(fmt::format(
-                          "SELECT r.rolname FROM pg_auth_members m JOIN pg_roles r ON r.oid "
-                          "= m.member JOIN pg_roles o ON o.oid = m.roleid WHERE o.rolname = {}",
-                          conn.Literal(OwnerRole(in)))));
-    std::string owners = owner;
-    for (const auto& row : members) owners += ", " + conn.Ident(row[0]);
+    // EnforceQuota leaves the database closed while this runs (also beside a bind).
+    RestoringGuard restoring(*this, in.id);
 
     const fs::path closed = ctx_.InstanceDir(in.number) / "closed-for-restore";
     KLUTCH_RETURN_IF_ERROR(core::WriteFileAtomic(closed, ""));
@@ -879,11 +878,17 @@ class PostgresService final : public DataService {
         conn.Literal(in.database), conn.Literal(kAdminUser)));
     if (status.ok()) {
       // pg_restore's script begins the transaction and ends it with COMMIT: a pg_restore that
-      // dies midway never commits, and psql stops at the first error; both roll back.
+      // dies midway never commits, and psql stops at the first error; both roll back. (psql
+      // must not get --single-transaction: at the end of a cut-off script it would commit.)
+      // The owner and its members (the bindings) are listed inside the transaction, so that a
+      // binding made or removed meanwhile is no surprise.
       const std::string prelude = fmt::format(
-          "BEGIN; DROP OWNED BY {0}; GRANT CONNECT, TEMPORARY ON DATABASE {1} TO {2}; "
-          "CREATE SCHEMA IF NOT EXISTS public AUTHORIZATION {2}; SET ROLE {2}",
-          owners, conn.Ident(in.database), owner);
+          "BEGIN; DO $klutch_restore$ BEGIN EXECUTE (SELECT 'DROP OWNED BY ' || "
+          "string_agg(quote_ident(rolname), ', ') FROM pg_roles WHERE rolname = {0} OR oid IN "
+          "(SELECT m.member FROM pg_auth_members m JOIN pg_roles o ON o.oid = m.roleid WHERE "
+          "o.rolname = {0})); END $klutch_restore$; GRANT CONNECT, TEMPORARY ON DATABASE {1} TO "
+          "{2}; CREATE SCHEMA IF NOT EXISTS public AUTHORIZATION {2}; SET ROLE {2}",
+          conn.Literal(OwnerRole(in)), conn.Ident(in.database), owner);
       core::ProcessSpec dump{.argv = {(ctx_.postgres_bin / "pg_restore").string(), "--no-owner",
                                       "--no-privileges", "--single-transaction", "--exit-on-error",
                                       "--file=-", file.string()}};
@@ -896,19 +901,24 @@ class PostgresService final : public DataService {
           .env = {"PGPASSWORD=" + in.admin_password, "PGSSLMODE=" + std::string(sslmode),
                   "PGCONNECT_TIMEOUT=10", "PGOPTIONS=-c default_transaction_read_only=off"}};
       status = RunTools({dump, apply}, std::chrono::hours(6));
+      if (!status.ok() && status.message().find("out of shared memory") != std::string::npos) {
+        status = core::Internal(status.message() +
+                                " (a restore locks every table it drops and creates in one "
+                                "transaction: raise max_locks_per_transaction)");
+      }
     }
-    // Open again; on success the transaction granted CONNECT already.
-    if (!status.ok()) {
-      if (auto opened = ReopenAfterRestore(in, sslmode); !opened.ok()) return opened;
-      return status;
+    // Open again (on success the transaction granted CONNECT already; granting twice is
+    // harmless and covers a success reported without a commit).
+    if (auto opened = ReopenAfterRestore(in, sslmode); !opened.ok()) {
+      if (status.ok()) return opened;
+      return core::Internal(fmt::format("{}; reopening the database failed too: {}",
+                                        status.message(), opened.message()));
     }
-    std::error_code ec;
-    fs::remove(closed, ec);
-    return core::Status::Ok();
+    return status;
   }
 
   std::string EnforceQuota(const Instance& in, const PlanLimits& plan) override {
-    if (fs::exists(ctx_.InstanceDir(in.number) / "closed-for-restore")) {
+    if (fs::exists(ctx_.InstanceDir(in.number) / "closed-for-restore") && !Restoring(in.id)) {
       if (auto opened = ReopenAfterRestore(in, SslMode(plan)); !opened.ok()) {
         KLUTCH_LOG(kWarn, "engines", "reopening database {} after an interrupted restore: {}",
                    in.database, opened.message());
@@ -959,6 +969,30 @@ class PostgresService final : public DataService {
   }
 
  private:
+  // Instances a Restore of this process runs on.
+  class RestoringGuard {
+   public:
+    RestoringGuard(PostgresService& service, std::string id)
+        : service_(service), id_(std::move(id)) {
+      core::MutexLock lock(service_.restoring_mu_);
+      service_.restoring_.insert(id_);
+    }
+    ~RestoringGuard() {
+      core::MutexLock lock(service_.restoring_mu_);
+      service_.restoring_.erase(id_);
+    }
+    RestoringGuard(const RestoringGuard&) = delete;
+    RestoringGuard& operator=(const RestoringGuard&) = delete;
+
+   private:
+    PostgresService& service_;
+    std::string id_;
+  };
+  bool Restoring(const std::string& id) {
+    core::MutexLock lock(restoring_mu_);
+    return restoring_.contains(id);
+  }
+
   core::Result<PgConnection> Connect(const Instance& in, int node, const std::string& db,
                                      std::string_view sslmode) const {
     return PgConnection::Open(ctx_.host, in.ports[static_cast<size_t>(node)], in.admin_password, db,
@@ -1164,6 +1198,8 @@ class PostgresService final : public DataService {
   }
 
   EngineContext ctx_;
+  core::Mutex restoring_mu_;
+  std::set<std::string> restoring_ GUARDED_BY(restoring_mu_);
 };
 
 }  // namespace
