@@ -162,9 +162,12 @@ TEST(BackendManifests, TemplatesOfferTheKlutchDataServices) {
     offered.insert(sel["resource"].get<std::string>() + "." + sel["group"].get<std::string>());
   }
   EXPECT_EQ(offered,
-            (std::set<std::string>{"postgresqlinstances.anynines.com",
-                                   "keyvalueinstances.anynines.com", "servicebindings.anynines.com",
-                                   "backups.anynines.com", "restores.anynines.com"}));
+            (std::set<std::string>{
+                "postgresqlinstances.anynines.com", "keyvalueinstances.anynines.com",
+                "mariadbinstances.anynines.com", "mongodbinstances.anynines.com",
+                "searchinstances.anynines.com", "logme2instances.anynines.com",
+                "messaginginstances.anynines.com", "prometheusinstances.anynines.com",
+                "servicebindings.anynines.com", "backups.anynines.com", "restores.anynines.com"}));
 }
 
 }  // namespace

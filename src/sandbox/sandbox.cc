@@ -55,7 +55,15 @@ constexpr OfferedApi kOffered[] = {{"postgresqlinstances", false},
                                    {"keyvalueinstances", false},
                                    {"servicebindings", true},
                                    {"backups", false},
-                                   {"restores", false}};
+                                   {"restores", false},
+                                   // Offered as upstream offers them; klutch broker does not run
+                                   // them (yet): their claims say where they would be served.
+                                   {"mariadbinstances", false},
+                                   {"mongodbinstances", false},
+                                   {"searchinstances", false},
+                                   {"logme2instances", false},
+                                   {"messaginginstances", false},
+                                   {"prometheusinstances", false}};
 // The API group of the offered APIs (Klutch's claim APIs).
 constexpr char kOfferedGroup[] = "anynines.com";
 

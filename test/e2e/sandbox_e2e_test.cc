@@ -977,10 +977,25 @@ TEST_F(SandboxE2eTest, A13_EveryFailureIsExplainedInTheAppClusterInTheDevelopers
                                    "  compositionRef:\n    name: a9s-postgresql\n");
   CommandResult applied = Apply("app-1", claims);
   ASSERT_EQ(applied.exit_code, 0) << applied.err;
+  // Upstream's examples of the services klutch broker does not run: offered, and their claims
+  // say what is missing on the Control Plane.
+  const fs::path a9s =
+      fs::path(KLUTCH_SHARED_DIR) / "conformance/klutch/crossplane-api/examples/a9s";
+  for (const char* service :
+       {"mariadb", "mongodb", "search", "logme2", "messaging", "prometheus"}) {
+    CommandResult example =
+        Kubectl("app-1", "apply -f " + (a9s / service / "serviceinstance-claim.yaml").string());
+    ASSERT_EQ(example.exit_code, 0) << service << ": " << example.err;
+  }
   struct Case {
     std::string kind, name, reason;
   };
-  const std::vector<Case> cases = {
+  auto unserved = [](const std::string& service) {
+    return Case{service + "instance", "example-a9s-" + service,
+                "no service broker is set up for this service: ProviderConfig \"" + service +
+                    "-service-broker\" not found"};
+  };
+  std::vector<Case> cases = {
       {"servicebinding", "nowhere-binding",
        "instance \"nowhere\" was not found: spec.instanceRef names \"nowhere\", but namespace "
        "\"default\" has no instance of that name"},
@@ -992,6 +1007,10 @@ TEST_F(SandboxE2eTest, A13_EveryFailureIsExplainedInTheAppClusterInTheDevelopers
        "spec.serviceInstanceType is \"keyvalue\": set it to \"postgresql\""},
       {"postgresqlinstance", "bigmem", "parameter work_mem: \"9999999999TB\" is out of range"},
   };
+  for (const char* service :
+       {"mariadb", "mongodb", "search", "logme2", "messaging", "prometheus"}) {
+    cases.push_back(unserved(service));
+  }
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     std::string ready;

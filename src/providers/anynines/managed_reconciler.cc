@@ -162,9 +162,12 @@ core::Result<Result> ManagedReconciler::Reconcile(const Request& r) {
   if (!pc) {
     if (p.deleting && (Orphans(p.mr) || !p.policies.del)) return Finalize(p);
     return Fail(p,
-                UserError(fmt::format("ProviderConfig \"{}\" not found: create it, or name an "
-                                      "existing one in spec.providerConfigRef",
-                                      p.pc_name)),
+                UserError(fmt::format(
+                    "no service broker is set up for this service: ProviderConfig \"{}\" not "
+                    "found; the platform team creates it, pointing at a broker that offers the "
+                    "service (an a9s broker, or klutch broker for what it runs), or "
+                    "spec.providerConfigRef names an existing one",
+                    p.pc_name)),
                 "CannotConnectToProvider");
   }
   if (!p.deleting) {
