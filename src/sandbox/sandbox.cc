@@ -57,7 +57,7 @@ constexpr OfferedApi kOffered[] = {{"postgresqlinstances", false},
                                    {"backups", false},
                                    {"restores", false},
                                    // Offered as upstream offers them; klutch broker does not run
-                                   // them (yet): their claims say where they would be served.
+                                   // them (yet): their claims say no broker is set up for them.
                                    {"mariadbinstances", false},
                                    {"mongodbinstances", false},
                                    {"searchinstances", false},

@@ -57,8 +57,17 @@ const client::GroupVersionResource kPostgresqlInstances{"anynines.com", "v1",
                                                         "postgresqlinstances"};
 const client::GroupVersionResource kServiceBindings{"anynines.com", "v1", "servicebindings"};
 // The APIs the sandbox's backend offers; each headless login binds one.
-const std::vector<std::string> kOfferedApis = {"postgresqlinstances", "servicebindings",
-                                               "keyvalueinstances", "backups", "restores"};
+const std::vector<std::string> kOfferedApis = {"postgresqlinstances",
+                                               "servicebindings",
+                                               "keyvalueinstances",
+                                               "backups",
+                                               "restores",
+                                               "mariadbinstances",
+                                               "mongodbinstances",
+                                               "searchinstances",
+                                               "logme2instances",
+                                               "messaginginstances",
+                                               "prometheusinstances"};
 
 // The progress lines `klutch up` prints, in order: where its start-up time goes.
 constexpr const char* kUpSteps[] = {"API servers up",
@@ -573,7 +582,7 @@ void Print(bool quick, const Sandbox& s, const Results& r) {
   double api_floor = Percentile(r.apiserver_floor, 0.5);
   std::cout << fmt::format(
       "klutch up --app-clusters 2 until App Cluster 1 serves postgresqlinstances.anynines.com: "
-      "{:.3f} s (all five Klutch APIs after {:.3f} s, banner seen after {:.3f} s, it printed "
+      "{:.3f} s (all Klutch APIs after {:.3f} s, banner seen after {:.3f} s, it printed "
       "\"{}\"); floor (one bare klutch apiserver on a fresh data dir until /readyz answers) "
       "p50 {:.3f} s of {}; ratio {:.1f}; target < 10 s: {}\n",
       s.served_s(), s.all_served_s(), s.announced_s(), s.ready_line(), api_floor,

@@ -985,15 +985,16 @@ TEST_F(SandboxE2eTest, A13_EveryFailureIsExplainedInTheAppClusterInTheDevelopers
        {"mariadb", "mongodb", "search", "logme2", "messaging", "prometheus"}) {
     CommandResult example =
         Kubectl("app-1", "apply -f " + (a9s / service / "serviceinstance-claim.yaml").string());
-    ASSERT_EQ(example.exit_code, 0) << service << ": " << example.err;
+    EXPECT_EQ(example.exit_code, 0) << service << ": " << example.err;
   }
   struct Case {
     std::string kind, name, reason;
   };
   auto unserved = [](const std::string& service) {
-    return Case{service + "instance", "example-a9s-" + service,
-                "no service broker is set up for this service: ProviderConfig \"" + service +
-                    "-service-broker\" not found"};
+    return Case{
+        service + "instance", "example-a9s-" + service,
+        "no service broker is set up for this service on the Control Plane: ProviderConfig \"" +
+            service + "-service-broker\" not found"};
   };
   std::vector<Case> cases = {
       {"servicebinding", "nowhere-binding",

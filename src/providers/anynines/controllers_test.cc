@@ -434,6 +434,30 @@ TEST_F(AnyninesProviderTest, AMissingOrMismatchedTargetIsNamedInTheClaimsTerms) 
   EXPECT_TRUE(SecretData("wrong-creds").empty()) << "no credentials from the wrong broker";
 }
 
+// Issue #26: a resource whose ProviderConfig does not exist says what is missing and who sets it
+// up (its claim has no field to change): a service broker, or a backup manager.
+TEST_F(AnyninesProviderTest, AMissingProviderConfigSaysWhichBackendIsNotSetUp) {
+  StartProvider();
+  Binding("mongo-creds", "mongo", "mongodb-service-broker");
+  Create(kBackups,
+         {{"apiVersion", kApiVersion},
+          {"kind", "Backup"},
+          {"metadata", {{"name", "mongo-backup-q8w2c"}, {"labels", Labels("mongo-backup")}}},
+          {"spec",
+           {{"forProvider", {{"instanceName", "mongo"}}},
+            {"providerConfigRef", {{"name", "mongodb-backup-manager"}}}}}});
+  ASSERT_TRUE(WaitCondition(kServiceBindings, "mongo-creds-b4n9q", "Synced", "False"));
+  EXPECT_EQ(Message(kServiceBindings, "mongo-creds-b4n9q", "Synced"),
+            "no service broker is set up for this service on the Control Plane: ProviderConfig "
+            "\"mongodb-service-broker\" not found; the platform team creates it, pointing at a "
+            "broker that offers the service");
+  ASSERT_TRUE(WaitCondition(kBackups, "mongo-backup-q8w2c", "Synced", "False"));
+  EXPECT_EQ(Message(kBackups, "mongo-backup-q8w2c", "Synced"),
+            "no backup manager is set up for this service on the Control Plane: ProviderConfig "
+            "\"mongodb-backup-manager\" not found; the platform team creates it, pointing at the "
+            "a9s Backup Manager of the service");
+}
+
 // Issue #23: the broker's words on a failed operation stay on the instance for as long as it is
 // failed, not only on the pass that saw the operation end.
 TEST_F(AnyninesProviderTest, AFailedInstanceKeepsSayingWhyTheBrokerFailedIt) {

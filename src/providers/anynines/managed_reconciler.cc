@@ -161,13 +161,15 @@ core::Result<Result> ManagedReconciler::Reconcile(const Request& r) {
   client::ObjectPtr pc = ctx_.configs->indexer().Get(p.pc_name);
   if (!pc) {
     if (p.deleting && (Orphans(p.mr) || !p.policies.del)) return Finalize(p);
+    // Read on the claim too, where nobody can change the reference: say who can act.
+    const bool backups = kind_ == "Backup" || kind_ == "Restore";
     return Fail(p,
                 UserError(fmt::format(
-                    "no service broker is set up for this service: ProviderConfig \"{}\" not "
-                    "found; the platform team creates it, pointing at a broker that offers the "
-                    "service (an a9s broker, or klutch broker for what it runs), or "
-                    "spec.providerConfigRef names an existing one",
-                    p.pc_name)),
+                    "no {} is set up for this service on the Control Plane: ProviderConfig "
+                    "\"{}\" not found; the platform team creates it, pointing at {}",
+                    backups ? "backup manager" : "service broker", p.pc_name,
+                    backups ? "the a9s Backup Manager of the service"
+                            : "a broker that offers the service")),
                 "CannotConnectToProvider");
   }
   if (!p.deleting) {
