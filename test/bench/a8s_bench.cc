@@ -62,20 +62,8 @@ double BasebackupFloor(const std::optional<core::UserIds>& user) {
                         .user = user},
                        seconds(120));
   if (!init.ok() || init->exit_code != 0) Die("initdb for the base backup floor failed");
-  auto pid =
-      core::SpawnProcess({.argv = {(kPgBin / "postgres").string(), "-D", (dir / "p").string(), "-p",
-                                   std::to_string(port), "-c", "listen_addresses=127.0.0.1", "-c",
-                                   "unix_socket_directories="},
-                          .user = user,
-                          .output_file = dir / "log"});
-  Eventually(
-      [&] {
-        auto r = core::RunProcess({.argv = {(kPgBin / "pg_isready").string(), "-h", "127.0.0.1",
-                                            "-p", std::to_string(port), "-q"}},
-                                  seconds(2));
-        return r.ok() && r->exit_code == 0;
-      },
-      seconds(60));
+  StartedPostgres server = StartPostgresUntilReady(dir / "p", port, user, dir / "log");
+  if (!server.up) Die("postgres for the base backup floor did not start");
   auto start = BenchClock::now();
   auto backup = core::RunProcess(
       {.argv = {(kPgBin / "pg_basebackup").string(), "--pgdata", (dir / "s").string(), "--host",
@@ -84,7 +72,7 @@ double BasebackupFloor(const std::optional<core::UserIds>& user) {
        .user = user},
       seconds(120));
   double s = Seconds(start, BenchClock::now());
-  if (pid.ok()) core::StopProcess(*pid, seconds(10), SIGINT);
+  if (server.pid.ok()) core::StopProcess(*server.pid, seconds(10), SIGINT);
   fs::remove_all(dir);
   if (!backup.ok() || backup->exit_code != 0) Die("pg_basebackup failed");
   return s;
@@ -318,13 +306,9 @@ int Run(bool quick) {
   // Backup and restore of a database of `megabytes` MB against bare pg_dump / pg_restore of it.
   bench.Provision("data", 1);
   const std::string uri = bench.Bind("data");
-  auto fill = core::RunProcess(
-      {.argv = {"psql", uri, "-v", "ON_ERROR_STOP=1", "-qc",
-                fmt::format("CREATE TABLE filler AS SELECT g AS id, repeat(md5(g::text), 8) AS "
-                            "payload FROM generate_series(1, {}) g",
-                            megabytes * 1024 * 1024 / 300)}},
-      seconds(600));
-  if (!fill.ok() || fill->exit_code != 0) Die("filling the database failed");
+  if (std::string failed = FillDatabase(uri, megabytes); !failed.empty()) {
+    Die("filling the database failed: " + failed);
+  }
   Json record = bench.Record("data");
   const std::string port = machinery::Dump(record["ports"][0]);
   const std::vector<std::string> env = {

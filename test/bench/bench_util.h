@@ -222,6 +222,46 @@ inline int FreePortNumber() {
   return *port;
 }
 
+// Fills the database at `uri` with a table `filler` of about `megabytes` MB (compressible
+// rows, as data often is); psql's output on failure, "" on success.
+inline std::string FillDatabase(const std::string& uri, int megabytes) {
+  auto fill = core::RunProcess(
+      {.argv = {"psql", uri, "-v", "ON_ERROR_STOP=1", "-qc",
+                "CREATE TABLE filler AS SELECT g AS id, repeat(md5(g::text), 8) AS payload FROM "
+                "generate_series(1, " +
+                    std::to_string(static_cast<int64_t>(megabytes) * 1024 * 1024 / 300) + ") g"}},
+      std::chrono::seconds(600));
+  if (!fill.ok()) return fill.status().message();
+  if (fill->exit_code != 0) return "psql: " + fill->output;
+  return "";
+}
+
+// Starts `postgres` on `data` (loopback `port`, its log in `log`) as `user` and waits until
+// pg_isready answers (60 s at most). The PID (when it started) and whether it answered.
+struct StartedPostgres {
+  core::Result<pid_t> pid;
+  bool up = false;
+};
+inline StartedPostgres StartPostgresUntilReady(const std::filesystem::path& data, int port,
+                                               const std::optional<core::UserIds>& user,
+                                               const std::filesystem::path& log) {
+  using std::chrono::seconds;
+  StartedPostgres out{core::SpawnProcess(
+      {.argv = {(kPgBin / "postgres").string(), "-D", data.string(), "-p", std::to_string(port),
+                "-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories="},
+       .user = user,
+       .output_file = log})};
+  out.up = Eventually(
+      [&] {
+        auto r = core::RunProcess({.argv = {(kPgBin / "pg_isready").string(), "-h", "127.0.0.1",
+                                            "-p", std::to_string(port), "-q"}},
+                                  seconds(2));
+        return r.ok() && r->exit_code == 0;
+      },
+      seconds(60));
+  return out;
+}
+
 // `initdb` (with the broker's options) plus `postgres` until pg_isready answers, as `user`;
 // seconds. Exits when either fails.
 inline double PostgresFloor(const std::optional<core::UserIds>& user) {
@@ -244,23 +284,11 @@ inline double PostgresFloor(const std::optional<core::UserIds>& user) {
     std::cerr << "initdb failed: " << (init.ok() ? init->output : init.status().message()) << "\n";
     std::exit(1);
   }
-  auto pid = core::SpawnProcess(
-      {.argv = {(kPgBin / "postgres").string(), "-D", data.string(), "-p", std::to_string(port),
-                "-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories="},
-       .user = user,
-       .output_file = dir / "log"});
-  bool up = Eventually(
-      [&] {
-        auto r = core::RunProcess({.argv = {(kPgBin / "pg_isready").string(), "-h", "127.0.0.1",
-                                            "-p", std::to_string(port), "-q"}},
-                                  seconds(2));
-        return r.ok() && r->exit_code == 0;
-      },
-      seconds(60));
+  StartedPostgres server = StartPostgresUntilReady(data, port, user, dir / "log");
   double s = Seconds(start, BenchClock::now());
-  if (pid.ok()) core::StopProcess(*pid, seconds(10), SIGINT);
+  if (server.pid.ok()) core::StopProcess(*server.pid, seconds(10), SIGINT);
   fs::remove_all(dir);
-  if (!up) {
+  if (!server.up) {
     std::cerr << "postgres did not start\n";
     std::exit(1);
   }

@@ -342,15 +342,8 @@ int Run(bool quick) {
   Json creds =
       broker.Bind("postgresql", "bench-data", "b", kPgService, "klutch-postgresql-single-small");
   std::string uri = creds["uri"].get<std::string>();
-  auto fill = core::RunProcess(
-      {.argv = {"psql", uri, "-v", "ON_ERROR_STOP=1", "-qc",
-                fmt::format(
-                    "CREATE TABLE filler AS SELECT g AS id, repeat(md5(g::text), 8) AS payload "
-                    "FROM generate_series(1, {}) g",
-                    megabytes * 1024 * 1024 / 300)}},
-      seconds(600));
-  if (!fill.ok() || fill->exit_code != 0) {
-    std::cerr << "filling the database failed: " << (fill.ok() ? fill->output : "") << "\n";
+  if (std::string failed = FillDatabase(uri, megabytes); !failed.empty()) {
+    std::cerr << "filling the database failed: " << failed << "\n";
     return 1;
   }
   auto size = core::RunProcess(
