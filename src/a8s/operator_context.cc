@@ -110,13 +110,18 @@ core::Result<ResolvedInstance> ResolveServiceInstance(OperatorContext& ctx, cons
   auto instance = ctx.postgresqls.indexer().Get(ns + "/" + name);
   if (instance == nullptr) {
     return core::NotFound(
-        fmt::format("there is no Postgresql {}/{} (spec.serviceInstance.name)", ns, name));
+        fmt::format("there is no Postgresql {}/{} ({})", ns, name,
+                    FieldOfClaim("spec.serviceInstance.name", "spec.instanceRef")));
   }
   auto record = ctx.store.Get(machinery::Uid(*instance));
   if (!record || !record->provisioned) {
     return core::Unavailable(fmt::format("Postgresql {}/{} has no running servers yet", ns, name));
   }
   return ResolvedInstance{*instance, std::move(*record)};
+}
+
+std::string FieldOfClaim(std::string_view field, std::string_view claim_field) {
+  return fmt::format("{}, or {} of the claim", field, claim_field);
 }
 
 }  // namespace klutch::a8s

@@ -86,4 +86,9 @@ struct ResolvedInstance {
 };
 core::Result<ResolvedInstance> ResolveServiceInstance(OperatorContext& ctx, const Json& object);
 
+// A field of an a8s object named together with the Klutch claim's field that Klutch's a8s
+// Compositions fill it from, so that a message reads right in both places (the claim in the
+// App Cluster shows the operator's words): "spec.backupName, or spec.backupRef of the claim".
+std::string FieldOfClaim(std::string_view field, std::string_view claim_field);
+
 }  // namespace klutch::a8s

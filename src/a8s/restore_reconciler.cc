@@ -66,10 +66,10 @@ Step RestoreReconciler::ResolveBackup(Pass& p) {
   const std::string ns = machinery::Namespace(p.object);
   auto backup = ctx_.backups.indexer().Get(ns + "/" + name);
   if (backup == nullptr) {
-    return Failed(
-        ctx_, kRestores, p.object, p.modified, "BackupNotFound",
-        fmt::format("Restore {}: there is no Backup {}/{} (spec.backupName)", p.key(), ns, name),
-        std::chrono::seconds(5));
+    return Failed(ctx_, kRestores, p.object, p.modified, "BackupNotFound",
+                  fmt::format("Restore {}: there is no Backup {}/{} ({})", p.key(), ns, name,
+                              FieldOfClaim("spec.backupName", "spec.backupRef")),
+                  std::chrono::seconds(5));
   }
   const std::string id = machinery::GetString(*backup, {"status", "backupID"});
   if (id.empty()) {

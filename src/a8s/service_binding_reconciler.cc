@@ -141,9 +141,10 @@ Step ServiceBindingReconciler::ResolveInstance(Pass& p) {
   auto instance = ctx_.postgresqls.indexer().Get(p.instance_ns + "/" + p.instance_name);
   if (instance == nullptr) {
     return Failed(ctx_, kServiceBindings, p.object, p.modified, "InstanceNotFound",
-                  fmt::format("ServiceBinding {}: there is no Postgresql {}/{} (spec.instance); "
-                              "it is bound once one exists",
-                              p.key(), p.instance_ns, p.instance_name));
+                  fmt::format("ServiceBinding {}: there is no Postgresql {}/{} ({}); it is bound "
+                              "once one exists",
+                              p.key(), p.instance_ns, p.instance_name,
+                              FieldOfClaim("spec.instance.name", "spec.instanceRef")));
   }
   auto record = ctx_.store.Get(machinery::Uid(*instance));
   // A login made before stays usable while a server restarts; a new one waits for all of them.

@@ -592,6 +592,28 @@ TEST_F(SandboxE2eTest, A1d_UpstreamsA8sExamplesEndInDatabasesServedByTheOperator
               200s);
   ASSERT_EQ(restored.exit_code, 0) << restored.err << Diagnostics("app-1");
   EXPECT_EQ(Psql(uri, "select count(*) from items"), "100");
+  // A Restore naming a backup that is not there says which, in the claim's field too.
+  ASSERT_EQ(Apply("app-1",
+                  "apiVersion: anynines.com/v1\nkind: Restore\nmetadata:\n  name: typo-restore\n"
+                  "  namespace: default\nspec:\n  backupRef: example-a8s-postgresq\n"
+                  "  instanceRef: example-a8s-postgresql\n  serviceInstanceType: postgresql\n"
+                  "  compositionRef:\n    name: a8s-restore\n")
+                .exit_code,
+            0);
+  std::string typo;
+  EXPECT_TRUE(Eventually(
+      [&] {
+        typo = Kubectl("app-1",
+                       "get restore typo-restore -o jsonpath='{.status.conditions[?(@.type=="
+                       "\"Ready\")].message}'")
+                   .out;
+        return typo.find(
+                   "there is no Backup default/example-a8s-postgresq (spec.backupName, "
+                   "or spec.backupRef of the claim)") != std::string::npos;
+      },
+      90s))
+      << typo << Diagnostics("app-1");
+  EXPECT_EQ(Kubectl("app-1", "delete restore typo-restore --timeout=60s", 90s).exit_code, 0);
 
   // A claim relying on the XRD's default composition is refused, naming the field to add
   // (upstream's rules read spec.compositionRef.name).
