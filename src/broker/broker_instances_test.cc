@@ -1,5 +1,6 @@
-// The broker over HTTP with real instances: PostgreSQL 15 and Redis 7 from Debian, psql and
-// redis-cli as the clients. Runs as root on CI, so instances run as the `postgres` account.
+// The broker over HTTP with real instances: PostgreSQL 15, Redis 7 and MariaDB 10.11 from
+// Debian, psql, redis-cli and mariadb as the clients. Runs as root on CI, so instances run as the
+// `postgres` account.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -30,6 +31,7 @@ using std::chrono::seconds;
 
 constexpr char kPgService[] = "klutch-a9s-postgresql15";
 constexpr char kKvService[] = "klutch-a9s-keyvalue8";
+constexpr char kMariadbService[] = "klutch-a9s-mariadb106";
 
 class BrokerHarness {
  public:
@@ -802,6 +804,198 @@ TEST(BrokerInstancesTest, CrashedServerIsRestartedAndARestartedBrokerAdoptsItsIn
   // That broker stopped its instances on shutdown.
   EXPECT_TRUE(
       testing::Eventually([&] { return ProcessesMentioning((dir / "i").string()).empty(); }));
+  fs::remove_all(dir);
+}
+
+// The `mariadb` client as a binding uses it: over TCP, TLS verified against the binding's CA
+// unless `tls` is false; the password through the environment. Exit code and trimmed output.
+std::pair<int, std::string> Mariadb(const fs::path& ca, const Json& creds, int port,
+                                    const std::string& sql, bool tls = true) {
+  std::vector<std::string> argv = {"mariadb",    "--no-defaults",
+                                   "--batch",    "--skip-column-names",
+                                   "--host",     creds["host"].get<std::string>(),
+                                   "--port",     std::to_string(port),
+                                   "--user",     creds["username"].get<std::string>(),
+                                   "--database", creds["name"].get<std::string>(),
+                                   "--execute",  sql};
+  if (tls) {
+    argv.insert(argv.end(), {"--ssl", "--ssl-ca", ca.string(), "--ssl-verify-server-cert"});
+  } else {
+    argv.push_back("--skip-ssl");
+  }
+  auto r = core::RunProcess(
+      {.argv = argv, .env = {"MYSQL_PWD=" + creds["password"].get<std::string>()}}, seconds(30));
+  if (!r.ok()) return {-1, r.status().message()};
+  return {r->exit_code, std::string(core::Trim(r->output))};
+}
+
+TEST(BrokerInstancesTest, MariadbLifecycleOverTls) {
+  fs::path dir = NewStateDir("kb");
+  {
+    BrokerHarness h(dir);
+    const std::string id = "mdb-" + core::RandomSuffix(6);
+    const std::string plan = "klutch-mariadb-single-nano-ssl";
+    ASSERT_EQ(h.Provision("mariadb", id, kMariadbService, plan,
+                          {{"binlog_expire_days", 1},
+                           {"databases", {"db1", "db2"}},
+                           {"grant_performance_schema_permissions", true}}),
+              "succeeded");
+    // The service's name asks for 10.6; what runs says so.
+    auto doc = BrokerHarness::Body(h.Call("mariadb", "GET", "/instances/" + id, {}, true, false));
+    EXPECT_NE(machinery::GetString(doc, {"served_by"}).find("MariaDB 10.11"), std::string::npos)
+        << doc;
+
+    Json c = h.Bind("mariadb", id, "b1", kMariadbService, plan);
+    std::set<std::string> keys;
+    for (const auto& [k, v] : c.items()) keys.insert(k);
+    EXPECT_EQ(keys, (std::set<std::string>{"cacrt", "host", "hosts", "name", "password", "port",
+                                           "uri", "username"}));
+    fs::path ca = dir / "client-ca.crt";
+    ASSERT_TRUE(core::WriteFileAtomic(ca, c["cacrt"].get<std::string>()).ok());
+    const int port = c["port"].get<int>();
+    auto sql = [&](const std::string& q) {
+      auto [code, out] = Mariadb(ca, c, port, q);
+      EXPECT_EQ(code, 0) << q << ": " << out;
+      return out;
+    };
+    sql("CREATE TABLE items (id int primary key, name text); "
+        "INSERT INTO items VALUES (1,'a'),(2,'b'),(3,'c')");
+    sql("CREATE TABLE db1.notes (id int primary key); INSERT INTO db1.notes VALUES (7)");
+    EXPECT_EQ(sql("SELECT CAST(@@expire_logs_days AS UNSIGNED)"), "1");
+    EXPECT_EQ(sql("SELECT @@innodb_buffer_pool_size"), std::to_string(32 << 20));
+    // performance_schema itself is off (MariaDB's default); the grant is there for when it is on.
+    EXPECT_NE(sql("SHOW GRANTS").find("GRANT SELECT ON `performance_schema`.*"), std::string::npos);
+    // TLS is required; a binding has no global privileges and no other database.
+    EXPECT_NE(Mariadb(ca, c, port, "SELECT 1", false).first, 0);
+    EXPECT_NE(Mariadb(ca, c, port, "SELECT count(*) FROM mysql.user").first, 0);
+    EXPECT_NE(Mariadb(ca, c, port, "CREATE DATABASE other").first, 0);
+
+    // Backup, change, restore: what the backup holds is back, what came after is gone.
+    auto backup =
+        h.Call("mariadb-backup-manager", "POST", "/instances/" + id + "/backups", {}, true, false);
+    ASSERT_EQ(backup.status, 201) << backup.body;
+    int64_t backup_id = BrokerHarness::Body(backup)["id"].template get<int64_t>();
+    ASSERT_TRUE(
+        testing::Eventually([&] { return h.BackupStatus("mariadb", id, backup_id) == "done"; }));
+    sql("DELETE FROM items WHERE id > 1; CREATE TABLE later (x int); DELETE FROM db1.notes");
+    auto restore =
+        h.Call("mariadb-backup-manager", "POST",
+               fmt::format("/instances/{}/backups/{}/restore", id, backup_id), {}, true, false);
+    ASSERT_EQ(restore.status, 202) << restore.body;
+    int64_t restore_id = BrokerHarness::Body(restore)["id"].template get<int64_t>();
+    ASSERT_TRUE(testing::Eventually([&] {
+      std::string s = h.RestoreStatus("mariadb", id, restore_id);
+      EXPECT_NE(s, "failed");
+      return s == "done";
+    }));
+    EXPECT_EQ(sql("SELECT group_concat(name ORDER BY id) FROM items"), "a,b,c");
+    EXPECT_EQ(sql("SELECT count(*) FROM db1.notes"), "1");
+    EXPECT_EQ(sql("SELECT count(*) FROM information_schema.tables WHERE table_name = 'later'"),
+              "0");
+
+    // To a cluster plan: two replicas with the data and the binding, following the primary.
+    auto update =
+        h.Call("mariadb", "PATCH", "/v2/service_instances/" + id + "?accepts_incomplete=true",
+               machinery::Dump(Json{{"service_id", kMariadbService},
+                                    {"plan_id", "klutch-mariadb-cluster-small-ssl"},
+                                    {"parameters", {{"binlog_expire_days", nullptr}}}}));
+    ASSERT_EQ(update.status, 202) << update.body;
+    EXPECT_EQ(h.WaitOperation("mariadb", id,
+                              machinery::GetString(BrokerHarness::Body(update), {"operation"})),
+              "succeeded");
+    EXPECT_EQ(sql("SELECT CAST(@@expire_logs_days AS UNSIGNED)"), "0");
+    EXPECT_EQ(sql("SELECT @@innodb_buffer_pool_size"), std::to_string(128 << 20));
+    sql("INSERT INTO items VALUES (4,'d')");
+    doc = BrokerHarness::Body(h.Call("mariadb", "GET", "/instances/" + id, {}, true, false));
+    ASSERT_EQ(doc["vm_details"].size(), 3u) << doc;
+    for (int node = 1; node < 3; ++node) {
+      const int replica = doc["vm_details"][node]["port"].get<int>();
+      ASSERT_TRUE(testing::Eventually([&] {
+        return Mariadb(ca, c, replica, "SELECT count(*) FROM items").second == "4";
+      })) << "replica "
+          << node;
+      EXPECT_NE(Mariadb(ca, c, replica, "INSERT INTO items VALUES (5,'e')").first, 0);
+    }
+    // Back to a single server is refused and changes nothing.
+    auto down =
+        h.Call("mariadb", "PATCH", "/v2/service_instances/" + id + "?accepts_incomplete=true",
+               machinery::Dump(Json{{"service_id", kMariadbService},
+                                    {"plan_id", "klutch-mariadb-single-small-ssl"}}));
+    EXPECT_EQ(down.status, 400) << down.body;
+
+    // Unbind: the account is gone on every node.
+    auto unbind =
+        h.Call("mariadb", "DELETE",
+               "/v2/service_instances/" + id + "/service_bindings/b1?service_id=s&plan_id=p");
+    EXPECT_EQ(unbind.status, 200) << unbind.body;
+    EXPECT_NE(Mariadb(ca, c, port, "SELECT 1").first, 0);
+    EXPECT_NE(Mariadb(ca, c, doc["vm_details"][1]["port"].get<int>(), "SELECT 1").first, 0);
+
+    // Deprovision: no process, no file.
+    fs::path instance_dir = dir / "i" / std::to_string(doc["id"].get<int64_t>());
+    EXPECT_EQ(ProcessesMentioning(instance_dir.string()).size(), 3u);
+    auto del = h.Call("mariadb", "DELETE",
+                      "/v2/service_instances/" + id + "?service_id=" + kMariadbService +
+                          "&plan_id=p&accepts_incomplete=true");
+    ASSERT_EQ(del.status, 202);
+    EXPECT_EQ(h.WaitOperation("mariadb", id,
+                              machinery::GetString(BrokerHarness::Body(del), {"operation"})),
+              "gone");
+    EXPECT_FALSE(fs::exists(instance_dir));
+    EXPECT_TRUE(ProcessesMentioning(instance_dir.string()).empty());
+  }
+  fs::remove_all(dir);
+}
+
+TEST(BrokerInstancesTest, MariadbRefusesWhatTheServerWouldAndChangesNothing) {
+  fs::path dir = NewStateDir("kb");
+  {
+    BrokerHarness h(dir);
+    auto provision = [&](const std::string& id, const std::string& plan, Json parameters) {
+      return h.Call("mariadb", "PUT", "/v2/service_instances/" + id + "?accepts_incomplete=true",
+                    machinery::Dump(Json{{"service_id", kMariadbService},
+                                         {"plan_id", plan},
+                                         {"organization_guid", "org"},
+                                         {"space_guid", "space"},
+                                         {"parameters", parameters}}));
+    };
+    for (const auto& [parameters, field] : std::vector<std::pair<Json, std::string>>{
+             {{{"binlog_expire_days", 100}}, "binlog_expire_days"},
+             {{{"binlog_expire_days", "7\ninit-file=/etc/passwd"}}, "binlog_expire_days"},
+             {{{"databases", {"db1", "x`; DROP DATABASE mysql; --"}}}, "databases"},
+             {{{"databases", {"MySQL"}}}, "databases"},
+             {{{"grant_performance_schema_permissions", "yes please"}},
+              "grant_performance_schema_permissions"},
+             {{{"innodb_buffer_pool_size", "64G"}}, "innodb_buffer_pool_size"}}) {
+      auto r = provision("bad", "klutch-mariadb-single-nano", parameters);
+      EXPECT_EQ(r.status, 400) << parameters;
+      EXPECT_NE(r.body.find(field), std::string::npos) << r.body;
+    }
+    EXPECT_FALSE(fs::exists(dir / "i" / "1"));
+    // a9s-mariadb1011 has TLS plans only, as upstream's XRD says.
+    auto r = h.Call("mariadb", "GET", "/v2/catalog");
+    for (const Json& s : BrokerHarness::Body(r)["services"]) {
+      if (s["name"] != "a9s-mariadb1011") continue;
+      for (const Json& p : s["plans"]) {
+        EXPECT_TRUE(p["name"].get<std::string>().ends_with("-ssl")) << p["name"];
+      }
+    }
+    // An update the server would refuse leaves the running instance as it was.
+    const std::string id = "mdb-" + core::RandomSuffix(6);
+    ASSERT_EQ(h.Provision("mariadb", id, kMariadbService, "klutch-mariadb-single-nano",
+                          {{"binlog_expire_days", 3}}),
+              "succeeded");
+    auto bad =
+        h.Call("mariadb", "PATCH", "/v2/service_instances/" + id + "?accepts_incomplete=true",
+               machinery::Dump(Json{{"service_id", kMariadbService},
+                                    {"parameters", {{"binlog_expire_days", 0}}}}));
+    EXPECT_EQ(bad.status, 400) << bad.body;
+    Json c = h.Bind("mariadb", id, "b1", kMariadbService, "klutch-mariadb-single-nano");
+    auto [code, out] =
+        Mariadb({}, c, c["port"].get<int>(), "SELECT CAST(@@expire_logs_days AS UNSIGNED)", false);
+    EXPECT_EQ(code, 0) << out;
+    EXPECT_EQ(out, "3");
+  }
   fs::remove_all(dir);
 }
 

@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "broker/catalog.h"
 #include "broker/osb.h"
@@ -10,6 +11,7 @@
 #include "broker/state_dir.h"
 #include "core/file.h"
 #include "core/random.h"
+#include "machinery/object.h"
 
 namespace klutch::broker {
 namespace {
@@ -42,8 +44,25 @@ TEST(CatalogTest, OffersWhatTheXrdsAllowAndRunsHere) {
   EXPECT_EQ(kv[0]->name, "a9s-keyvalue8");
   EXPECT_NE(kv[0]->description.find("Redis 7"), std::string::npos);
   for (const auto& p : kv[0]->plans) EXPECT_TRUE(p.limits.tls) << p.name;
-  EXPECT_EQ(ServicesOfType("").size(), 2u);
-  EXPECT_FALSE(KnownType("mariadb"));
+  // MariaDB: both of Klutch's service names, served by 10.11 and saying so where the name
+  // asks for another version; a9s-mariadb1011 has TLS plans only, as upstream's XRD says.
+  auto mariadb = ServicesOfType("mariadb");
+  ASSERT_EQ(mariadb.size(), 2u);
+  EXPECT_EQ(mariadb[0]->name, "a9s-mariadb106");
+  EXPECT_NE(mariadb[0]->served_by.find("MariaDB 10.11"), std::string::npos);
+  EXPECT_EQ(mariadb[0]->plans.size(), 10u);
+  EXPECT_EQ(mariadb[1]->name, "a9s-mariadb1011");
+  EXPECT_TRUE(mariadb[1]->served_by.empty());
+  EXPECT_EQ(mariadb[1]->plans.size(), 5u);
+  std::set<std::string> plan_ids;
+  for (const Service* s : ServicesOfType("")) {
+    for (const auto& p : s->plans) {
+      EXPECT_TRUE(plan_ids.insert(p.id).second) << "plan id " << p.id << " is not unique";
+    }
+  }
+  for (const auto& p : mariadb[1]->plans) EXPECT_TRUE(p.limits.tls) << p.name;
+  EXPECT_EQ(ServicesOfType("").size(), 4u);
+  EXPECT_FALSE(KnownType("mongodb"));
   EXPECT_TRUE(KnownType("keyvalue"));
 }
 
@@ -68,7 +87,11 @@ TEST(CatalogTest, CatalogDocumentHasTheOsbShape) {
   for (const auto& p : s["plans"]) {
     for (const char* k : {"id", "name", "description"}) EXPECT_TRUE(p.contains(k)) << k;
   }
-  EXPECT_EQ(CatalogJson("")["services"].size(), 2u);
+  EXPECT_EQ(CatalogJson("")["services"].size(), 4u);
+  // What serves a name that promises another version is in the service's metadata.
+  EXPECT_NE(machinery::GetString(CatalogJson("mariadb")["services"][0], {"metadata", "servedBy"})
+                .find("this machine has no MariaDB 10.6"),
+            std::string::npos);
 }
 
 TEST(CatalogTest, PlanChangeRules) {
@@ -90,6 +113,16 @@ TEST(CatalogTest, PlanChangeRules) {
                   .ok());
   EXPECT_FALSE(CheckPlanChange(kv, PlanNamed(kv, "keyvalue-single-small-ssl"),
                                PlanNamed(kv, "keyvalue-replica-small-ssl"))
+                   .ok());
+  const Service& mdb = *ServicesOfType("mariadb")[0];
+  EXPECT_TRUE(CheckPlanChange(mdb, PlanNamed(mdb, "mariadb-single-nano-ssl"),
+                              PlanNamed(mdb, "mariadb-cluster-small-ssl"))
+                  .ok());
+  EXPECT_FALSE(CheckPlanChange(mdb, PlanNamed(mdb, "mariadb-cluster-small"),
+                               PlanNamed(mdb, "mariadb-single-big"))
+                   .ok());
+  EXPECT_FALSE(CheckPlanChange(mdb, PlanNamed(mdb, "mariadb-single-nano"),
+                               PlanNamed(mdb, "mariadb-single-nano-ssl"))
                    .ok());
 }
 

@@ -49,6 +49,13 @@ Plan MakePlan(Engine engine, std::string prefix, std::string_view topology, std:
         fmt::format("PostgreSQL 15, {}; shared_buffers {} MB, max_connections {}, {} GiB disk{}",
                     plan.limits.nodes == 1 ? "one server" : "a primary with two streaming standbys",
                     row.shared_buffers_mb, row.max_connections, row.quota_gib, tls ? ", TLS" : "");
+  } else if (engine == Engine::kMariadb) {
+    plan.limits.shared_buffers_mb = row.shared_buffers_mb;  // innodb_buffer_pool_size
+    plan.limits.max_connections = row.max_connections;
+    plan.description = fmt::format(
+        "MariaDB 10.11, {}; innodb_buffer_pool_size {} MB, max_connections {}, {} GiB disk{}",
+        plan.limits.nodes == 1 ? "one server" : "a primary with two replicas (GTID replication)",
+        row.shared_buffers_mb, row.max_connections, row.quota_gib, tls ? ", TLS" : "");
   } else {
     plan.limits.maxmemory_mb = row.maxmemory_mb;
     plan.limits.max_connections = row.maxclients;
@@ -96,7 +103,34 @@ std::vector<Service> BuildServices() {
                                 {"replica", "big"}}) {
     kv.plans.push_back(MakePlan(Engine::kRedis, "keyvalue", topology, size, true));
   }
-  return {pg, kv};
+  // Debian 12 ships MariaDB 10.11 only: both of Klutch's service names run it, and say so.
+  Service mariadb106;
+  mariadb106.id = "klutch-a9s-mariadb106";
+  mariadb106.name = "a9s-mariadb106";
+  mariadb106.type = "mariadb";
+  mariadb106.engine = Engine::kMariadb;
+  mariadb106.new_engine = &engines::NewMariadbService;
+  mariadb106.served_by =
+      "MariaDB 10.11 (Debian's mariadb-server) serves a9s-mariadb106: this machine has no "
+      "MariaDB 10.6; 10.11 reads what 10.6 wrote, its SQL is a superset";
+  mariadb106.description = mariadb106.served_by;
+  for (bool tls : {false, true}) {
+    for (auto [topology, size] : {std::pair{"single", "nano"},
+                                  {"single", "small"},
+                                  {"single", "big"},
+                                  {"cluster", "small"},
+                                  {"cluster", "big"}}) {
+      mariadb106.plans.push_back(MakePlan(Engine::kMariadb, "mariadb", topology, size, tls));
+    }
+  }
+  Service mariadb1011 = mariadb106;
+  mariadb1011.id = "klutch-a9s-mariadb1011";
+  mariadb1011.name = "a9s-mariadb1011";
+  mariadb1011.served_by = "";
+  mariadb1011.description = "MariaDB 10.11 (Debian's mariadb-server); TLS plans only";
+  std::erase_if(mariadb1011.plans, [](const Plan& p) { return !p.limits.tls; });
+  for (Plan& p : mariadb1011.plans) p.id += "-1011";
+  return {pg, kv, mariadb106, mariadb1011};
 }
 
 }  // namespace
@@ -155,7 +189,9 @@ Json CatalogJson(std::string_view type) {
                         {"bindings_retrievable", true},
                         {"plan_updateable", true},
                         {"tags", Json::array({s->type})},
-                        {"metadata", {{"displayName", s->name}}},
+                        {"metadata", s->served_by.empty() ? Json{{"displayName", s->name}}
+                                                          : Json{{"displayName", s->name},
+                                                                 {"servedBy", s->served_by}}},
                         {"plans", plans}});
   }
   return {{"services", services}};

@@ -1,6 +1,6 @@
-// The services and plans `klutch broker` offers: what really runs here (PostgreSQL 15 and
-// Redis 7 from Debian), under the service and plan names Klutch's XRDs allow, each plan's size
-// mapped to real server limits. Pure data plus the plan-change rules; thread-safe.
+// The services and plans `klutch broker` offers: what really runs here (PostgreSQL 15,
+// Redis 7 and MariaDB 10.11 from Debian), under the service and plan names Klutch's XRDs allow,
+// each plan's size mapped to real server limits. Pure data plus the plan-change rules; thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -22,7 +22,7 @@ namespace klutch::broker {
 
 using machinery::Json;
 
-enum class Engine { kPostgresql, kRedis };
+enum class Engine { kPostgresql, kRedis, kMariadb };
 
 // Makes the engine that runs a service's instances (NewPostgresService, ... in
 // engines/data_service.h).
@@ -39,7 +39,10 @@ struct Plan {
 
 struct Service {
   std::string id;
-  std::string name;  // a9s-postgresql15, a9s-keyvalue8
+  std::string name;  // a9s-postgresql15, a9s-keyvalue8, a9s-mariadb106
+  // What serves the name here when it promises another version ("MariaDB 10.11 serves
+  // a9s-mariadb106, ..."): shown on the instance and its claim; "" when the name is exact.
+  std::string served_by;
   std::string type;  // the data-service type of Klutch's ProviderConfig names: postgresql, keyvalue
   std::string description;
   Engine engine = Engine::kPostgresql;
@@ -60,8 +63,8 @@ bool KnownType(std::string_view type);
 Json CatalogJson(std::string_view type);
 
 // The rules of a plan update (data-services §3.3, as the broker enforces them): sizes never
-// shrink; PostgreSQL may go from single to replica, never back; KeyValue keeps its topology;
-// the TLS flag never changes. kInvalid with the reason otherwise.
+// shrink; PostgreSQL and MariaDB may go from single to replica (cluster), never back;
+// KeyValue keeps its topology; the TLS flag never changes. kInvalid with the reason otherwise.
 core::Status CheckPlanChange(const Service& service, const Plan& from, const Plan& to);
 
 }  // namespace klutch::broker

@@ -179,7 +179,10 @@ Json OsbApi::InstanceDoc(const InstanceView& view) const {
   for (size_t i = 0; i < rec.ports.size(); ++i) {
     vm.push_back({{"node", i}, {"host", registry_.options().engine.host}, {"port", rec.ports[i]}});
   }
+  const Service* service = FindService(rec.service_id);
   return {{"id", rec.number},
+          // Klutch's addition: what runs here when the service's name promises another version.
+          {"served_by", service != nullptr ? service->served_by : ""},
           {"plan_guid", rec.plan_id},
           {"service_guid", rec.service_id},
           {"context",

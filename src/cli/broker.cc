@@ -90,6 +90,10 @@ void AddBrokerFlags(CLI::App* cmd, BrokerFlags& f) {
       ->capture_default_str();
   cmd->add_option("--redis-server", f.redis_server, "The redis-server binary")
       ->capture_default_str();
+  cmd->add_option("--mariadbd", f.mariadbd, "The mariadbd binary")->capture_default_str();
+  cmd->add_option("--mariadb-bin-dir", f.mariadb_bin_dir,
+                  "Where mariadb-install-db, mariadb and mariadb-dump are")
+      ->capture_default_str();
   cmd->add_option("--credentials-secrets-kubeconfig", f.secrets_kubeconfig,
                   "Publish the basic-auth credentials as Secrets <type>-service-broker-credentials "
                   "and <type>-backup-manager-credentials on this cluster");
@@ -117,6 +121,8 @@ int RunBroker(const BrokerFlags& f) {
   options.max_disk_per_instance = f.max_disk_per_instance_mib * 1024 * 1024;
   options.engine.postgres_bin = f.postgres_bin_dir;
   options.engine.redis_server = f.redis_server;
+  options.engine.mariadbd = f.mariadbd;
+  options.engine.mariadb_bin = f.mariadb_bin_dir;
   if (auto s = PrepareEngineUser(f.run_as, options.state_dir, options.engine); !s.ok()) {
     return Fail("klutch broker", s.message());
   }

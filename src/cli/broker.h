@@ -20,6 +20,8 @@ struct BrokerFlags {
   int64_t max_disk_per_instance_mib = 0;
   std::string postgres_bin_dir = "/usr/lib/postgresql/15/bin";
   std::string redis_server = "/usr/bin/redis-server";
+  std::string mariadbd = "/usr/sbin/mariadbd";
+  std::string mariadb_bin_dir = "/usr/bin";
   // Publishes the basic-auth credentials of every base path as Secrets
   // `<type>-service-broker-credentials` / `<type>-backup-manager-credentials` (keys username,
   // password) in this namespace of the cluster the kubeconfig names.

@@ -1,6 +1,6 @@
 // DataService: the data-service engines behind `klutch broker` and `klutch operator`: how an
-// instance of PostgreSQL or Redis is created, changed, bound, backed up and restored on this
-// machine. Engines run blocking commands (initdb, pg_basebackup, pg_dump, SQL and RESP
+// instance of PostgreSQL, Redis or MariaDB is created, changed, bound, backed up and restored on
+// this machine. Engines run blocking commands (initdb, pg_basebackup, pg_dump, SQL and RESP
 // administration) and are called from their owner's workers, one operation per instance at a
 // time.
 #pragma once
@@ -10,10 +10,12 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "core/process.h"
 #include "core/status.h"
+#include "core/sync.h"
 #include "engines/instance.h"
 #include "engines/node_runner.h"
 #include "engines/resource_limits.h"
@@ -41,6 +43,9 @@ struct EngineContext {
   std::optional<core::UserIds> user;  // instances run as this account (required as root)
   std::filesystem::path postgres_bin = "/usr/lib/postgresql/15/bin";
   std::filesystem::path redis_server = "/usr/bin/redis-server";
+  // MariaDB's server, and the directory of mariadb-install-db, mariadb and mariadb-dump.
+  std::filesystem::path mariadbd = "/usr/sbin/mariadbd";
+  std::filesystem::path mariadb_bin = "/usr/bin";
   std::string host = "127.0.0.1";  // where instances listen (loopback only)
   std::string ca_pem;              // the owner's CA, for TLS plans
   std::string ca_key_pem;
@@ -120,6 +125,39 @@ class DataService {
 
 std::unique_ptr<DataService> NewPostgresService(const EngineContext& context);
 std::unique_ptr<DataService> NewRedisService(const EngineContext& context);
+std::unique_ptr<DataService> NewMariadbService(const EngineContext& context);
+
+// The instances an operation of this process works on (a restore under way), so that
+// EnforceQuota, which also finishes what an operation of an earlier process left midway, leaves
+// them alone. Thread-safe.
+class ActiveInstances {
+ public:
+  class Guard {
+   public:
+    Guard(ActiveInstances& set, std::string id) : set_(set), id_(std::move(id)) {
+      core::MutexLock lock(set_.mu_);
+      set_.ids_.insert(id_);
+    }
+    ~Guard() {
+      core::MutexLock lock(set_.mu_);
+      set_.ids_.erase(id_);
+    }
+    Guard(const Guard&) = delete;
+    Guard& operator=(const Guard&) = delete;
+
+   private:
+    ActiveInstances& set_;
+    std::string id_;
+  };
+  bool Contains(const std::string& id) const {
+    core::MutexLock lock(mu_);
+    return ids_.contains(id);
+  }
+
+ private:
+  mutable core::Mutex mu_;
+  std::set<std::string> ids_ GUARDED_BY(mu_);
+};
 
 // Helpers shared by the engines.
 // Chowns `path` (recursively) to the engine user, when there is one.

@@ -865,7 +865,7 @@ class PostgresService final : public DataService {
     KLUTCH_ASSIGN_OR_RETURN(auto conn, Connect(in, in.primary, "postgres", sslmode));
     const std::string owner = conn.Ident(OwnerRole(in));
     // EnforceQuota leaves the database closed while this runs (also beside a bind).
-    RestoringGuard restoring(*this, in.id);
+    ActiveInstances::Guard restoring(restoring_, in.id);
 
     const fs::path closed = ctx_.InstanceDir(in.number) / "closed-for-restore";
     KLUTCH_RETURN_IF_ERROR(core::WriteFileAtomic(closed, ""));
@@ -918,7 +918,8 @@ class PostgresService final : public DataService {
   }
 
   std::string EnforceQuota(const Instance& in, const PlanLimits& plan) override {
-    if (fs::exists(ctx_.InstanceDir(in.number) / "closed-for-restore") && !Restoring(in.id)) {
+    if (fs::exists(ctx_.InstanceDir(in.number) / "closed-for-restore") &&
+        !restoring_.Contains(in.id)) {
       if (auto opened = ReopenAfterRestore(in, SslMode(plan)); !opened.ok()) {
         KLUTCH_LOG(kWarn, "engines", "reopening database {} after an interrupted restore: {}",
                    in.database, opened.message());
@@ -969,30 +970,6 @@ class PostgresService final : public DataService {
   }
 
  private:
-  // Instances a Restore of this process runs on.
-  class RestoringGuard {
-   public:
-    RestoringGuard(PostgresService& service, std::string id)
-        : service_(service), id_(std::move(id)) {
-      core::MutexLock lock(service_.restoring_mu_);
-      service_.restoring_.insert(id_);
-    }
-    ~RestoringGuard() {
-      core::MutexLock lock(service_.restoring_mu_);
-      service_.restoring_.erase(id_);
-    }
-    RestoringGuard(const RestoringGuard&) = delete;
-    RestoringGuard& operator=(const RestoringGuard&) = delete;
-
-   private:
-    PostgresService& service_;
-    std::string id_;
-  };
-  bool Restoring(const std::string& id) {
-    core::MutexLock lock(restoring_mu_);
-    return restoring_.contains(id);
-  }
-
   core::Result<PgConnection> Connect(const Instance& in, int node, const std::string& db,
                                      std::string_view sslmode) const {
     return PgConnection::Open(ctx_.host, in.ports[static_cast<size_t>(node)], in.admin_password, db,
@@ -1198,8 +1175,7 @@ class PostgresService final : public DataService {
   }
 
   EngineContext ctx_;
-  core::Mutex restoring_mu_;
-  std::set<std::string> restoring_ GUARDED_BY(restoring_mu_);
+  ActiveInstances restoring_;  // instances a Restore of this process runs on
 };
 
 }  // namespace

@@ -607,5 +607,119 @@ spec:
   EXPECT_EQ(BackupFiles(), 0);
 }
 
+// MariaDB through the whole Control Plane: claim, binding Secret with upstream's keys, the
+// mariadb client over TLS, Backup; then a Restore whose broker is killed while it loads the
+// backup: the next broker resumes it from the data as it was before (its safety dump), and it
+// ends with the backup's data and the binding unlocked; deleting everything leaves nothing.
+TEST_F(DataServicesE2eTest, MariadbRestoreKilledMidwayIsUndoneOnRestart) {
+  fs::path claims = Write("mdb.yaml", R"(apiVersion: anynines.com/v1
+kind: MariadbInstance
+metadata:
+  name: mdb
+  namespace: default
+spec:
+  service: a9s-mariadb1011
+  plan: mariadb-single-nano-ssl
+  parameters:
+    databases: [db1]
+  compositionRef:
+    name: a9s-mariadb
+---
+apiVersion: anynines.com/v1
+kind: ServiceBinding
+metadata:
+  name: mdb-sb
+  namespace: default
+spec:
+  instanceRef: mdb
+  serviceInstanceType: mariadb
+  compositionRef:
+    name: a9s-servicebinding
+)");
+  ASSERT_TRUE(Run("apply -f " + claims.string()));
+  ASSERT_TRUE(WaitReady("mariadbinstance/mdb -n default"));
+  ASSERT_TRUE(Eventually([&] { return !SecretData("default", "mdb-sb-creds").empty(); }, 120s));
+  auto creds = SecretData("default", "mdb-sb-creds");
+  EXPECT_EQ(Keys(creds), (std::set<std::string>{"cacrt", "host", "hosts", "name", "password",
+                                                "port", "uri", "username"}));
+  fs::path ca = Write("mdb-ca.crt", creds["cacrt"]);
+  auto sql = [&](const std::string& q) {
+    auto r =
+        core::RunProcess({.argv = {"mariadb", "--no-defaults", "--batch", "--skip-column-names",
+                                   "--ssl", "--ssl-ca", ca.string(), "--ssl-verify-server-cert",
+                                   "--host", creds["host"], "--port", creds["port"], "--user",
+                                   creds["username"], "--database", creds["name"], "--execute", q},
+                          .env = {"MYSQL_PWD=" + creds["password"]}},
+                         30s);
+    return r.ok() && r->exit_code == 0 ? std::string(core::Trim(r->output))
+                                       : "error: " + (r.ok() ? r->output : r.status().message());
+  };
+  ASSERT_EQ(sql("CREATE TABLE items (id INT PRIMARY KEY); INSERT INTO items VALUES (1), (2); "
+                "CREATE TABLE db1.notes (id INT PRIMARY KEY); INSERT INTO db1.notes VALUES (7); "
+                "SELECT COUNT(*) FROM items"),
+            "2");
+  fs::path backup = Write("mdb-backup.yaml", R"(apiVersion: anynines.com/v1
+kind: Backup
+metadata:
+  name: mdb-bk
+  namespace: default
+spec:
+  instanceRef: mdb
+  serviceInstanceType: mariadb
+  compositionRef:
+    name: a9s-backup
+)");
+  ASSERT_TRUE(Run("apply -f " + backup.string()));
+  ASSERT_TRUE(WaitReady("backup/mdb-bk -n default"));
+  ASSERT_EQ(sql("DELETE FROM items WHERE id = 2; INSERT INTO db1.notes VALUES (8); "
+                "SELECT COUNT(*) FROM items"),
+            "1");
+
+  // The administrator's READ lock on db1.notes lets the safety dump read it but holds the
+  // restore's DROP DATABASE db1 back: the restore stops midway, its own database replaced.
+  fs::path instance;
+  for (const auto& e : fs::directory_iterator(BrokerState() / "i")) {
+    if (fs::exists(e.path() / "n0" / "my.cnf")) instance = e.path();
+  }
+  ASSERT_FALSE(instance.empty());
+  auto locker = core::SpawnProcess(
+      {.argv = {"mariadb", "--defaults-file=" + (instance / "n0" / "client.cnf").string(),
+                "--execute", "LOCK TABLES db1.notes READ; SELECT SLEEP(60);"}});
+  ASSERT_TRUE(locker.ok());
+  auto restore = [&](const std::string& name) {
+    return Write(name + ".yaml", fmt::format(R"(apiVersion: anynines.com/v1
+kind: Restore
+metadata:
+  name: {}
+  namespace: default
+spec:
+  backupRef: mdb-bk
+  serviceInstanceType: mariadb
+  compositionRef:
+    name: a9s-restore
+)",
+                                             name));
+  };
+  ASSERT_TRUE(Run("apply -f " + restore("mdb-rs").string()));
+  ASSERT_TRUE(Eventually([&] { return fs::exists(instance / "restore-safety.sql"); }, 120s))
+      << BrokerLog();
+  suite->cp->KillBroker();
+  core::StopProcess(*locker, 10s);
+  // The next broker resumes the restore from the data as it was before it: it ends with the
+  // backup's data and the binding unlocked.
+  RestartBroker();
+  ASSERT_TRUE(WaitReady("restore/mdb-rs -n default"));
+  EXPECT_EQ(sql("SELECT COUNT(*) FROM items"), "2");
+  EXPECT_EQ(sql("SELECT GROUP_CONCAT(id ORDER BY id) FROM db1.notes"), "7");
+  EXPECT_FALSE(fs::exists(instance / "restore-safety.sql"));
+  EXPECT_FALSE(fs::exists(instance / "locked-for-restore"));
+
+  ASSERT_TRUE(
+      Run("delete restore/mdb-rs backup/mdb-bk servicebinding/mdb-sb "
+          "mariadbinstance/mdb -n default --timeout=180s"));
+  EXPECT_TRUE(Eventually([&] { return !fs::exists(instance) && ServerProcesses().empty(); }, 120s))
+      << BrokerLog();
+}
+
 }  // namespace
 }  // namespace klutch::testing

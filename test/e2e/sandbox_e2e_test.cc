@@ -386,6 +386,32 @@ class SandboxE2eTest : public ::testing::Test {
                : std::string();
   }
 
+  // Runs the README's block after `<!-- sandbox_e2e_test: <marker>` (its first sh block) as
+  // written, in App Cluster 1, from a directory of its own; `expect` must be in it.
+  static CommandResult RunReadmeBlock(const std::string& marker, const std::string& expect) {
+    std::string readme = Read(fs::path(KLUTCH_SOURCE_DIR) / "README.md");
+    size_t at = readme.find("<!-- sandbox_e2e_test: " + marker);
+    size_t begin = at == std::string::npos ? at : readme.find("```sh\n", at);
+    size_t end = begin == std::string::npos ? begin : readme.find("\n```", begin + 6);
+    if (end == std::string::npos) {
+      return CommandResult{.exit_code = -1,
+                           .err = "README.md lost its " + marker + " section's marker or block"};
+    }
+    std::string commands = readme.substr(begin + 6, end - begin - 6);
+    if (commands.find(expect) == std::string::npos) {
+      return CommandResult{.exit_code = -1, .err = "no " + expect + " in:\n" + commands};
+    }
+    fs::path cwd = dir_->path() / ("readme-" + marker);
+    fs::create_directories(cwd);
+    CommandResult r = RunShell("set -e\n" + commands,
+                               {{"KUBECONFIG", Kubeconfig("app-1").string()},
+                                {"HOME", dir_->path().string()},
+                                {"PATH", kBin.string() + ":/usr/bin:/bin"}},
+                               cwd, 300s);
+    if (r.exit_code != 0) r.err = commands + "\n--- err:\n" + r.err;
+    return r;
+  }
+
   // Command lines of the processes `pattern` (pgrep -f) matches; "" when none runs. A
   // bracketed first letter keeps pgrep's own shell out of the match.
   static std::string Running(const std::string& pattern) {
@@ -699,26 +725,8 @@ TEST_F(SandboxE2eTest, A1d_UpstreamsA8sExamplesEndInDatabasesServedByTheOperator
 // as written in App Cluster 1: the claim, the binding, and redis-cli over TLS with the
 // binding's Secret. A changed key, flag or name in the README fails here.
 TEST_F(SandboxE2eTest, A1c_TheReadmesKeyValueCommandsReachValkeyOverTls) {
-  std::string readme = Read(fs::path(KLUTCH_SOURCE_DIR) / "README.md");
-  size_t marker = readme.find("<!-- sandbox_e2e_test: keyvalue");
-  ASSERT_NE(marker, std::string::npos) << "README.md lost its KeyValue section's marker";
-  size_t begin = readme.find("```sh\n", marker);
-  ASSERT_NE(begin, std::string::npos);
-  begin += 6;
-  size_t end = readme.find("\n```", begin);
-  ASSERT_NE(end, std::string::npos);
-  std::string commands = readme.substr(begin, end - begin);
-  ASSERT_NE(commands.find("redis-cli --tls --cacert"), std::string::npos) << commands;
-  fs::path cwd = dir_->path() / "readme-keyvalue";
-  fs::create_directories(cwd);
-  CommandResult r = RunShell("set -e\n" + commands,
-                             {{"KUBECONFIG", Kubeconfig("app-1").string()},
-                              {"HOME", dir_->path().string()},
-                              {"PATH", kBin.string() + ":/usr/bin:/bin"}},
-                             cwd, 300s);
-  ASSERT_EQ(r.exit_code, 0) << commands << "\n--- out:\n"
-                            << r.out << "\n--- err:\n"
-                            << r.err << Diagnostics("app-1");
+  CommandResult r = RunReadmeBlock("keyvalue", "redis-cli --tls --cacert");
+  ASSERT_EQ(r.exit_code, 0) << r.out << "\n--- err:\n" << r.err << Diagnostics("app-1");
   EXPECT_TRUE(std::string(core::Trim(r.out)).ends_with("OK\nhello")) << r.out;
   // The binding Secret's keys are the ones the README names.
   CommandResult keys = Kubectl("app-1",
@@ -732,6 +740,70 @@ TEST_F(SandboxE2eTest, A1c_TheReadmesKeyValueCommandsReachValkeyOverTls) {
                     150s)
                 .exit_code,
             0);
+}
+
+// The README's MariaDB section (upstream's example claim and binding, the mariadb client over
+// TLS), then upstream's Backup and Restore examples bring a deleted row back, and deleting the
+// claims leaves no instance, process or file in the broker.
+TEST_F(SandboxE2eTest, A1e_UpstreamsMariadbExamplesFromClaimToRestoreAndNothingLeft) {
+  ASSERT_TRUE(start_error_.empty()) << start_error_;
+  std::set<std::string> before = BrokerInstances("mariadb");
+  CommandResult r = RunReadmeBlock("mariadb", "mariadb --ssl-ca");
+  ASSERT_EQ(r.exit_code, 0) << r.out << "\n--- err:\n" << r.err << Diagnostics("app-1");
+  EXPECT_TRUE(std::string(core::Trim(r.out)).ends_with("2")) << r.out;
+  std::set<std::string> after = BrokerInstances("mariadb");
+  ASSERT_EQ(after.size(), before.size() + 1) << "the claim made no broker instance";
+  // The claim asked for MariaDB 10.6; it says what runs.
+  EXPECT_NE(Kubectl("app-1",
+                    "get mariadbinstance example-a9s-mariadb -o jsonpath='{.status.managed."
+                    "conditions[?(@.type==\"Ready\")].message}'")
+                .out.find("MariaDB 10.11 (Debian's mariadb-server) serves a9s-mariadb106"),
+            std::string::npos);
+  // The binding Secret has exactly the keys of upstream's e2e fixture.
+  CommandResult keys = Kubectl("app-1",
+                               "get secret example-a9s-mariadb-creds -o "
+                               "go-template='{{range $k, $v := .data}}{{$k}} {{end}}'");
+  EXPECT_EQ(core::Trim(keys.out), "cacrt host hosts name password port uri username");
+
+  const fs::path a9s =
+      fs::path(KLUTCH_SHARED_DIR) / "conformance/klutch/crossplane-api/examples/a9s/mariadb";
+  auto mariadb = [&](const std::string& sql) {
+    return RunShell(
+        "creds() { kubectl get secret example-a9s-mariadb-creds -o jsonpath=\"{.data.$1}\" | "
+        "base64 -d; }\nexport MYSQL_PWD=\"$(creds password)\"\n"
+        "mariadb --ssl-ca=example-mariadb-ca.crt --ssl-verify-server-cert -N -h \"$(creds host)\" "
+        "-P \"$(creds port)\" -u \"$(creds username)\" \"$(creds name)\" -e \"$SQL\"",
+        {{"KUBECONFIG", Kubeconfig("app-1").string()}, {"SQL", sql}},
+        dir_->path() / "readme-mariadb", 60s);
+  };
+  auto ready = [&](const std::string& what) {
+    return Kubectl("app-1",
+                   "wait " + what +
+                       " --for=jsonpath='{.status.managed.conditions[?(@.type==\"Ready\")]."
+                       "status}'=True --timeout=180s",
+                   200s);
+  };
+  ASSERT_EQ(Kubectl("app-1", "apply -f " + (a9s / "backup-claim.yaml").string()).exit_code, 0);
+  CommandResult backed_up = ready("backup/example-a9s-mariadb");
+  ASSERT_EQ(backed_up.exit_code, 0) << backed_up.err << Diagnostics("app-1");
+  CommandResult changed = mariadb("DELETE FROM items WHERE id = 2; SELECT COUNT(*) FROM items");
+  ASSERT_EQ(core::Trim(changed.out), "1") << changed.err;
+  ASSERT_EQ(Kubectl("app-1", "apply -f " + (a9s / "restore-claim.yaml").string()).exit_code, 0);
+  CommandResult restored = ready("restore/example-a9s-mariadb");
+  ASSERT_EQ(restored.exit_code, 0) << restored.err << Diagnostics("app-1");
+  EXPECT_EQ(core::Trim(mariadb("SELECT COUNT(*) FROM items").out), "2");
+
+  CommandResult deleted =
+      Kubectl("app-1",
+              "delete restore/example-a9s-mariadb backup/example-a9s-mariadb "
+              "servicebinding/example-a9s-mariadb mariadbinstance/example-a9s-mariadb "
+              "--wait=true --timeout=180s",
+              200s);
+  ASSERT_EQ(deleted.exit_code, 0) << deleted.err;
+  EXPECT_TRUE(Eventually([&] { return BrokerInstances("mariadb") == before; }, 120s));
+  const std::string servers = "mariadbd --defaults-file=" + PatternFor(state_ / "broker");
+  EXPECT_TRUE(Eventually([&] { return Running(servers).empty(); }, 60s)) << Running(servers);
+  EXPECT_NE(mariadb("SELECT 1").exit_code, 0);
 }
 
 TEST_F(SandboxE2eTest, A2_AppCluster2IsBoundThroughTheBrowser) {
@@ -1000,11 +1072,10 @@ TEST_F(SandboxE2eTest, A13_EveryFailureIsExplainedInTheAppClusterInTheDevelopers
   CommandResult applied = Apply("app-1", claims);
   ASSERT_EQ(applied.exit_code, 0) << applied.err;
   // Upstream's examples of the services klutch broker does not run: offered, and their claims
-  // say what is missing on the Control Plane.
+  // say what is missing on the Control Plane (MariaDB runs: A1e).
   const fs::path a9s =
       fs::path(KLUTCH_SHARED_DIR) / "conformance/klutch/crossplane-api/examples/a9s";
-  for (const char* service :
-       {"mariadb", "mongodb", "search", "logme2", "messaging", "prometheus"}) {
+  for (const char* service : {"mongodb", "search", "logme2", "messaging", "prometheus"}) {
     CommandResult example =
         Kubectl("app-1", "apply -f " + (a9s / service / "serviceinstance-claim.yaml").string());
     EXPECT_EQ(example.exit_code, 0) << service << ": " << example.err;
@@ -1030,8 +1101,7 @@ TEST_F(SandboxE2eTest, A13_EveryFailureIsExplainedInTheAppClusterInTheDevelopers
        "spec.serviceInstanceType is \"keyvalue\": set it to \"postgresql\""},
       {"postgresqlinstance", "bigmem", "parameter work_mem: \"9999999999TB\" is out of range"},
   };
-  for (const char* service :
-       {"mariadb", "mongodb", "search", "logme2", "messaging", "prometheus"}) {
+  for (const char* service : {"mongodb", "search", "logme2", "messaging", "prometheus"}) {
     cases.push_back(unserved(service));
   }
   for (const Case& c : cases) {

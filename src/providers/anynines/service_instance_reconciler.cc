@@ -93,6 +93,9 @@ struct Observed {
   bool exists = false;
   std::string state, plan_id, service_id, instance_id;
   std::string provisioned_at, deleted_at, created_at, updated_at;
+  // What the broker says about a running instance: the a9s document's message, and Klutch's
+  // broker's served_by when the service's name promises a version it does not run.
+  std::string served_by, message;
   Json parameters;  // null: none
 };
 
@@ -114,6 +117,8 @@ core::Result<Observed> ObserveInstance(OsbClient& osb, const std::string& id) {
     o.deleted_at = GetString(*doc, {"deleted_at"});
     o.created_at = GetString(*doc, {"created_at"});
     o.updated_at = GetString(*doc, {"updated_at"});
+    o.served_by = GetString(*doc, {"served_by"});
+    o.message = GetString(*doc, {"message"});
     if (o.state == kStateDeleted) return o;
     auto svc = osb.GetServiceInstance(id);
     if (svc.ok()) {
@@ -456,7 +461,11 @@ reconcile::Step ServiceInstanceReconciler::SetReadyFromState(Pass& p, const Inst
   } else if (o.state == kStateCreated || o.state == kStateDeploying) {
     SetReady(p.mr, "Creating", fmt::format("the broker reports state \"{}\"", o.state), ctx_.clock);
   } else if (o.state == kStateProvisioned || o.state == kStateAvailable) {
-    SetReady(p.mr, "Available", "", ctx_.clock);
+    std::vector<std::string> notes;
+    for (const std::string* note : {&o.served_by, &o.message}) {
+      if (!note->empty()) notes.push_back(*note);
+    }
+    SetReady(p.mr, "Available", core::Join(notes, "; "), ctx_.clock);
   } else if (o.state == kStateDeleting) {
     SetReady(p.mr, "Deleting", "the broker reports state \"deleting\"", ctx_.clock);
   } else if (o.state == kStateFailed) {
