@@ -142,10 +142,6 @@ int Run(bool quick) {
              fmt::format("CREATE TABLE filler (id INT PRIMARY KEY, payload VARCHAR(1000));\n"
                          "INSERT INTO filler SELECT seq, REPEAT(MD5(seq), 31) FROM seq_1_to_{};\n",
                          megabytes * 1024));
-  std::string size =
-      MariadbSql(creds, ca,
-                 "SELECT SUM(data_length + index_length) FROM information_schema.tables WHERE "
-                 "table_schema = DATABASE()");
   fs::path dump = dir / "bare.sql";
   auto t0 = BenchClock::now();
   auto bare_dump =
@@ -163,6 +159,7 @@ int Run(bool quick) {
     return 1;
   }
   auto text = core::ReadFile(dump);
+  const size_t size = text.ok() ? text->size() : 0;
   t0 = BenchClock::now();
   MariadbSql(creds, ca, text.ok() ? *text : "", {"--binary-mode"});
   double bare_load_s = Seconds(t0, BenchClock::now());
@@ -193,7 +190,8 @@ int Run(bool quick) {
   std::cout << fmt::format("MariaDB bind (HTTP): p50 {:.1f} ms (max {:.1f} ms)\n",
                            Percentile(bind, 0.5) * 1000, Percentile(bind, 1.0) * 1000);
   std::cout << fmt::format(
-      "MariaDB backup of a {} MB table ({} bytes): {:.3f} s vs bare mariadb-dump {:.3f} s, ratio "
+      "MariaDB backup of a {} MB table ({} bytes dumped): {:.3f} s vs bare mariadb-dump {:.3f} s, "
+      "ratio "
       "{:.2f}; target 1.3x: {}\n",
       megabytes, size, backup_s, bare_dump_s, backup_s / bare_dump_s,
       Verdict(backup_s <= 1.3 * bare_dump_s));
