@@ -903,7 +903,8 @@ TEST(BrokerInstancesTest, MariadbLifecycleOverTls) {
     EXPECT_EQ(h.WaitOperation("mariadb", id,
                               machinery::GetString(BrokerHarness::Body(update), {"operation"})),
               "succeeded");
-    EXPECT_EQ(sql("SELECT CAST(@@expire_logs_days AS UNSIGNED)"), "0");
+    // Without the parameter binary logs are kept a week.
+    EXPECT_EQ(sql("SELECT CAST(@@expire_logs_days AS UNSIGNED)"), "7");
     EXPECT_EQ(sql("SELECT @@innodb_buffer_pool_size"), std::to_string(128 << 20));
     sql("INSERT INTO items VALUES (4,'d')");
     doc = BrokerHarness::Body(h.Call("mariadb", "GET", "/instances/" + id, {}, true, false));
@@ -995,6 +996,28 @@ TEST(BrokerInstancesTest, MariadbRefusesWhatTheServerWouldAndChangesNothing) {
         Mariadb({}, c, c["port"].get<int>(), "SELECT CAST(@@expire_logs_days AS UNSIGNED)", false);
     EXPECT_EQ(code, 0) << out;
     EXPECT_EQ(out, "3");
+
+    // `_` is a wildcard in GRANT: a database named mysq_ gives its own database, not `mysql`.
+    const std::string wild = "mdb-" + core::RandomSuffix(6);
+    ASSERT_EQ(h.Provision("mariadb", wild, kMariadbService, "klutch-mariadb-single-nano",
+                          {{"databases", {"mysq_"}}}),
+              "succeeded");
+    Json w = h.Bind("mariadb", wild, "b1", kMariadbService, "klutch-mariadb-single-nano");
+    const int wport = w["port"].get<int>();
+    EXPECT_EQ(Mariadb({}, w, wport, "CREATE TABLE mysq_.t (x int); SELECT 1", false).second, "1");
+    EXPECT_NE(Mariadb({}, w, wport, "SELECT count(*) FROM mysql.user", false).first, 0);
+    EXPECT_NE(Mariadb({}, w, wport, "CREATE TABLE mysql.t (x int)", false).first, 0);
+    // A declared database a binding dropped is made again for the next backup.
+    EXPECT_EQ(Mariadb({}, w, wport, "DROP DATABASE mysq_; SELECT 1", false).second, "1");
+    auto backup = h.Call("mariadb-backup-manager", "POST", "/instances/" + wild + "/backups", {},
+                         true, false);
+    ASSERT_EQ(backup.status, 201) << backup.body;
+    int64_t backup_id = BrokerHarness::Body(backup)["id"].template get<int64_t>();
+    ASSERT_TRUE(testing::Eventually([&] {
+      std::string status = h.BackupStatus("mariadb", wild, backup_id);
+      EXPECT_NE(status, "failed");
+      return status == "done";
+    }));
   }
   fs::remove_all(dir);
 }

@@ -65,6 +65,17 @@ std::string Ident(std::string_view s) {
   return out + "`";
 }
 
+// A database name as GRANT and REVOKE read it: there `_` and `%` are wildcards (a grant on
+// `mysq_`.* would be a grant on `mysql`), so both are escaped.
+std::string GrantIdent(std::string_view db) {
+  std::string escaped;
+  for (char c : db) {
+    if (c == '_' || c == '%') escaped += '\\';
+    escaped += c;
+  }
+  return Ident(escaped);
+}
+
 // The mysql_native_password hash of `password`: "*" and the upper-case hex of SHA1(SHA1()).
 std::string NativePasswordHash(std::string_view password) {
   unsigned char once[SHA_DIGEST_LENGTH];
@@ -183,6 +194,14 @@ std::vector<std::string> Databases(const Instance& in) {
   return out;
 }
 
+// How long binary logs are kept: the parameter, else a week (never purging them would fill
+// the disk outside any quota).
+int64_t BinlogDays(const Instance& in) {
+  auto it = in.parameters.find("binlog_expire_days");
+  if (it == in.parameters.end() || !CheckParameter("binlog_expire_days", *it).ok()) return 7;
+  return AsInt(*it).value_or(7);
+}
+
 bool GrantsPerformanceSchema(const Instance& in) {
   auto it = in.parameters.find("grant_performance_schema_permissions");
   return it != in.parameters.end() && AsBool(*it).value_or(false);
@@ -284,10 +303,13 @@ class MariadbService final : public DataService {
   core::Result<Json> Bind(const Instance& in, const PlanLimits& plan,
                           const Account& binding) override {
     const std::string user = fmt::format("{}@'%'", Literal(binding.username));
+    // A binding made while a restore runs waits, locked, like the others, until it ends.
+    const bool restoring = fs::exists(ctx_.InstanceDir(in.number) / "locked-for-restore");
     std::string sql = fmt::format(
-        "SET sql_log_bin=0;\nCREATE USER IF NOT EXISTS {0} IDENTIFIED BY {1}{2};\n"
-        "ALTER USER {0} IDENTIFIED BY {1}{2};\n",
-        user, Literal(binding.password), plan.tls && !plan.tls_optional ? " REQUIRE SSL" : "");
+        "SET sql_log_bin=0;\nCREATE USER IF NOT EXISTS {0} IDENTIFIED BY {1}{2}{3};\n"
+        "ALTER USER {0} IDENTIFIED BY {1}{2}{3};\n",
+        user, Literal(binding.password), plan.tls && !plan.tls_optional ? " REQUIRE SSL" : "",
+        restoring ? " ACCOUNT LOCK" : "");
     sql += Grants(in, binding.username);
     for (int node = 0; node < Nodes(in, plan); ++node) {
       KLUTCH_RETURN_IF_ERROR(Sql(in, node, sql).status());
@@ -324,7 +346,8 @@ class MariadbService final : public DataService {
   // one consistent snapshot of InnoDB data, that recreates them when loaded.
   core::Status Backup(const Instance& in, const PlanLimits& /*plan*/,
                       const fs::path& out) override {
-    return RunTool(Dump(in, in.primary, out), std::chrono::hours(6));
+    KLUTCH_ASSIGN_OR_RETURN(core::ProcessSpec dump, Dump(in, in.primary, out));
+    return RunTool(dump, std::chrono::hours(6));
   }
 
   // The backup replaces the instance's databases on the primary (the replicas follow through
@@ -342,7 +365,8 @@ class MariadbService final : public DataService {
     KLUTCH_RETURN_IF_ERROR(core::WriteFileAtomic(locked, ""));
     KLUTCH_RETURN_IF_ERROR(LockBindings(in, true));
     const fs::path partial = safety.string() + ".partial";
-    core::Status status = RunTool(Dump(in, in.primary, partial), std::chrono::hours(6));
+    auto dump = Dump(in, in.primary, partial);
+    core::Status status = dump.ok() ? RunTool(*dump, std::chrono::hours(6)) : dump.status();
     if (status.ok()) {
       std::error_code ec;
       fs::rename(partial, safety, ec);
@@ -377,7 +401,13 @@ class MariadbService final : public DataService {
       }
     }
     int64_t used = 0;
-    for (const auto& db : Databases(in)) used += DirectorySize(DataDir(in, in.primary) / db);
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(DataDir(in, in.primary), ec)) {
+      const std::string name = entry.path().filename().string();
+      if (entry.is_directory() && !SystemDatabase(name) && !name.starts_with('#')) {
+        used += DirectorySize(entry.path());
+      }
+    }
     const bool over = used > plan.disk_quota_bytes;
     const fs::path marker = ctx_.InstanceDir(in.number) / "read-only-over-quota";
     if (over || fs::exists(marker)) {
@@ -393,8 +423,9 @@ class MariadbService final : public DataService {
     }
     if (!over) return "";
     return fmt::format(
-        "disk quota exceeded: {} MiB used of {} MiB; the instance is read-only until data is "
-        "deleted by the platform or the plan is upgraded",
+        "disk quota exceeded: {} MiB used of {} MiB; the instance is read-only until the plan "
+        "is upgraded or the platform drops or truncates tables (InnoDB files do not shrink when "
+        "rows are deleted)",
         used >> 20, plan.disk_quota_bytes >> 20);
   }
 
@@ -423,12 +454,26 @@ class MariadbService final : public DataService {
     return result.output;
   }
 
-  core::ProcessSpec Dump(const Instance& in, int node, const fs::path& out) const {
+  // mariadb-dump of every database of the instance: those it declares (made again first, had
+  // a binding dropped one) and those it declared once and dropped from `databases` since (their
+  // data stays, and so does its backup).
+  core::Result<core::ProcessSpec> Dump(const Instance& in, int node, const fs::path& out) const {
+    KLUTCH_RETURN_IF_ERROR(CreateDatabases(in));
+    std::vector<std::string> system;
+    for (std::string_view db : kSystemDatabases) system.push_back(Literal(db));
+    KLUTCH_ASSIGN_OR_RETURN(
+        std::string names,
+        Sql(in, node,
+            fmt::format("SELECT schema_name FROM information_schema.schemata WHERE schema_name NOT "
+                        "IN ({}) ORDER BY schema_name;",
+                        core::Join(system, ", "))));
     core::ProcessSpec spec{
         .argv = {Tool("mariadb-dump").string(), "--defaults-file=" + ClientConf(in, node).string(),
                  "--single-transaction", "--routines", "--events", "--triggers",
                  "--add-drop-database", "--result-file=" + out.string(), "--databases"}};
-    for (const auto& db : Databases(in)) spec.argv.push_back(db);
+    for (auto name : core::Split(names, '\n')) {
+      if (!core::Trim(name).empty()) spec.argv.emplace_back(core::Trim(name));
+    }
     return spec;
   }
 
@@ -444,7 +489,8 @@ class MariadbService final : public DataService {
   std::string Grants(const Instance& in, const std::string& user) const {
     std::string sql;
     for (const auto& db : Databases(in)) {
-      sql += fmt::format("GRANT ALL PRIVILEGES ON {}.* TO {}@'%';\n", Ident(db), Literal(user));
+      sql +=
+          fmt::format("GRANT ALL PRIVILEGES ON {}.* TO {}@'%';\n", GrantIdent(db), Literal(user));
     }
     if (GrantsPerformanceSchema(in)) {
       sql += fmt::format("GRANT SELECT ON performance_schema.* TO {}@'%';\n", Literal(user));
@@ -544,10 +590,7 @@ class MariadbService final : public DataService {
 
   // The settings a running server takes without a restart.
   std::string LiveSettings(const Instance& in, const PlanLimits& plan) const {
-    int64_t days = 0;
-    if (auto it = in.parameters.find("binlog_expire_days"); it != in.parameters.end()) {
-      days = AsInt(*it).value_or(0);
-    }
+    const int64_t days = BinlogDays(in);
     return fmt::format(
         "SET GLOBAL innodb_buffer_pool_size={};\nSET GLOBAL max_connections={};\n"
         "SET GLOBAL expire_logs_days={};\n",
@@ -570,10 +613,7 @@ class MariadbService final : public DataService {
     conf += fmt::format(
         "server_id={}\nlog_bin=binlog\nbinlog_format=ROW\nrelay_log=relay\ngtid_strict_mode=ON\n",
         node + 1);
-    if (auto it = in.parameters.find("binlog_expire_days");
-        it != in.parameters.end() && CheckParameter("binlog_expire_days", *it).ok()) {
-      conf += fmt::format("expire_logs_days={}\n", AsInt(*it).value_or(0));
-    }
+    conf += fmt::format("expire_logs_days={}\nmax_allowed_packet=1G\n", BinlogDays(in));
     if (node != in.primary) conf += "read_only=ON\n";
     if (plan.tls) {
       KLUTCH_RETURN_IF_ERROR(EnsureServerCertificate(ctx_, dir / "tls"));
@@ -586,8 +626,9 @@ class MariadbService final : public DataService {
     KLUTCH_RETURN_IF_ERROR(core::WriteFileAtomic(Conf(in, node), conf));
     KLUTCH_RETURN_IF_ERROR(core::WriteFileAtomic(
         ClientConf(in, node),
-        fmt::format("[client]\nuser={}\npassword={}\nsocket={}\n", kAdminUser,
-                    OptionValue(in.admin_password), OptionValue(Socket(in, node).string()))));
+        fmt::format("[client]\nuser={}\npassword={}\nsocket={}\nmax_allowed_packet=1G\n",
+                    kAdminUser, OptionValue(in.admin_password),
+                    OptionValue(Socket(in, node).string()))));
     // Run at every start, before the server takes connections: the administrator and the
     // replication account exist with the instance's passwords, whatever happened to them.
     std::string init = fmt::format(
@@ -604,6 +645,9 @@ class MariadbService final : public DataService {
     KLUTCH_RETURN_IF_ERROR(core::WriteFileAtomic(dir / "init.sql", init));
     for (const char* name : {"my.cnf", "client.cnf", "init.sql"}) {
       fs::permissions(dir / name, fs::perms::owner_read | fs::perms::owner_write);
+    }
+    // The server reads these; client.cnf (the administrator's password) is the owner's only.
+    for (const char* name : {"my.cnf", "init.sql"}) {
       KLUTCH_RETURN_IF_ERROR(ChownTo(dir / name, ctx_.user));
     }
     return core::Status::Ok();
@@ -624,8 +668,8 @@ class MariadbService final : public DataService {
           "the state directory {} is too deep for MariaDB's socket; use a shorter --state-dir",
           ctx_.instances_dir.string()));
     }
-    KLUTCH_RETURN_IF_ERROR(WriteConfig(in, plan, node));
     KLUTCH_RETURN_IF_ERROR(ChownTo(dir, ctx_.user));
+    KLUTCH_RETURN_IF_ERROR(WriteConfig(in, plan, node));
     core::ProcessSpec install{
         .argv = {Tool("mariadb-install-db").string(), "--defaults-file=" + Conf(in, node).string(),
                  "--auth-root-authentication-method=socket", "--skip-test-db"},
@@ -664,8 +708,9 @@ class MariadbService final : public DataService {
       accounts += fmt::format("CREATE USER IF NOT EXISTS {};\n", statement.substr(12));
       accounts += Grants(in, user);
     }
-    KLUTCH_RETURN_IF_ERROR(Sql(in, node, accounts).status());
-    core::ProcessSpec dump = Dump(in, in.primary, "/dev/stdout");
+    // A seeding cut off after CHANGE MASTER left replication running: it starts over.
+    KLUTCH_RETURN_IF_ERROR(Sql(in, node, "STOP SLAVE;\nRESET SLAVE ALL;\n" + accounts).status());
+    KLUTCH_ASSIGN_OR_RETURN(core::ProcessSpec dump, Dump(in, in.primary, "/dev/stdout"));
     dump.argv.insert(dump.argv.begin() + 2, {"--gtid", "--master-data=1"});
     core::ProcessSpec load{.argv = {Tool("mariadb").string(),
                                     "--defaults-file=" + ClientConf(in, node).string(), "--batch",
