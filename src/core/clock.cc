@@ -122,8 +122,16 @@ uint64_t FakeClock::blocking_waits() const {
 bool FakeClock::WaitForWaiters(int n, std::chrono::milliseconds timeout) const {
   const auto deadline = CondVar::DeadlineAfter(timeout);
   MutexLock lock(mu_);
-  while (static_cast<int>(waiters_.size()) < n) {
-    if (!changed_.WaitUntil(mu_, deadline)) return static_cast<int>(waiters_.size()) >= n;
+  // Only waiters whose deadline is still ahead: one an Advance has made due stays registered
+  // until its thread wakes, and counting it would let a test advance time again before that
+  // thread has done what it woke for.
+  auto parked = [&]() REQUIRES(mu_) {
+    const MonoTime now = kFakeMonoStart + elapsed_;
+    return static_cast<int>(std::count_if(waiters_.begin(), waiters_.end(),
+                                          [&](const Waiter& w) { return w.deadline > now; }));
+  };
+  while (parked() < n) {
+    if (!changed_.WaitUntil(mu_, deadline)) return parked() >= n;
   }
   return true;
 }

@@ -76,7 +76,8 @@ class FakeClock final : public Clock {
   int blocked_waiters() const;
   uint64_t blocking_waits() const;
   // Blocks (in real time, at most `timeout`) until at least `n` threads are blocked in
-  // WaitUntil; true when they are.
+  // WaitUntil on a deadline still ahead (a thread an Advance made due is not counted until it
+  // has woken and blocked again); true when they are.
   bool WaitForWaiters(int n, std::chrono::milliseconds timeout = std::chrono::seconds(10)) const;
 
  private:
