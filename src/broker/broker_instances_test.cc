@@ -1,6 +1,6 @@
-// The broker over HTTP with real instances: PostgreSQL 15, Redis 7 and MariaDB 10.11 from
-// Debian, psql, redis-cli and mariadb as the clients. Runs as root on CI, so instances run as the
-// `postgres` account.
+// The broker over HTTP with real instances: PostgreSQL 15, Redis 7, MariaDB 10.11 and
+// Prometheus 2.42 from Debian, psql, redis-cli, mariadb and curl as the clients. Runs as root on
+// CI, so instances run as the `postgres` account.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -32,6 +32,7 @@ using std::chrono::seconds;
 constexpr char kPgService[] = "klutch-a9s-postgresql15";
 constexpr char kKvService[] = "klutch-a9s-keyvalue8";
 constexpr char kMariadbService[] = "klutch-a9s-mariadb106";
+constexpr char kPrometheusService[] = "klutch-a9s-prometheus";
 
 class BrokerHarness {
  public:
@@ -1019,6 +1020,189 @@ TEST(BrokerInstancesTest, MariadbRefusesWhatTheServerWouldAndChangesNothing) {
       return status == "done";
     }));
   }
+  fs::remove_all(dir);
+}
+
+// curl as a binding uses a Prometheus or Alertmanager URL: basic auth; status and body.
+std::pair<int, std::string> Curl(const std::string& url, const Json& creds,
+                                 const std::string& method = "GET") {
+  auto r = core::RunProcess({.argv = {"curl", "-s", "-X", method, "-o", "/dev/stdout", "-w",
+                                      "\n%{http_code}", "--config", "-", url}},
+                            seconds(30),
+                            fmt::format("user = \"{}:{}\"\n", creds["username"].get<std::string>(),
+                                        creds["password"].get<std::string>()));
+  if (!r.ok()) return {-1, r.status().message()};
+  std::string out(core::Trim(r->output));
+  size_t nl = out.rfind('\n');
+  int code = core::ParseInt64(out.substr(nl == std::string::npos ? 0 : nl + 1)).value_or(-1);
+  return {code, nl == std::string::npos ? "" : out.substr(0, nl)};
+}
+
+TEST(BrokerInstancesTest, PrometheusLifecycle) {
+  fs::path dir = NewStateDir("kb");
+  {
+    BrokerHarness h(dir);
+    const std::string id = "prom-" + core::RandomSuffix(6);
+    const std::string plan = "klutch-prometheus-single-small";
+    // Upstream's parameters example, as the provider sends it.
+    ASSERT_EQ(h.Provision("prometheus", id, kPrometheusService, plan,
+                          {{"mapping_strict_match", false},
+                           {"scrape_configs",
+                            {{{"job_name", "example_metrics"},
+                              {"scrape_interval", "60s"},
+                              {"scrape_timeout", "30s"},
+                              {"static_configs", {{{"targets", {"127.0.0.1:9"}}}}}}}}}),
+              "succeeded");
+    Json c = h.Bind("prometheus", id, "b1", kPrometheusService, plan);
+    std::set<std::string> keys;
+    for (const auto& [k, v] : c.items()) keys.insert(k);
+    EXPECT_EQ(keys, (std::set<std::string>{"alertmanager_urls", "grafana_urls",
+                                           "graphite_exporter_port", "graphite_exporters",
+                                           "password", "prometheus_urls", "username"}));
+    EXPECT_EQ(c["grafana_urls"], Json::array());
+    EXPECT_EQ(c["graphite_exporters"], Json::array());
+    const std::string prom = c["prometheus_urls"][0].get<std::string>();
+    const std::string am = c["alertmanager_urls"][0].get<std::string>();
+    // Basic auth on both; the binding's account works at once.
+    EXPECT_EQ(Curl(prom + "/-/ready", Json{{"username", "x"}, {"password", "y"}}).first, 401);
+    EXPECT_EQ(Curl(prom + "/-/ready", c).first, 200);
+    EXPECT_EQ(Curl(am + "/api/v2/status", c).first, 200);
+    std::string targets;
+    EXPECT_TRUE(testing::Eventually(
+        [&] {
+          targets = Curl(prom + "/api/v1/targets", c).second;
+          return targets.find("example_metrics") != std::string::npos;
+        },
+        seconds(60)))
+        << targets;
+    ASSERT_TRUE(testing::Eventually(
+        [&] {
+          return Curl(prom + "/api/v1/query?query=up%7Bjob%3D%22prometheus%22%7D", c)
+                     .second.find("\"value\"") != std::string::npos;
+        },
+        seconds(60)));
+
+    // Backup (a TSDB snapshot); the series deleted (a binding may: the admin API serves the
+    // snapshots); a restore brings them back.
+    const std::string series = prom + "/api/v1/query?query=up%7Bjob%3D%22prometheus%22%7D%5B1h%5D";
+    auto backup = h.Call("prometheus-backup-manager", "POST", "/instances/" + id + "/backups", {},
+                         true, false);
+    ASSERT_EQ(backup.status, 201) << backup.body;
+    int64_t backup_id = BrokerHarness::Body(backup)["id"].template get<int64_t>();
+    ASSERT_TRUE(
+        testing::Eventually([&] { return h.BackupStatus("prometheus", id, backup_id) == "done"; }));
+    EXPECT_EQ(Curl(prom + "/api/v1/admin/tsdb/delete_series?match%5B%5D=up", c, "POST").first, 204);
+    EXPECT_EQ(Curl(series, c).second.find("\"values\""), std::string::npos);
+    auto restore =
+        h.Call("prometheus-backup-manager", "POST",
+               fmt::format("/instances/{}/backups/{}/restore", id, backup_id), {}, true, false);
+    ASSERT_EQ(restore.status, 202) << restore.body;
+    int64_t restore_id = BrokerHarness::Body(restore)["id"].template get<int64_t>();
+    ASSERT_TRUE(testing::Eventually([&] {
+      std::string s = h.RestoreStatus("prometheus", id, restore_id);
+      EXPECT_NE(s, "failed");
+      return s == "done";
+    }));
+    EXPECT_EQ(Curl(prom + "/-/ready", c).first, 200);
+    EXPECT_NE(Curl(series, c).second.find("\"values\""), std::string::npos);
+
+    // A plan change is refused with upstream's words; a scrape config Prometheus refuses and
+    // one naming a file of the machine are refused, naming the field; nothing changes.
+    auto down =
+        h.Call("prometheus", "PATCH", "/v2/service_instances/" + id + "?accepts_incomplete=true",
+               machinery::Dump(Json{{"service_id", kPrometheusService},
+                                    {"plan_id", "klutch-prometheus-single-big"}}));
+    EXPECT_EQ(down.status, 400);
+    EXPECT_NE(down.body.find("Upgrade functionality for Prometheus plans is not supported"),
+              std::string::npos)
+        << down.body;
+    for (const auto& [bad, field] : std::vector<std::pair<Json, std::string>>{
+             {{{{"job_name", "x"}, {"scrape_interval", "10s"}, {"scrape_timeout", "20s"}}},
+              "scrape timeout greater than scrape interval"},
+             {{{{"job_name", "x"}, {"basic_auth", {{"password_file", "/etc/shadow"}}}}},
+              "scrape_configs[0].basic_auth.password_file"},
+             {{{{"job_name", "prometheus"}}}, "scrape_configs[0].job_name"}}) {
+      auto r =
+          h.Call("prometheus", "PATCH", "/v2/service_instances/" + id + "?accepts_incomplete=true",
+                 machinery::Dump(Json{{"service_id", kPrometheusService},
+                                      {"parameters", {{"scrape_configs", bad}}}}));
+      EXPECT_EQ(r.status, 400) << bad;
+      EXPECT_NE(r.body.find(field), std::string::npos) << r.body;
+    }
+    EXPECT_NE(Curl(prom + "/api/v1/status/config", c).second.find("example_metrics"),
+              std::string::npos);
+    // Without the lifecycle API a binding cannot stop the server.
+    EXPECT_NE(Curl(prom + "/-/quit", c, "POST").first, 200);
+    // A new scrape config is a reload (SIGHUP) of the running server.
+    auto update = h.Call(
+        "prometheus", "PATCH", "/v2/service_instances/" + id + "?accepts_incomplete=true",
+        machinery::Dump(Json{{"service_id", kPrometheusService},
+                             {"parameters",
+                              {{"scrape_configs",
+                                {{{"job_name", "second"},
+                                  {"static_configs", {{{"targets", {"127.0.0.1:9"}}}}}}}}}}}));
+    ASSERT_EQ(update.status, 202) << update.body;
+    EXPECT_EQ(h.WaitOperation("prometheus", id,
+                              machinery::GetString(BrokerHarness::Body(update), {"operation"})),
+              "succeeded");
+    std::string config = Curl(prom + "/api/v1/status/config", c).second;
+    EXPECT_NE(config.find("second"), std::string::npos) << config;
+    EXPECT_EQ(config.find("example_metrics"), std::string::npos) << config;
+
+    // Unbind: the account stops at once; deprovision leaves no process and no file.
+    auto unbind =
+        h.Call("prometheus", "DELETE",
+               "/v2/service_instances/" + id + "/service_bindings/b1?service_id=s&plan_id=p");
+    EXPECT_EQ(unbind.status, 200) << unbind.body;
+    EXPECT_EQ(Curl(prom + "/-/ready", c).first, 401);
+    EXPECT_EQ(Curl(am + "/-/ready", c).first, 401);
+    auto doc =
+        BrokerHarness::Body(h.Call("prometheus", "GET", "/instances/" + id, {}, true, false));
+    fs::path instance_dir = dir / "i" / std::to_string(doc["id"].get<int64_t>());
+    EXPECT_EQ(ProcessesMentioning(instance_dir.string()).size(), 2u);
+    auto del = h.Call("prometheus", "DELETE",
+                      "/v2/service_instances/" + id + "?service_id=" + kPrometheusService +
+                          "&plan_id=p&accepts_incomplete=true");
+    ASSERT_EQ(del.status, 202);
+    EXPECT_EQ(h.WaitOperation("prometheus", id,
+                              machinery::GetString(BrokerHarness::Body(del), {"operation"})),
+              "gone");
+    EXPECT_FALSE(fs::exists(instance_dir));
+    EXPECT_TRUE(ProcessesMentioning(instance_dir.string()).empty());
+  }
+  fs::remove_all(dir);
+}
+
+// Prometheus and the Alertmanager write no PID file: a restarted broker finds them by their
+// command lines and adopts them rather than starting a second pair on the same ports.
+TEST(BrokerInstancesTest, PrometheusIsAdoptedByARestartedBroker) {
+  fs::path dir = NewStateDir("kb");
+  const std::string id = "prom-" + core::RandomSuffix(6);
+  std::vector<pid_t> before;
+  Json c;
+  {
+    BrokerHarness h(dir, /*stop_on_shutdown=*/false);
+    ASSERT_EQ(h.Provision("prometheus", id, kPrometheusService, "klutch-prometheus-single-small"),
+              "succeeded");
+    c = h.Bind("prometheus", id, "b", kPrometheusService, "klutch-prometheus-single-small");
+    before = ProcessesMentioning((dir / "i").string());
+    ASSERT_EQ(before.size(), 2u);
+  }
+  {
+    BrokerHarness h(dir);
+    ASSERT_TRUE(testing::Eventually([&] {
+      auto doc =
+          BrokerHarness::Body(h.Call("prometheus", "GET", "/instances/" + id, {}, true, false));
+      return doc["state"] == "provisioned";
+    }));
+    auto after = ProcessesMentioning((dir / "i").string());
+    std::sort(before.begin(), before.end());
+    std::sort(after.begin(), after.end());
+    EXPECT_EQ(after, before);
+    EXPECT_EQ(Curl(c["prometheus_urls"][0].get<std::string>() + "/-/ready", c).first, 200);
+  }
+  EXPECT_TRUE(
+      testing::Eventually([&] { return ProcessesMentioning((dir / "i").string()).empty(); }));
   fs::remove_all(dir);
 }
 

@@ -61,7 +61,17 @@ TEST(CatalogTest, OffersWhatTheXrdsAllowAndRunsHere) {
     }
   }
   for (const auto& p : mariadb[1]->plans) EXPECT_TRUE(p.limits.tls) << p.name;
-  EXPECT_EQ(ServicesOfType("").size(), 4u);
+  // Prometheus: its Alertmanager is the second node; Grafana is not claimed.
+  auto prometheus = ServicesOfType("prometheus");
+  ASSERT_EQ(prometheus.size(), 1u);
+  EXPECT_EQ(prometheus[0]->plans.size(), 6u);
+  for (const auto& p : prometheus[0]->plans) {
+    EXPECT_EQ(p.limits.nodes, 2) << p.name;
+    if (p.name.find("grafana") != std::string::npos || p.name.starts_with("promgraf")) {
+      EXPECT_NE(p.description.find("Grafana is not packaged by Debian"), std::string::npos);
+    }
+  }
+  EXPECT_EQ(ServicesOfType("").size(), 5u);
   EXPECT_FALSE(KnownType("mongodb"));
   EXPECT_TRUE(KnownType("keyvalue"));
 }
@@ -87,7 +97,7 @@ TEST(CatalogTest, CatalogDocumentHasTheOsbShape) {
   for (const auto& p : s["plans"]) {
     for (const char* k : {"id", "name", "description"}) EXPECT_TRUE(p.contains(k)) << k;
   }
-  EXPECT_EQ(CatalogJson("")["services"].size(), 4u);
+  EXPECT_EQ(CatalogJson("")["services"].size(), 5u);
   // What serves a name that promises another version is in the service's metadata.
   EXPECT_NE(machinery::GetString(CatalogJson("mariadb")["services"][0], {"metadata", "servedBy"})
                 .find("this machine has no MariaDB 10.6"),
@@ -124,6 +134,12 @@ TEST(CatalogTest, PlanChangeRules) {
   EXPECT_FALSE(CheckPlanChange(mdb, PlanNamed(mdb, "mariadb-single-nano"),
                                PlanNamed(mdb, "mariadb-single-nano-ssl"))
                    .ok());
+  const Service& prom = *ServicesOfType("prometheus")[0];
+  EXPECT_NE(CheckPlanChange(prom, PlanNamed(prom, "prometheus-single-small"),
+                            PlanNamed(prom, "prometheus-single-big"))
+                .message()
+                .find("Upgrade functionality for Prometheus plans is not supported"),
+            std::string::npos);
 }
 
 TEST(OsbTest, ApiVersion) {

@@ -56,6 +56,13 @@ Plan MakePlan(Engine engine, std::string prefix, std::string_view topology, std:
         "MariaDB 10.11, {}; innodb_buffer_pool_size {} MB, max_connections {}, {} GiB disk{}",
         plan.limits.nodes == 1 ? "one server" : "a primary with two replicas (GTID replication)",
         row.shared_buffers_mb, row.max_connections, row.quota_gib, tls ? ", TLS" : "");
+  } else if (engine == Engine::kPrometheus) {
+    plan.limits.nodes = 2;  // the Prometheus and its Alertmanager
+    plan.description = fmt::format(
+        "Prometheus 2.42 with its Alertmanager 0.25, {} GiB of samples kept{}", row.quota_gib,
+        prefix == "prometheus"
+            ? ""
+            : "; Grafana is not packaged by Debian and does not run here (grafana_urls is empty)");
   } else {
     plan.limits.maxmemory_mb = row.maxmemory_mb;
     plan.limits.max_connections = row.maxclients;
@@ -130,7 +137,22 @@ std::vector<Service> BuildServices() {
   mariadb1011.description = "MariaDB 10.11 (Debian's mariadb-server); TLS plans only";
   std::erase_if(mariadb1011.plans, [](const Plan& p) { return !p.limits.tls; });
   for (Plan& p : mariadb1011.plans) p.id += "-1011";
-  return {pg, kv, mariadb106, mariadb1011};
+  Service prometheus;
+  prometheus.id = "klutch-a9s-prometheus";
+  prometheus.name = "a9s-prometheus";
+  prometheus.type = "prometheus";
+  prometheus.engine = Engine::kPrometheus;
+  prometheus.new_engine = &engines::NewPrometheusService;
+  prometheus.description =
+      "Prometheus 2.42 and Alertmanager 0.25 (Debian's prometheus and prometheus-alertmanager) "
+      "behind basic auth; neither Grafana nor a graphite exporter is packaged by Debian, so "
+      "bindings carry empty grafana_urls and graphite_exporters";
+  for (const char* prefix : {"prometheus", "promgraf2", "prometheus2-grafana10"}) {
+    for (const char* size : {"small", "big"}) {
+      prometheus.plans.push_back(MakePlan(Engine::kPrometheus, prefix, "single", size, false));
+    }
+  }
+  return {pg, kv, mariadb106, mariadb1011, prometheus};
 }
 
 }  // namespace
@@ -199,6 +221,11 @@ Json CatalogJson(std::string_view type) {
 
 core::Status CheckPlanChange(const Service& service, const Plan& from, const Plan& to) {
   if (from.id == to.id) return core::Status::Ok();
+  if (service.engine == Engine::kPrometheus) {
+    return core::Invalid(
+        fmt::format("plan {} -> {}: Upgrade functionality for Prometheus plans is not supported",
+                    from.name, to.name));
+  }
   if (to.limits.size_rank < from.limits.size_rank) {
     return core::Invalid(
         fmt::format("plan {} -> {}: Transition from bigger to smaller plan size is not supported.",

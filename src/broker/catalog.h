@@ -1,6 +1,7 @@
 // The services and plans `klutch broker` offers: what really runs here (PostgreSQL 15,
-// Redis 7 and MariaDB 10.11 from Debian), under the service and plan names Klutch's XRDs allow,
-// each plan's size mapped to real server limits. Pure data plus the plan-change rules; thread-safe.
+// Redis 7, MariaDB 10.11 and Prometheus 2.42 from Debian), under the service and plan names
+// Klutch's XRDs allow, each plan's size mapped to real server limits. Pure data plus the
+// plan-change rules; thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -22,7 +23,7 @@ namespace klutch::broker {
 
 using machinery::Json;
 
-enum class Engine { kPostgresql, kRedis, kMariadb };
+enum class Engine { kPostgresql, kRedis, kMariadb, kPrometheus };
 
 // Makes the engine that runs a service's instances (NewPostgresService, ... in
 // engines/data_service.h).
@@ -64,7 +65,8 @@ Json CatalogJson(std::string_view type);
 
 // The rules of a plan update (data-services §3.3, as the broker enforces them): sizes never
 // shrink; PostgreSQL and MariaDB may go from single to replica (cluster), never back;
-// KeyValue keeps its topology; the TLS flag never changes. kInvalid with the reason otherwise.
+// KeyValue keeps its topology; the TLS flag never changes; a Prometheus plan never changes.
+// kInvalid with the reason otherwise.
 core::Status CheckPlanChange(const Service& service, const Plan& from, const Plan& to);
 
 }  // namespace klutch::broker

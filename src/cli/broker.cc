@@ -94,6 +94,9 @@ void AddBrokerFlags(CLI::App* cmd, BrokerFlags& f) {
   cmd->add_option("--mariadb-bin-dir", f.mariadb_bin_dir,
                   "Where mariadb-install-db, mariadb and mariadb-dump are")
       ->capture_default_str();
+  cmd->add_option("--prometheus-bin-dir", f.prometheus_bin_dir,
+                  "Where prometheus, promtool and prometheus-alertmanager are")
+      ->capture_default_str();
   cmd->add_option("--credentials-secrets-kubeconfig", f.secrets_kubeconfig,
                   "Publish the basic-auth credentials as Secrets <type>-service-broker-credentials "
                   "and <type>-backup-manager-credentials on this cluster");
@@ -123,6 +126,10 @@ int RunBroker(const BrokerFlags& f) {
   options.engine.redis_server = f.redis_server;
   options.engine.mariadbd = f.mariadbd;
   options.engine.mariadb_bin = f.mariadb_bin_dir;
+  const std::filesystem::path prometheus_bin = f.prometheus_bin_dir;
+  options.engine.prometheus = prometheus_bin / "prometheus";
+  options.engine.promtool = prometheus_bin / "promtool";
+  options.engine.alertmanager = prometheus_bin / "prometheus-alertmanager";
   if (auto s = PrepareEngineUser(f.run_as, options.state_dir, options.engine); !s.ok()) {
     return Fail("klutch broker", s.message());
   }

@@ -22,6 +22,7 @@ struct BrokerFlags {
   std::string redis_server = "/usr/bin/redis-server";
   std::string mariadbd = "/usr/sbin/mariadbd";
   std::string mariadb_bin_dir = "/usr/bin";
+  std::string prometheus_bin_dir = "/usr/bin";
   // Publishes the basic-auth credentials of every base path as Secrets
   // `<type>-service-broker-credentials` / `<type>-backup-manager-credentials` (keys username,
   // password) in this namespace of the cluster the kubeconfig names.

@@ -5,6 +5,8 @@
 // time.
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <filesystem>
 #include <functional>
@@ -12,6 +14,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 
 #include "core/process.h"
 #include "core/status.h"
@@ -46,6 +49,11 @@ struct EngineContext {
   // MariaDB's server, and the directory of mariadb-install-db, mariadb and mariadb-dump.
   std::filesystem::path mariadbd = "/usr/sbin/mariadbd";
   std::filesystem::path mariadb_bin = "/usr/bin";
+  // Prometheus, its config checker and the Alertmanager (Debian's prometheus and
+  // prometheus-alertmanager).
+  std::filesystem::path prometheus = "/usr/bin/prometheus";
+  std::filesystem::path promtool = "/usr/bin/promtool";
+  std::filesystem::path alertmanager = "/usr/bin/prometheus-alertmanager";
   std::string host = "127.0.0.1";  // where instances listen (loopback only)
   std::string ca_pem;              // the owner's CA, for TLS plans
   std::string ca_key_pem;
@@ -126,6 +134,7 @@ class DataService {
 std::unique_ptr<DataService> NewPostgresService(const EngineContext& context);
 std::unique_ptr<DataService> NewRedisService(const EngineContext& context);
 std::unique_ptr<DataService> NewMariadbService(const EngineContext& context);
+std::unique_ptr<DataService> NewPrometheusService(const EngineContext& context);
 
 // The instances an operation of this process works on (a restore under way), so that
 // EnforceQuota, which also finishes what an operation of an earlier process left midway, leaves
@@ -186,6 +195,9 @@ core::Status LimitNodes(const ResourceLimiter& limiter, const DataService& engin
                         const Instance& instance, const PlanLimits& plan);
 // Removes the control groups of `instance`'s nodes (once its servers are stopped).
 void RemoveNodeLimits(const ResourceLimiter& limiter, const Instance& instance);
+// A running process (not this one) whose command line contains `match`, which must name
+// files only one process uses (a node's config file).
+std::optional<pid_t> FindProcess(std::string_view match);
 // Writes the instance's TLS server certificate and key (issued by the context's CA for
 // the loopback address) into `dir` as server.crt / server.key / ca.crt, once.
 core::Status EnsureServerCertificate(const EngineContext& context,

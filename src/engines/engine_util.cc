@@ -151,6 +151,17 @@ core::Status RunTools(const std::vector<core::ProcessSpec>& stages,
   return core::Internal(fmt::format("{}: {}", failed, core::Trim(result.output)));
 }
 
+std::optional<pid_t> FindProcess(std::string_view match) {
+  std::error_code ec;
+  for (auto it = fs::directory_iterator("/proc", ec); !ec && it != fs::end(it); it.increment(ec)) {
+    auto pid = core::ParseInt64(it->path().filename().string());
+    if (!pid || *pid <= 1 || *pid == ::getpid()) continue;
+    std::string cmdline = core::Join(core::ProcessCommandLine(static_cast<pid_t>(*pid)), " ");
+    if (cmdline.find(match) != std::string::npos) return static_cast<pid_t>(*pid);
+  }
+  return std::nullopt;
+}
+
 core::Status EnsureServerCertificate(const EngineContext& context, const fs::path& dir) {
   if (fs::exists(dir / "server.crt") && fs::exists(dir / "server.key")) {
     return core::Status::Ok();

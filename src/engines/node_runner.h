@@ -18,6 +18,9 @@ struct NodeSpec {
   // process found there whose command line contains `match` is adopted instead of started.
   std::filesystem::path pid_file;
   std::string match;
+  // For servers that write no PID file: a running process whose command line contains `match`
+  // (which must name this node's own files) is adopted.
+  bool find_by_match = false;
   int stop_signal = 15;  // SIGTERM; PostgreSQL: SIGINT (fast shutdown)
   // False: when the process exits it is not started again (the owner decides what next).
   bool restart = true;

@@ -1,7 +1,9 @@
 #include "engines/supervisor.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
+#include <filesystem>
 #include <optional>
 
 #include "core/file.h"
@@ -12,8 +14,10 @@ namespace klutch::engines {
 
 namespace {
 
-// The PID in `pid_file` when it names a live process whose command line contains `match`.
+// The PID in `pid_file` when it names a live process whose command line contains `match`;
+// with find_by_match, any process whose command line contains it.
 std::optional<pid_t> FindRunningNode(const NodeSpec& spec) {
+  if (spec.find_by_match && !spec.match.empty()) return FindProcess(spec.match);
   if (spec.pid_file.empty()) return std::nullopt;
   auto text = core::ReadFile(spec.pid_file);
   if (!text.ok()) return std::nullopt;

@@ -6,6 +6,9 @@
 //   - backup and restore of a database of ~50 MB (1 MB with --quick) through the backup
 //     manager against bare `mariadb-dump` and a bare load with `mariadb`; target 1.3x
 //   - the broker's RSS and each instance's RSS with 10 (2 with --quick) instances
+//   - Prometheus: provision of prometheus-single-small (Prometheus and its Alertmanager) against
+//     `prometheus` until /-/ready; backup and restore against the snapshot API + tar, and tar +
+//     a restart; RSS with 10 instances
 // Prints ratios and verdicts; asserts nothing about time. Run as root, instances run as
 // `postgres` (InstanceUser).
 #include <fmt/format.h>
@@ -20,6 +23,7 @@
 #include "core/file.h"
 #include "core/process.h"
 #include "core/strings.h"
+#include "http/client.h"
 #include "machinery/json.h"
 #include "machinery/json_numbers.h"
 #include "machinery/object.h"
@@ -38,6 +42,7 @@ using std::chrono::seconds;
 constexpr char kService[] = "klutch-a9s-mariadb1011";
 constexpr char kPlan[] = "klutch-mariadb-single-nano-ssl-1011";
 constexpr char kDataPlan[] = "klutch-mariadb-single-small-ssl-1011";
+constexpr char kPromService[] = "klutch-a9s-prometheus";
 
 // mariadb-install-db + mariadbd until `mariadb-admin ping` answers on its socket; seconds.
 double MariadbFloor(const std::optional<core::UserIds>& user) {
@@ -79,6 +84,59 @@ double MariadbFloor(const std::optional<core::UserIds>& user) {
   }
   return s;
 }
+
+// A bare Prometheus of the bench's own (no auth), for the floor and the bare backup tools.
+class BarePrometheus {
+ public:
+  explicit BarePrometheus(const std::optional<core::UserIds>& user)
+      : user_(user), dir_(NewTraversableDir("kbp-")), port_(FreePortNumber()) {
+    Chown(dir_, user);
+    (void)core::WriteFileAtomic(
+        dir_ / "prometheus.yml",
+        fmt::format("scrape_configs:\n- job_name: self\n  scrape_interval: 1s\n"
+                    "  static_configs: [{{targets: ['127.0.0.1:{}']}}]\n",
+                    port_));
+  }
+  ~BarePrometheus() {
+    Stop();
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  // Starts it; seconds until /-/ready answers 200.
+  double Start() {
+    auto start = BenchClock::now();
+    auto pid = core::SpawnProcess(
+        {.argv = {"/usr/bin/prometheus", "--config.file=" + (dir_ / "prometheus.yml").string(),
+                  "--storage.tsdb.path=" + (dir_ / "data").string(),
+                  fmt::format("--web.listen-address=127.0.0.1:{}", port_),
+                  "--web.enable-admin-api"},
+         .user = user_,
+         .output_file = dir_ / "log"});
+    bool up = pid.ok() && Eventually([&] { return Get("/-/ready").first == 200; }, seconds(60));
+    if (!up) {
+      std::cerr << "prometheus did not start: " << ReadFileOrEmpty(dir_ / "log") << "\n";
+      std::exit(1);
+    }
+    pid_ = *pid;
+    return Seconds(start, BenchClock::now());
+  }
+  void Stop() {
+    if (pid_ > 0) core::StopProcess(pid_, seconds(30));
+    pid_ = 0;
+  }
+  std::pair<int, std::string> Get(const std::string& target, const std::string& method = "GET") {
+    http::Client client({.port = static_cast<uint16_t>(port_)});
+    auto r = client.Do(method, target);
+    return r.ok() ? std::pair{r->status, r->body} : std::pair{0, std::string()};
+  }
+  const fs::path& dir() const { return dir_; }
+
+ private:
+  std::optional<core::UserIds> user_;
+  fs::path dir_;
+  int port_;
+  pid_t pid_ = 0;
+};
 
 // Runs `mariadb` as a binding over TLS; exits the benchmark when it fails.
 std::string MariadbSql(const Json& creds, const fs::path& ca, const std::string& sql,
@@ -179,6 +237,71 @@ int Run(bool quick) {
   long rss_many = RssKiB(broker.pid());
   long rss_servers = RssOfProcessesMentioning((dir / "state" / "i").string());
 
+  // Prometheus: the floor is a bare prometheus until /-/ready; backup and restore against the
+  // same snapshot API with tar, and tar with a restart.
+  std::vector<double> prom_floor, prom_provision, prom_bind;
+  double bare_snapshot_s = 0, bare_unpack_s = 0;
+  {
+    BarePrometheus bare(user);
+    for (int i = 0; i < runs; ++i) {
+      prom_floor.push_back(bare.Start());
+      if (i + 1 < runs) bare.Stop();
+    }
+    std::this_thread::sleep_for(seconds(2));  // a few samples
+    auto t = BenchClock::now();
+    auto snap = bare.Get("/api/v1/admin/tsdb/snapshot", "POST");
+    auto name = machinery::ParseJson(snap.second);
+    fs::path snapshot =
+        bare.dir() / "data" / "snapshots" /
+        (name.ok() ? machinery::GetString(*name, {"data", "name"}) : std::string("?"));
+    fs::path tarball = dir / "bare-prometheus.tar";
+    auto packed = core::RunProcess({.argv = {"tar", "--create", "--file", tarball.string(),
+                                             "--directory", snapshot.string(), "."}},
+                                   seconds(600));
+    bare_snapshot_s = Seconds(t, BenchClock::now());
+    t = BenchClock::now();
+    bare.Stop();
+    fs::path incoming = bare.dir() / "incoming";
+    fs::create_directories(incoming);
+    auto unpacked = core::RunProcess({.argv = {"tar", "--extract", "--file", tarball.string(),
+                                               "--directory", incoming.string()}},
+                                     seconds(600));
+    fs::rename(bare.dir() / "data", bare.dir() / "old");
+    fs::rename(incoming, bare.dir() / "data");
+    Chown(bare.dir() / "data", user);
+    bare.Start();
+    bare_unpack_s = Seconds(t, BenchClock::now());
+    if (snap.first != 200 || !packed.ok() || packed->exit_code != 0 || !unpacked.ok() ||
+        unpacked->exit_code != 0) {
+      std::cerr << "bare snapshot/tar failed: " << snap.second << "\n";
+      return 1;
+    }
+  }
+  for (int i = 0; i < runs; ++i) {
+    std::string id = "bench-prom-" + std::to_string(i);
+    prom_provision.push_back(
+        broker.Provision("prometheus", id, kPromService, "klutch-prometheus-single-small"));
+    auto start = BenchClock::now();
+    broker.Bind("prometheus", id, "b", kPromService, "klutch-prometheus-single-small");
+    prom_bind.push_back(Seconds(start, BenchClock::now()));
+    if (i + 1 < runs) broker.Deprovision("prometheus", id, kPromService);
+  }
+  const std::string kept = "bench-prom-" + std::to_string(runs - 1);
+  std::this_thread::sleep_for(seconds(2));
+  double prom_backup_s = broker.BackupManagerJob("prometheus", "/instances/" + kept + "/backups",
+                                                 "/instances/" + kept + "/backups/");
+  double prom_restore_s = broker.BackupManagerJob(
+      "prometheus", fmt::format("/instances/{}/backups/{}/restore", kept, broker.last_job_id()),
+      "/instances/" + kept + "/restores/");
+  broker.Deprovision("prometheus", kept, kPromService);
+  long prom_rss_before = RssKiB(broker.pid());
+  for (int i = 0; i < instances; ++i) {
+    broker.Provision("prometheus", "bench-prom-many-" + std::to_string(i), kPromService,
+                     "klutch-prometheus-single-small");
+  }
+  long prom_rss_many = RssKiB(broker.pid());
+  long prom_rss_servers = RssOfProcessesMentioning((dir / "state" / "i").string()) - rss_servers;
+
   double floor50 = Percentile(floor, 0.5), p50 = Percentile(provision, 0.5);
   std::cout << fmt::format("klutch-bench-services ({} runs each{})\n", runs,
                            quick ? ", quick" : "");
@@ -204,6 +327,29 @@ int Run(bool quick) {
       "{:.1f} MiB in all, {:.1f} MiB each\n",
       instances, rss_many / 1024.0, rss_before / 1024.0, rss_servers / 1024.0,
       rss_servers / 1024.0 / instances);
+  double pf50 = Percentile(prom_floor, 0.5), pp50 = Percentile(prom_provision, 0.5);
+  std::cout << fmt::format(
+      "Prometheus provision prometheus-single-small (Prometheus + Alertmanager): p50 {:.3f} s; "
+      "floor (prometheus until /-/ready) p50 {:.3f} s; ratio {:.2f}; target 1.5x floor + 0.5 s "
+      "= {:.3f} s: {}\n",
+      pp50, pf50, pp50 / pf50, 1.5 * pf50 + 0.5, Verdict(pp50 <= 1.5 * pf50 + 0.5));
+  std::cout << fmt::format("Prometheus bind (HTTP, a bcrypt hash): p50 {:.1f} ms\n",
+                           Percentile(prom_bind, 0.5) * 1000);
+  std::cout << fmt::format(
+      "Prometheus backup (snapshot + tar): {:.3f} s vs bare snapshot API + tar {:.3f} s, ratio "
+      "{:.2f}; target 1.3x: {}\n",
+      prom_backup_s, bare_snapshot_s, prom_backup_s / bare_snapshot_s,
+      Verdict(prom_backup_s <= 1.3 * bare_snapshot_s));
+  std::cout << fmt::format(
+      "Prometheus restore: {:.3f} s vs bare stop + untar + start until ready {:.3f} s, ratio "
+      "{:.2f}; target 1.3x: {}\n",
+      prom_restore_s, bare_unpack_s, prom_restore_s / bare_unpack_s,
+      Verdict(prom_restore_s <= 1.3 * bare_unpack_s));
+  std::cout << fmt::format(
+      "{} Prometheus instances: broker RSS {:.1f} MiB (before {:.1f} MiB); Prometheus + "
+      "Alertmanager {:.1f} MiB in all, {:.1f} MiB each pair\n",
+      instances, prom_rss_many / 1024.0, prom_rss_before / 1024.0, prom_rss_servers / 1024.0,
+      prom_rss_servers / 1024.0 / instances);
   return 0;
 }
 
