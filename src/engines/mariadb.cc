@@ -608,7 +608,10 @@ class MariadbService final : public DataService {
         OptionValue((dir / "init.sql").string()), in.ports[static_cast<size_t>(node)], ctx_.host);
     conf += fmt::format(
         "character-set-server=utf8mb4\ncollation-server=utf8mb4_unicode_ci\n"
-        "innodb_log_file_size=16M\ninnodb_buffer_pool_size={}M\nmax_connections={}\n",
+        "innodb_log_file_size=16M\ninnodb_buffer_pool_size={}M\nmax_connections={}\n"
+        // The caches of Aria and MyISAM (system tables, on-disk temporary tables) at 8 MB
+        // rather than 128 MB each: a nano instance's RSS falls from about 100 MB to 25 MB.
+        "aria_pagecache_buffer_size=8M\nkey_buffer_size=8M\ninnodb_log_buffer_size=4M\n",
         plan.shared_buffers_mb, plan.max_connections);
     conf += fmt::format(
         "server_id={}\nlog_bin=binlog\nbinlog_format=ROW\nrelay_log=relay\ngtid_strict_mode=ON\n",

@@ -96,6 +96,7 @@ class BarePrometheus {
         fmt::format("scrape_configs:\n- job_name: self\n  scrape_interval: 1s\n"
                     "  static_configs: [{{targets: ['127.0.0.1:{}']}}]\n",
                     port_));
+    Chown(dir_ / "prometheus.yml", user);
   }
   ~BarePrometheus() {
     Stop();
@@ -181,6 +182,46 @@ int Run(bool quick) {
 
   std::vector<double> floor, provision, bind;
   for (int i = 0; i < runs; ++i) floor.push_back(MariadbFloor(user));
+  // Prometheus: the floor is a bare prometheus until /-/ready; backup and restore against the
+  // same snapshot API with tar, and tar with a restart.
+  std::vector<double> prom_floor, prom_provision, prom_bind;
+  double bare_snapshot_s = 0, bare_unpack_s = 0;
+  {
+    BarePrometheus bare(user);
+    for (int i = 0; i < runs; ++i) {
+      prom_floor.push_back(bare.Start());
+      if (i + 1 < runs) bare.Stop();
+    }
+    std::this_thread::sleep_for(seconds(2));  // a few samples
+    auto t = BenchClock::now();
+    auto snap = bare.Get("/api/v1/admin/tsdb/snapshot", "POST");
+    auto name = machinery::ParseJson(snap.second);
+    fs::path snapshot =
+        bare.dir() / "data" / "snapshots" /
+        (name.ok() ? machinery::GetString(*name, {"data", "name"}) : std::string("?"));
+    fs::path tarball = dir / "bare-prometheus.tar";
+    auto packed = core::RunProcess({.argv = {"tar", "--create", "--file", tarball.string(),
+                                             "--directory", snapshot.string(), "."}},
+                                   seconds(600));
+    bare_snapshot_s = Seconds(t, BenchClock::now());
+    t = BenchClock::now();
+    bare.Stop();
+    fs::path incoming = bare.dir() / "incoming";
+    fs::create_directories(incoming);
+    auto unpacked = core::RunProcess({.argv = {"tar", "--extract", "--file", tarball.string(),
+                                               "--directory", incoming.string()}},
+                                     seconds(600));
+    fs::rename(bare.dir() / "data", bare.dir() / "old");
+    fs::rename(incoming, bare.dir() / "data");
+    Chown(bare.dir() / "data", user);
+    bare.Start();
+    bare_unpack_s = Seconds(t, BenchClock::now());
+    if (snap.first != 200 || !packed.ok() || packed->exit_code != 0 || !unpacked.ok() ||
+        unpacked->exit_code != 0) {
+      std::cerr << "bare snapshot/tar failed: " << snap.second << "\n";
+      return 1;  // before the broker starts: nothing is left running
+    }
+  }
   BrokerProcess broker(dir);
   for (int i = 0; i < runs; ++i) {
     std::string id = "bench-mdb-" + std::to_string(i);
@@ -237,46 +278,6 @@ int Run(bool quick) {
   long rss_many = RssKiB(broker.pid());
   long rss_servers = RssOfProcessesMentioning((dir / "state" / "i").string());
 
-  // Prometheus: the floor is a bare prometheus until /-/ready; backup and restore against the
-  // same snapshot API with tar, and tar with a restart.
-  std::vector<double> prom_floor, prom_provision, prom_bind;
-  double bare_snapshot_s = 0, bare_unpack_s = 0;
-  {
-    BarePrometheus bare(user);
-    for (int i = 0; i < runs; ++i) {
-      prom_floor.push_back(bare.Start());
-      if (i + 1 < runs) bare.Stop();
-    }
-    std::this_thread::sleep_for(seconds(2));  // a few samples
-    auto t = BenchClock::now();
-    auto snap = bare.Get("/api/v1/admin/tsdb/snapshot", "POST");
-    auto name = machinery::ParseJson(snap.second);
-    fs::path snapshot =
-        bare.dir() / "data" / "snapshots" /
-        (name.ok() ? machinery::GetString(*name, {"data", "name"}) : std::string("?"));
-    fs::path tarball = dir / "bare-prometheus.tar";
-    auto packed = core::RunProcess({.argv = {"tar", "--create", "--file", tarball.string(),
-                                             "--directory", snapshot.string(), "."}},
-                                   seconds(600));
-    bare_snapshot_s = Seconds(t, BenchClock::now());
-    t = BenchClock::now();
-    bare.Stop();
-    fs::path incoming = bare.dir() / "incoming";
-    fs::create_directories(incoming);
-    auto unpacked = core::RunProcess({.argv = {"tar", "--extract", "--file", tarball.string(),
-                                               "--directory", incoming.string()}},
-                                     seconds(600));
-    fs::rename(bare.dir() / "data", bare.dir() / "old");
-    fs::rename(incoming, bare.dir() / "data");
-    Chown(bare.dir() / "data", user);
-    bare.Start();
-    bare_unpack_s = Seconds(t, BenchClock::now());
-    if (snap.first != 200 || !packed.ok() || packed->exit_code != 0 || !unpacked.ok() ||
-        unpacked->exit_code != 0) {
-      std::cerr << "bare snapshot/tar failed: " << snap.second << "\n";
-      return 1;
-    }
-  }
   for (int i = 0; i < runs; ++i) {
     std::string id = "bench-prom-" + std::to_string(i);
     prom_provision.push_back(
