@@ -2,7 +2,8 @@
 // ../shared/conformance/osbapi/openapi.yaml), as tables of cases: a request and the status and
 // body fields the spec requires. Each case is named after the statement it checks. Most need
 // no server (requests refused before anything is created); one table runs against a real
-// PostgreSQL instance and binding. Also: the broker's /metrics needs its credentials.
+// instance and binding of every service the broker runs. Also: the broker's /metrics needs its
+// credentials.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -478,25 +479,37 @@ TEST(OsbConformanceTest, RequestsThatMustBeRefusedCreateNothing) {
   fs::remove_all(dir);
 }
 
-TEST(OsbConformanceTest, RequestsOnAnExistingInstanceAndBinding) {
+// One service's plans, parameters and credentials for the table below.
+struct Contract {
+  std::string base, service, plan;
+  std::string other_plan;   // another plan of the service (a conflicting provision)
+  std::string update_plan;  // the plan an update moves to; "" when plans never change
+  Json parameters, other_parameters;
+  Json refused_parameters;  // parameters the server would refuse
+  std::string refused_names;
+  std::string credential;     // a JSON pointer into every binding's credentials
+  std::string other_service;  // another service's ID (a conflicting bind)
+};
+
+void CheckContract(const Contract& s) {
   fs::path dir = NewStateDir("kbc");
   {
     Harness h(dir);
-    const std::string id = "c-pg-" + core::RandomSuffix(6);
+    const std::string id = "c-" + s.base + "-" + core::RandomSuffix(6);
     const std::string instance = "/v2/service_instances/" + id;
-    const Json provision = Provision(kPg, kPgNano, {{"statement_timeout", 1000}});
-    auto created = h.Call("postgresql", "PUT", instance + "?accepts_incomplete=true", provision);
+    const Json provision = Provision(s.service, s.plan, s.parameters);
+    auto created = h.Call(s.base, "PUT", instance + "?accepts_incomplete=true", provision);
     ASSERT_EQ(created.status, 202) << created.body;
     auto op = machinery::GetString(*machinery::ParseJson(created.body), {"operation"});
     // While an operation runs (initdb and a first start take far longer than these requests;
     // checked before and after), fetching the instance answers as the spec says.
     auto in_progress = [&] {
-      auto r = h.Call("postgresql", "GET", instance + "/last_operation");
+      auto r = h.Call(s.base, "GET", instance + "/last_operation");
       return machinery::GetString(*machinery::ParseJson(r.body), {"state"}) == "in progress";
     };
     auto fetch_while_running = [&](int want, const std::string& error) {
       bool before = in_progress();
-      auto fetched = h.Call("postgresql", "GET", instance);
+      auto fetched = h.Call(s.base, "GET", instance);
       if (!before || !in_progress()) return;  // finished in between: nothing to check
       EXPECT_EQ(fetched.status, want) << fetched.body;
       EXPECT_EQ(machinery::GetString(*machinery::ParseJson(fetched.body), {"error"}), error);
@@ -510,24 +523,25 @@ TEST(OsbConformanceTest, RequestsOnAnExistingInstanceAndBinding) {
     std::string state;
     ASSERT_TRUE(testing::Eventually(
         [&] {
-          auto r = h.Call("postgresql", "GET", instance + "/last_operation?operation=" + op);
+          auto r = h.Call(s.base, "GET", instance + "/last_operation?operation=" + op);
           state = machinery::GetString(*machinery::ParseJson(r.body), {"state"});
           return state != "in progress";
         },
         seconds(180)));
     ASSERT_EQ(state, "succeeded");
-    const Json bind = {{"service_id", kPg}, {"plan_id", kPgNano}, {"parameters", {{"app", "a"}}}};
-    auto bound = h.Call("postgresql", "PUT", instance + "/service_bindings/b-1", bind);
+    const Json bind = {
+        {"service_id", s.service}, {"plan_id", s.plan}, {"parameters", {{"app", "a"}}}};
+    auto bound = h.Call(s.base, "PUT", instance + "/service_bindings/b-1", bind);
     ASSERT_EQ(bound.status, 201) << bound.body;
 
     const std::string put = instance + "?accepts_incomplete=true";
-    const std::string del_query = fmt::format("?service_id={}&plan_id={}", kPg, kPgNano);
+    const std::string del_query = fmt::format("?service_id={}&plan_id={}", s.service, s.plan);
     const std::vector<Case> cases = {
         {"Provisioning: 409 Conflict MUST be returned for the same instance_id with another plan",
-         "PUT", put, With(provision, "plan_id", "klutch-postgresql-single-small"), 409},
+         "PUT", put, With(provision, "plan_id", s.other_plan), 409},
         {"Provisioning: 409 Conflict MUST be returned for the same instance_id with other "
          "parameters",
-         "PUT", put, With(provision, "parameters", {{"statement_timeout", 2000}}), 409},
+         "PUT", put, With(provision, "parameters", s.other_parameters), 409},
         {"Provisioning: 409 Conflict MUST be returned for the same instance_id in another "
          "organization",
          "PUT", put, With(provision, "organization_guid", "org-2"), 409},
@@ -543,7 +557,7 @@ TEST(OsbConformanceTest, RequestsOnAnExistingInstanceAndBinding) {
          instance,
          nullptr,
          200,
-         {{"/service_id", kPg}, {"/plan_id", kPgNano}, {"/parameters/statement_timeout", 1000}}},
+         {{"/service_id", s.service}, {"/plan_id", s.plan}, {"/parameters", s.parameters}}},
         {"Polling last_operation: 200 OK MUST be returned with the state",
          "GET",
          instance + "/last_operation",
@@ -556,29 +570,29 @@ TEST(OsbConformanceTest, RequestsOnAnExistingInstanceAndBinding) {
          "to change)",
          "PATCH",
          put,
-         Json{{"service_id", kPg}, {"parameters", {{"statement_timeout", 1000}}}},
+         Json{{"service_id", s.service}, {"parameters", s.parameters}},
          200,
          {{"", Json::object()}}},
-        {"Updating: 400 Bad Request for a parameter PostgreSQL would refuse (nothing changes)",
+        {"Updating: 400 Bad Request for a parameter the server would refuse (nothing changes)",
          "PATCH",
          put,
-         Json{{"service_id", kPg}, {"parameters", {{"work_mem", "9999999999TB"}}}},
+         Json{{"service_id", s.service}, {"parameters", s.refused_parameters}},
          400,
          {},
-         "work_mem"},
+         s.refused_names},
         {"Updating: 400 Bad Request for a plan_id not in the service",
          "PATCH",
          put,
-         Json{{"service_id", kPg}, {"plan_id", "nope"}},
+         Json{{"service_id", s.service}, {"plan_id", "nope"}},
          400,
          {},
-         "postgresql-single-nano"},
+         s.plan.substr(7)},
         {"Binding: 200 OK MUST be returned for an identical request on an existing binding",
          "PUT",
          instance + "/service_bindings/b-1",
          bind,
          200,
-         {{"/credentials/username", nullptr}, {"/credentials/uri", nullptr}}},
+         {{s.credential, nullptr}}},
         {"Binding: 409 Conflict MUST be returned for the same binding_id with other parameters",
          "PUT",
          instance + "/service_bindings/b-1",
@@ -589,22 +603,21 @@ TEST(OsbConformanceTest, RequestsOnAnExistingInstanceAndBinding) {
         {"Binding: 409 Conflict MUST be returned for the same binding_id without its parameters",
          "PUT", instance + "/service_bindings/b-1", Without(bind, "parameters"), 409},
         {"Binding: 409 Conflict MUST be returned for the same binding_id with another plan_id",
-         "PUT", instance + "/service_bindings/b-1",
-         With(bind, "plan_id", "klutch-postgresql-single-small"), 409},
+         "PUT", instance + "/service_bindings/b-1", With(bind, "plan_id", s.other_plan), 409},
         {"Binding: 409 Conflict MUST be returned for the same binding_id with another service_id",
-         "PUT", instance + "/service_bindings/b-1", With(bind, "service_id", kKv), 409},
+         "PUT", instance + "/service_bindings/b-1", With(bind, "service_id", s.other_service), 409},
         {"Binding: 201 Created MUST be returned for a new binding",
          "PUT",
          instance + "/service_bindings/b-2",
          bind,
          201,
-         {{"/credentials/password", nullptr}}},
+         {{s.credential, nullptr}}},
         {"Fetching a binding: 200 OK MUST be returned with its credentials",
          "GET",
          instance + "/service_bindings/b-2",
          nullptr,
          200,
-         {{"/credentials/username", nullptr}}},
+         {{s.credential, nullptr}}},
         {"Fetching a binding: 404 Not Found MUST be returned when it does not exist", "GET",
          instance + "/service_bindings/b-3", nullptr, 404},
         {"Unbinding: 200 OK MUST be returned with {} when the binding was deleted",
@@ -618,12 +631,18 @@ TEST(OsbConformanceTest, RequestsOnAnExistingInstanceAndBinding) {
         {"Binding: the ID of a deleted binding may be used again (201 Created)", "PUT",
          instance + "/service_bindings/b-2", With(bind, "parameters", {{"app", "c"}}), 201},
     };
-    for (const Case& c : cases) h.Run(c);
+    for (Case c : cases) {
+      c.base = s.base;
+      h.Run(c);
+    }
 
-    // After a plan update, a repeated bind may name the binding's plan or the instance's new
-    // one; both are the same binding.
-    const std::string small = "klutch-postgresql-single-small";
-    auto update = h.Call("postgresql", "PATCH", put, Json{{"service_id", kPg}, {"plan_id", small}});
+    // After an update (of the plan where plans change), a repeated bind may name the binding's
+    // plan or the instance's new one; both are the same binding.
+    const std::string small = s.update_plan;
+    auto update =
+        h.Call(s.base, "PATCH", put,
+               small.empty() ? Json{{"service_id", s.service}, {"parameters", s.other_parameters}}
+                             : Json{{"service_id", s.service}, {"plan_id", small}});
     ASSERT_EQ(update.status, 202) << update.body;
     {
       SCOPED_TRACE(
@@ -633,7 +652,7 @@ TEST(OsbConformanceTest, RequestsOnAnExistingInstanceAndBinding) {
     }
     ASSERT_TRUE(testing::Eventually(
         [&] {
-          auto r = h.Call("postgresql", "GET", instance + "/last_operation");
+          auto r = h.Call(s.base, "GET", instance + "/last_operation");
           state = machinery::GetString(*machinery::ParseJson(r.body), {"state"});
           return state != "in progress";
         },
@@ -643,7 +662,8 @@ TEST(OsbConformanceTest, RequestsOnAnExistingInstanceAndBinding) {
         {"Binding: 200 OK MUST be returned for an identical request (the binding's plan)", "PUT",
          instance + "/service_bindings/b-1", bind, 200},
         {"Binding: 200 OK MUST be returned for an identical request (the instance's plan now)",
-         "PUT", instance + "/service_bindings/b-1", With(bind, "plan_id", small), 200},
+         "PUT", instance + "/service_bindings/b-1",
+         With(bind, "plan_id", small.empty() ? s.plan : small), 200},
         {"Deprovisioning: 202 Accepted MUST be returned with an operation when deleting "
          "asynchronously",
          "DELETE",
@@ -652,12 +672,64 @@ TEST(OsbConformanceTest, RequestsOnAnExistingInstanceAndBinding) {
          202,
          {{"/operation", nullptr}}},
     };
-    for (const Case& c : after_update) h.Run(c);
+    for (Case c : after_update) {
+      c.base = s.base;
+      h.Run(c);
+    }
     EXPECT_TRUE(testing::Eventually(
-        [&] { return h.Call("postgresql", "GET", instance + "/last_operation").status == 410; },
+        [&] { return h.Call(s.base, "GET", instance + "/last_operation").status == 410; },
         seconds(60)));
   }
   fs::remove_all(dir);
+}
+
+TEST(OsbConformanceTest, RequestsOnAnExistingInstanceAndBindingOfEveryService) {
+  CheckContract({.base = "postgresql",
+                 .service = kPg,
+                 .plan = kPgNano,
+                 .other_plan = "klutch-postgresql-single-small",
+                 .update_plan = "klutch-postgresql-single-small",
+                 .parameters = {{"statement_timeout", 1000}},
+                 .other_parameters = {{"statement_timeout", 2000}},
+                 .refused_parameters = {{"work_mem", "9999999999TB"}},
+                 .refused_names = "work_mem",
+                 .credential = "/credentials/uri",
+                 .other_service = kKv});
+  CheckContract({.base = "keyvalue",
+                 .service = kKv,
+                 .plan = kKvNano,
+                 .other_plan = "klutch-keyvalue-single-small-ssl",
+                 .update_plan = "klutch-keyvalue-single-small-ssl",
+                 .parameters = {{"maxmemory-policy", "allkeys-lru"}},
+                 .other_parameters = {{"maxmemory-policy", "noeviction"}},
+                 .refused_parameters = {{"maxmemory-samples", 65}},
+                 .refused_names = "maxmemory-samples",
+                 .credential = "/credentials/valkey/username",
+                 .other_service = kPg});
+  CheckContract({.base = "mariadb",
+                 .service = "klutch-a9s-mariadb106",
+                 .plan = "klutch-mariadb-single-nano",
+                 .other_plan = "klutch-mariadb-single-small",
+                 .update_plan = "klutch-mariadb-cluster-small",
+                 .parameters = {{"binlog_expire_days", 2}},
+                 .other_parameters = {{"binlog_expire_days", 3}},
+                 .refused_parameters = {{"binlog_expire_days", 100}},
+                 .refused_names = "binlog_expire_days",
+                 .credential = "/credentials/uri",
+                 .other_service = kPg});
+  CheckContract({.base = "prometheus",
+                 .service = "klutch-a9s-prometheus",
+                 .plan = "klutch-prometheus-single-small",
+                 .other_plan = "klutch-prometheus-single-big",
+                 .update_plan = "",
+                 .parameters = {{"mapping_strict_match", true}},
+                 .other_parameters = {{"mapping_strict_match", false}},
+                 .refused_parameters =
+                     {{"scrape_configs",
+                       {{{"job_name", "x"}, {"scrape_interval", "1s"}, {"scrape_timeout", "2s"}}}}},
+                 .refused_names = "scrape timeout greater than scrape interval",
+                 .credential = "/credentials/prometheus_urls",
+                 .other_service = kPg});
 }
 
 // /metrics tells how many instances of each service exist: it needs any of the broker's

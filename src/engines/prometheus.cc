@@ -337,19 +337,21 @@ class PrometheusService final : public DataService {
     if (!pid) return core::Unavailable("Prometheus is not running");
     const std::string before =
         Metric(in, "prometheus_config_last_reload_success_timestamp_seconds");
+    // A failure already on record (an earlier reload) says nothing about this one.
+    const bool failed_before = Metric(in, "prometheus_config_last_reload_successful") == "0";
     if (::kill(*pid, SIGHUP) != 0) {
       return core::Internal(fmt::format("signal Prometheus: {}", std::strerror(errno)));
     }
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
     while (std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(milliseconds(20));
-      if (Metric(in, "prometheus_config_last_reload_successful") == "0") {
+      std::string now = Metric(in, "prometheus_config_last_reload_success_timestamp_seconds");
+      if (!now.empty() && now != before) return core::Status::Ok();
+      if (!failed_before && Metric(in, "prometheus_config_last_reload_successful") == "0") {
         return core::Invalid(
             "Prometheus refused the new configuration (see its server.log); the previous one "
             "stays");
       }
-      std::string now = Metric(in, "prometheus_config_last_reload_success_timestamp_seconds");
-      if (!now.empty() && now != before) return core::Status::Ok();
     }
     return core::Unavailable("Prometheus did not reload its configuration within 30 s");
   }

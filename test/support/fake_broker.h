@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -43,6 +44,11 @@ class FakeBroker {
     std::string prefix = "/postgresql";  // the broker's base path below the host
     bool a9s_extension = true;           // serve GET /instances/{id}
     int polls_to_finish = 1;             // last_operation polls before an operation succeeds
+    // Another broker's catalog (null: a9s PostgreSQL and KeyValue, Catalog()), and the
+    // credentials it binds with, made from a fresh username and password (empty: a9s
+    // PostgreSQL's).
+    Json catalog = nullptr;
+    std::function<Json(const std::string& username, const std::string& password)> credentials;
   };
 
   struct Recorded {
@@ -232,9 +238,16 @@ class FakeBroker {
     return b.ok() ? *b : Json::object();
   }
 
-  static std::string PlanOf(const std::string& plan_id) {
-    for (const char* p : {"plan-nano", "plan-small", "plan-replica", "plan-kv-nano"}) {
-      if (plan_id == p) return p;
+  const Json& catalog() const {
+    static const Json kDefault = Catalog();
+    return options_.catalog.is_null() ? kDefault : options_.catalog;
+  }
+
+  std::string PlanOf(const std::string& plan_id) const {
+    for (const Json& service : catalog()["services"]) {
+      for (const Json& plan : service["plans"]) {
+        if (machinery::GetString(plan, {"id"}) == plan_id) return plan_id;
+      }
     }
     return "";
   }
@@ -288,8 +301,8 @@ class FakeBroker {
 
   void Route() {
     const std::string& base = options_.prefix;
-    router_.Get(base + "/v2/catalog", Wrap(true, [](http::Request&, const http::PathParams&) {
-                  return Answer(200, Catalog());
+    router_.Get(base + "/v2/catalog", Wrap(true, [this](http::Request&, const http::PathParams&) {
+                  return Answer(200, catalog());
                 }));
     router_.Put(base + "/v2/service_instances/{id}",
                 Wrap(true, [this](http::Request& r, const http::PathParams& p) {
@@ -373,15 +386,18 @@ class FakeBroker {
                   }
                   std::string password = core::RandomSuffix(16);
                   std::string user = "u" + core::RandomSuffix(8);
-                  Json creds = {{"host", "pg.example.internal"},
-                                {"hosts", Json::array({"pg.example.internal"})},
-                                {"name", "db"},
-                                {"password", password},
-                                {"port", 5432},
-                                {"uri", fmt::format("postgres://{}:{}@pg.example.internal:"
-                                                    "5432/db",
-                                                    user, password)},
-                                {"username", user}};
+                  Json creds = options_.credentials ? options_.credentials(user, password) : Json();
+                  if (creds.is_null()) {
+                    creds = {{"host", "pg.example.internal"},
+                             {"hosts", Json::array({"pg.example.internal"})},
+                             {"name", "db"},
+                             {"password", password},
+                             {"port", 5432},
+                             {"uri", fmt::format("postgres://{}:{}@pg.example.internal:"
+                                                 "5432/db",
+                                                 user, password)},
+                             {"username", user}};
+                  }
                   bindings_[bid] = {id, creds};
                   return Answer(201, {{"credentials", creds}});
                 }));

@@ -772,5 +772,105 @@ TEST_F(AnyninesProviderTest, RotatesCredentialsThreeTimesAndUnbindsSupersededOne
   EXPECT_TRUE(broker_.bindings().empty());
 }
 
+// MongoDB, Search and LogMe2 do not run here (Debian ships none of them), but the provider
+// serves them against any a9s broker that does: a broker with their catalogs and credentials
+// (data-services §5.4) gives claims that go Ready and Secrets with exactly upstream's keys.
+TEST_F(AnyninesProviderTest, ServicesOutsideDebianWorkAgainstTheirBrokersWithUpstreamsKeys) {
+  struct Service {
+    std::string type, service, plan;
+    std::function<Json(const std::string&, const std::string&)> credentials;
+    std::set<std::string> keys;
+  };
+  const std::vector<Service> services = {
+      {"mongodb",
+       "a9s-mongodb70",
+       "mongodbsspl-single-small",
+       [](const std::string& u, const std::string& p) {
+         return Json{
+             {"default_database", "d1"},
+             {"hosts", Json::array({"mongo.example.internal:27017"})},
+             {"password", p},
+             {"uri", fmt::format("mongodb://{}:{}@mongo.example.internal:27017/d1?ssl=true", u, p)},
+             {"username", u}};
+       },
+       {"default_database", "hosts", "password", "uri", "username"}},
+      {"search",
+       "a9s-search2",
+       "search-single-small-ssl",
+       [](const std::string& u, const std::string& p) {
+         return Json{{"cacrt", "-----BEGIN CERTIFICATE-----"},
+                     {"host", Json::array({"https://search.example.internal:9200"})},
+                     {"hosts", Json::array({"search.example.internal"})},
+                     {"password", p},
+                     {"port", 9200},
+                     {"scheme", "https"},
+                     {"username", u}};
+       },
+       {"cacrt", "host", "hosts", "password", "port", "scheme", "username"}},
+      {"logme2",
+       "a9s-logme2",
+       "logme-single-small-ssl",
+       [](const std::string& u, const std::string& p) {
+         return Json{{"cacrt", "-----BEGIN CERTIFICATE-----"},
+                     {"host", "https://logme.example.internal:9200"},
+                     {"password", p},
+                     {"syslog_drain_url", "syslog-tls://logme.example.internal:6514"},
+                     {"username", u}};
+       },
+       {"cacrt", "host", "password", "syslog_drain_url", "username"}},
+  };
+  StartProvider();
+  std::vector<std::unique_ptr<FakeBroker>> brokers;
+  for (const Service& s : services) {
+    SCOPED_TRACE(s.type);
+    FakeBroker::Options options;
+    options.prefix = "/" + s.type;
+    options.catalog = {{"services", Json::array({{{"id", "svc-" + s.type},
+                                                  {"name", s.service},
+                                                  {"bindable", true},
+                                                  {"plan_updateable", true},
+                                                  {"plans", Json::array({{{"id", "plan-" + s.type},
+                                                                          {"name", s.plan},
+                                                                          {"free", true}}})}}})}};
+    options.credentials = s.credentials;
+    brokers.push_back(std::make_unique<FakeBroker>(options));
+    ASSERT_TRUE(brokers.back()->ok());
+    const std::string config = s.type + "-service-broker";
+    CreateConfig(config, "servicebroker", brokers.back()->url());
+    const std::string claim = "example-" + s.type;
+    Json labels = {{std::string(kLabelClaimName), claim},
+                   {std::string(kLabelClaimNamespace), kNs},
+                   {std::string(kLabelInstanceType), s.type}};
+    Create(kServiceInstances, {{"apiVersion", kApiVersion},
+                               {"kind", "ServiceInstance"},
+                               {"metadata", {{"name", claim + "-x7k2p"}, {"labels", labels}}},
+                               {"spec",
+                                {{"forProvider",
+                                  {{"acceptsIncomplete", true},
+                                   {"serviceName", s.service},
+                                   {"planName", s.plan},
+                                   {"organizationGuid", "a1d46b5c-b639-4f43-85c7-e9a0e5f01f75"},
+                                   {"spaceGuid", "1bf71cf3-9017-4846-bffc-b9b31872bfaf"}}},
+                                 {"providerConfigRef", {{"name", config}}}}}});
+    ASSERT_TRUE(WaitCondition(kServiceInstances, claim + "-x7k2p", "Ready", "True"))
+        << Get(kServiceInstances, claim + "-x7k2p").dump(2);
+    labels[std::string(kLabelClaimName)] = claim + "-sb";
+    Create(
+        kServiceBindings,
+        {{"apiVersion", kApiVersion},
+         {"kind", "ServiceBinding"},
+         {"metadata", {{"name", claim + "-sb-b4n9q"}, {"labels", labels}}},
+         {"spec",
+          {{"forProvider", {{"acceptsIncomplete", true}, {"instanceName", claim}}},
+           {"providerConfigRef", {{"name", config}}},
+           {"writeConnectionSecretToRef", {{"namespace", kNs}, {"name", claim + "-sb-creds"}}}}}});
+    ASSERT_TRUE(WaitCondition(kServiceBindings, claim + "-sb-b4n9q", "Ready", "True"))
+        << Get(kServiceBindings, claim + "-sb-b4n9q").dump(2);
+    std::set<std::string> keys;
+    for (const auto& [k, v] : SecretData(claim + "-sb-creds")) keys.insert(k);
+    EXPECT_EQ(keys, s.keys);
+  }
+}
+
 }  // namespace
 }  // namespace klutch::providers::anynines
