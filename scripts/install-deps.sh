@@ -23,9 +23,11 @@ packages=(
   # the data services `klutch broker` runs and administers (issue #13): PostgreSQL 15 with its
   # client library and tools (pg_dump, pg_restore, pg_basebackup, psql), Redis 7
   postgresql-15 postgresql-client-15 libpq-dev redis-server redis-tools
-  # MariaDB 10.11 with its client and mariadb-dump, Prometheus 2.42 and its Alertmanager, and
-  # libcrypt's header for the bcrypt hashes of their web config (issue #26)
+  # MariaDB 10.11 with its client and mariadb-dump, Prometheus 2.42 and its Alertmanager,
+  # libcrypt's header for the bcrypt hashes of their web config, RabbitMQ 3.10 and an AMQP
+  # client for the tests (issue #26)
   mariadb-server mariadb-client prometheus prometheus-alertmanager libcrypt-dev
+  rabbitmq-server amqp-tools
   # the browser the e2e tests drive headless through playwright-core (issue #14): Debian's
   # chromium (never a browser download), with fonts so that screenshots show text
   chromium fonts-liberation fonts-dejavu-core

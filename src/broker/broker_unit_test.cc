@@ -71,7 +71,15 @@ TEST(CatalogTest, OffersWhatTheXrdsAllowAndRunsHere) {
       EXPECT_NE(p.description.find("Grafana is not packaged by Debian"), std::string::npos);
     }
   }
-  EXPECT_EQ(ServicesOfType("").size(), 5u);
+  // Messaging: RabbitMQ 3.10 for every name, single-node plans only; 4 ports per instance.
+  auto messaging = ServicesOfType("messaging");
+  ASSERT_EQ(messaging.size(), 4u);
+  for (const Service* s : messaging) {
+    EXPECT_EQ(s->plans.size(), 6u) << s->name;
+    EXPECT_EQ(s->served_by.empty(), s->name == "a9s-messaging310") << s->name;
+    for (const auto& p : s->plans) EXPECT_EQ(p.limits.PortCount(), 4) << p.name;
+  }
+  EXPECT_EQ(ServicesOfType("").size(), 9u);
   EXPECT_FALSE(KnownType("mongodb"));
   EXPECT_TRUE(KnownType("keyvalue"));
 }
@@ -97,7 +105,7 @@ TEST(CatalogTest, CatalogDocumentHasTheOsbShape) {
   for (const auto& p : s["plans"]) {
     for (const char* k : {"id", "name", "description"}) EXPECT_TRUE(p.contains(k)) << k;
   }
-  EXPECT_EQ(CatalogJson("")["services"].size(), 5u);
+  EXPECT_EQ(CatalogJson("")["services"].size(), 9u);
   // What serves a name that promises another version is in the service's metadata.
   EXPECT_NE(machinery::GetString(CatalogJson("mariadb")["services"][0], {"metadata", "servedBy"})
                 .find("this machine has no MariaDB 10.6"),

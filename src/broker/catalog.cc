@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "engines/data_service.h"
 
 namespace klutch::broker {
@@ -63,6 +65,16 @@ Plan MakePlan(Engine engine, std::string prefix, std::string_view topology, std:
         prefix == "prometheus"
             ? ""
             : "; Grafana is not packaged by Debian and does not run here (grafana_urls is empty)");
+  } else if (engine == Engine::kRabbitmq) {
+    plan.limits.nodes = 2;  // the RabbitMQ node and its own epmd
+    plan.limits.ports = 4;  // AMQP(S), management, epmd, Erlang distribution
+    // vm_memory_high_watermark: an idle node alone takes 100-150 MB; above the mark RabbitMQ
+    // blocks every publisher.
+    plan.limits.maxmemory_mb = 512 << std::min(row.rank, 2);
+    plan.description = fmt::format(
+        "RabbitMQ 3.10, one node with the management API; memory high watermark {} MB, {} GiB "
+        "disk{}",
+        plan.limits.maxmemory_mb, row.quota_gib, tls ? ", AMQPS and HTTPS" : "");
   } else {
     plan.limits.maxmemory_mb = row.maxmemory_mb;
     plan.limits.max_connections = row.maxclients;
@@ -152,7 +164,39 @@ std::vector<Service> BuildServices() {
       prometheus.plans.push_back(MakePlan(Engine::kPrometheus, prefix, "single", size, false));
     }
   }
-  return {pg, kv, mariadb106, mariadb1011, prometheus};
+  // Debian 12 ships RabbitMQ 3.10 only: every one of Klutch's Messaging names runs it and says
+  // so. Cluster plans are not offered: they need three clustered nodes, which this broker
+  // does not run (a claim for one is told the plans that are offered).
+  std::vector<Service> services = {pg, kv, mariadb106, mariadb1011, prometheus};
+  for (const char* version : {"310", "312", "313", "4"}) {
+    Service messaging;
+    messaging.id = std::string("klutch-a9s-messaging") + version;
+    messaging.name = std::string("a9s-messaging") + version;
+    messaging.type = "messaging";
+    messaging.engine = Engine::kRabbitmq;
+    messaging.new_engine = &engines::NewRabbitmqService;
+    if (std::string_view(version) != "310") {
+      messaging.served_by = fmt::format(
+          "RabbitMQ 3.10 (Debian's rabbitmq-server) serves {}: this machine has no RabbitMQ "
+          "{}; AMQP 0-9-1 and the management API are the same",
+          messaging.name,
+          std::string_view(version) == "4" ? "4" : std::string("3.") + (version + 1));
+    }
+    messaging.description =
+        messaging.served_by.empty()
+            ? "RabbitMQ 3.10 (Debian's rabbitmq-server) with the management API; single-node "
+              "plans only"
+            : messaging.served_by + "; single-node plans only";
+    for (bool tls : {false, true}) {
+      for (const char* size : {"nano", "small", "big"}) {
+        Plan plan = MakePlan(Engine::kRabbitmq, "messaging", "single", size, tls);
+        if (std::string_view(version) != "4") plan.id += std::string("-") + version;
+        messaging.plans.push_back(plan);
+      }
+    }
+    services.push_back(messaging);
+  }
+  return services;
 }
 
 }  // namespace

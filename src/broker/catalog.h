@@ -1,6 +1,6 @@
 // The services and plans `klutch broker` offers: what really runs here (PostgreSQL 15,
-// Redis 7, MariaDB 10.11 and Prometheus 2.42 from Debian), under the service and plan names
-// Klutch's XRDs allow, each plan's size mapped to real server limits. Pure data plus the
+// Redis 7, MariaDB 10.11, Prometheus 2.42 and RabbitMQ 3.10 from Debian), under the service and
+// plan names Klutch's XRDs allow, each plan's size mapped to real server limits. Pure data plus the
 // plan-change rules; thread-safe.
 #pragma once
 
@@ -23,7 +23,7 @@ namespace klutch::broker {
 
 using machinery::Json;
 
-enum class Engine { kPostgresql, kRedis, kMariadb, kPrometheus };
+enum class Engine { kPostgresql, kRedis, kMariadb, kPrometheus, kRabbitmq };
 
 // Makes the engine that runs a service's instances (NewPostgresService, ... in
 // engines/data_service.h).

@@ -206,7 +206,7 @@ core::Status InstanceRegistry::RollBack(engines::DataService& engine, const Inst
   InstanceRecord old = rec;
   old.plan_id = previous.id;
   old.parameters = rec.previous_parameters;
-  size_t keep = std::min(rec.ports.size(), static_cast<size_t>(previous.limits.nodes));
+  size_t keep = std::min(rec.ports.size(), static_cast<size_t>(previous.limits.PortCount()));
   old.ports.resize(keep);
   for (size_t node = rec.ports.size(); node-- > keep;) {
     supervisor_.Stop(rec.id, static_cast<int>(node));
@@ -238,7 +238,8 @@ void InstanceRegistry::FinishOperation(Entry& entry, const core::Status& status,
   rec.message = status.ok() ? "" : rec.operation_description;
   if (rolled_back_to != nullptr) {
     entry.degraded = false;
-    size_t keep = std::min(rec.ports.size(), static_cast<size_t>(rolled_back_to->limits.nodes));
+    size_t keep =
+        std::min(rec.ports.size(), static_cast<size_t>(rolled_back_to->limits.PortCount()));
     ReleasePorts(
         std::vector<int>(rec.ports.begin() + static_cast<std::ptrdiff_t>(keep), rec.ports.end()));
     rec.ports.resize(keep);

@@ -372,7 +372,7 @@ RegistryResult InstanceRegistry::ProvisionNew(const std::string& id, const Provi
       rec.replication_password = core::RandomPassword(32);
       rec.encryption_key = engines::NewBackupKey();
       rec.created_at = rec.updated_at = NowTimestamp();
-      for (int i = 0; i < plan.limits.nodes; ++i) {
+      for (int i = 0; i < plan.limits.PortCount(); ++i) {
         auto port = AllocatePort();
         if (!port.ok()) return Result(Outcome::kFailed, port.status().message());
         rec.ports.push_back(*port);
@@ -439,7 +439,7 @@ RegistryResult InstanceRegistry::Update(std::string_view type, const std::string
     rec.operation_state = "in progress";
     rec.operation_description.clear();
     rec.updated_at = NowTimestamp();
-    for (int i = static_cast<int>(rec.ports.size()); i < to->limits.nodes; ++i) {
+    for (int i = static_cast<int>(rec.ports.size()); i < to->limits.PortCount(); ++i) {
       auto port = AllocatePort();
       if (!port.ok()) return Result(Outcome::kFailed, port.status().message());
       rec.ports.push_back(*port);

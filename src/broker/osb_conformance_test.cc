@@ -730,6 +730,17 @@ TEST(OsbConformanceTest, RequestsOnAnExistingInstanceAndBindingOfEveryService) {
                  .refused_names = "scrape timeout greater than scrape interval",
                  .credential = "/credentials/prometheus_urls",
                  .other_service = kPg});
+  CheckContract({.base = "messaging",
+                 .service = "klutch-a9s-messaging4",
+                 .plan = "klutch-messaging-single-nano",
+                 .other_plan = "klutch-messaging-single-small",
+                 .update_plan = "klutch-messaging-single-small",
+                 .parameters = {{"consumer_timeout", 1800000}},
+                 .other_parameters = {{"consumer_timeout", 1900000}},
+                 .refused_parameters = {{"consumer_timeout", 5}},
+                 .refused_names = "consumer_timeout",
+                 .credential = "/credentials/http_api_uri",
+                 .other_service = kPg});
 }
 
 // /metrics tells how many instances of each service exist: it needs any of the broker's

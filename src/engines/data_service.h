@@ -1,8 +1,8 @@
 // DataService: the data-service engines behind `klutch broker` and `klutch operator`: how an
-// instance of PostgreSQL, Redis or MariaDB is created, changed, bound, backed up and restored on
-// this machine. Engines run blocking commands (initdb, pg_basebackup, pg_dump, SQL and RESP
-// administration) and are called from their owner's workers, one operation per instance at a
-// time.
+// instance of PostgreSQL, Redis, MariaDB, Prometheus or RabbitMQ is created, changed, bound, backed
+// up and restored on this machine. Engines run blocking commands (initdb, pg_basebackup, pg_dump,
+// SQL and RESP administration) and are called from their owner's workers, one operation per
+// instance at a time.
 #pragma once
 
 #include <sys/types.h>
@@ -54,6 +54,10 @@ struct EngineContext {
   std::filesystem::path prometheus = "/usr/bin/prometheus";
   std::filesystem::path promtool = "/usr/bin/promtool";
   std::filesystem::path alertmanager = "/usr/bin/prometheus-alertmanager";
+  // RabbitMQ's start script (Debian's rabbitmq-server; not the /usr/sbin wrapper, which runs
+  // only as root or rabbitmq) and Erlang's epmd.
+  std::filesystem::path rabbitmq_server = "/usr/lib/rabbitmq/bin/rabbitmq-server";
+  std::filesystem::path epmd = "/usr/bin/epmd";
   std::string host = "127.0.0.1";  // where instances listen (loopback only)
   std::string ca_pem;              // the owner's CA, for TLS plans
   std::string ca_key_pem;
@@ -135,6 +139,7 @@ std::unique_ptr<DataService> NewPostgresService(const EngineContext& context);
 std::unique_ptr<DataService> NewRedisService(const EngineContext& context);
 std::unique_ptr<DataService> NewMariadbService(const EngineContext& context);
 std::unique_ptr<DataService> NewPrometheusService(const EngineContext& context);
+std::unique_ptr<DataService> NewRabbitmqService(const EngineContext& context);
 
 // The instances an operation of this process works on (a restore under way), so that
 // EnforceQuota, which also finishes what an operation of an earlier process left midway, leaves

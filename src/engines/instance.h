@@ -17,7 +17,11 @@ using machinery::Json;
 struct PlanLimits {
   std::string size;  // nano, small, medium, big
   int size_rank = 0;
-  int nodes = 1;     // 1 (single) or 3 (replica: a primary and two standbys)
+  int nodes = 1;  // 1 (single) or 3 (replica: a primary and two standbys)
+  // Ports an instance needs when that is not one per node (Messaging: AMQP, management, epmd
+  // and Erlang distribution for its two processes); 0: `nodes`.
+  int ports = 0;
+  int PortCount() const { return ports > 0 ? ports : nodes; }
   bool tls = false;  // -ssl plans: clients must use TLS
   // With tls: TLS is offered but not required (PostgreSQL: hba `host` lines, not `hostssl`).
   bool tls_optional = false;

@@ -602,10 +602,13 @@ class MariadbService final : public DataService {
     std::string conf = "# Written by klutch; changes here are replaced.\n[mariadbd]\n";
     conf += fmt::format(
         "datadir={}\nsocket={}\npid-file={}\nlog-error={}\ninit-file={}\nport={}\n"
-        "bind-address={}\nskip-name-resolve\nskip-symbolic-links\nlocal-infile=0\n",
+        "bind-address={}\nskip-name-resolve\nskip-symbolic-links\nlocal-infile=0\ntmpdir={}\n",
         OptionValue(DataDir(in, node).string()), OptionValue(Socket(in, node).string()),
         OptionValue((dir / "mariadbd.pid").string()), OptionValue((dir / "mariadbd.log").string()),
-        OptionValue((dir / "init.sql").string()), in.ports[static_cast<size_t>(node)], ctx_.host);
+        OptionValue((dir / "init.sql").string()), in.ports[static_cast<size_t>(node)], ctx_.host,
+        // Its own: a starting server deletes every #sql* file in its tmpdir, another server's
+        // temporary tables (and a concurrent mariadb-install-db's) among them in a shared /tmp.
+        OptionValue((dir / "tmp").string()));
     conf += fmt::format(
         "character-set-server=utf8mb4\ncollation-server=utf8mb4_unicode_ci\n"
         "innodb_log_file_size=16M\ninnodb_buffer_pool_size={}M\nmax_connections={}\n"
@@ -625,6 +628,12 @@ class MariadbService final : public DataService {
                           OptionValue((dir / "tls" / "server.key").string()),
                           OptionValue((dir / "tls" / "ca.crt").string()));
       if (!plan.tls_optional) conf += "require_secure_transport=ON\n";
+    }
+    std::error_code ec;
+    if (!fs::exists(dir / "tmp")) {
+      fs::create_directories(dir / "tmp", ec);
+      if (ec) return core::Internal(fmt::format("create {}/tmp: {}", dir.string(), ec.message()));
+      KLUTCH_RETURN_IF_ERROR(ChownTo(dir / "tmp", ctx_.user));
     }
     KLUTCH_RETURN_IF_ERROR(core::WriteFileAtomic(Conf(in, node), conf));
     KLUTCH_RETURN_IF_ERROR(core::WriteFileAtomic(
@@ -678,7 +687,14 @@ class MariadbService final : public DataService {
                  "--auth-root-authentication-method=socket", "--skip-test-db"},
         .user = ctx_.user,
         .output_file = dir / "install.log"};
-    KLUTCH_RETURN_IF_ERROR(RunTool(install, std::chrono::minutes(5)));
+    if (core::Status installed = RunTool(install, std::chrono::minutes(5)); !installed.ok()) {
+      auto log = core::ReadFile(dir / "install.log");
+      auto server = core::ReadFile(dir / "mariadbd.log");
+      std::string tail =
+          (log.ok() ? log->substr(0, 300) : "") + " ... " +
+          (server.ok() ? server->substr(server->size() > 600 ? server->size() - 600 : 0) : "");
+      return core::Internal(fmt::format("{} {}", installed.message(), core::Trim(tail)));
+    }
     return core::WriteFileAtomic(dir / kInitializedMarker, "mariadb\n");
   }
 

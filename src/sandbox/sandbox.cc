@@ -56,14 +56,15 @@ constexpr OfferedApi kOffered[] = {{"postgresqlinstances", false},
                                    {"servicebindings", true},
                                    {"backups", false},
                                    {"restores", false},
-                                   // Offered as upstream offers them; klutch broker does not run
-                                   // them (yet): their claims say no broker is set up for them.
                                    {"mariadbinstances", false},
+                                   {"messaginginstances", false},
+                                   {"prometheusinstances", false},
+                                   // Offered as upstream offers them; klutch broker does not run
+                                   // them (Debian has none): their claims say no broker is set up
+                                   // for them.
                                    {"mongodbinstances", false},
                                    {"searchinstances", false},
-                                   {"logme2instances", false},
-                                   {"messaginginstances", false},
-                                   {"prometheusinstances", false}};
+                                   {"logme2instances", false}};
 // The API group of the offered APIs (Klutch's claim APIs).
 constexpr char kOfferedGroup[] = "anynines.com";
 

@@ -400,7 +400,7 @@ TEST(KlutchPackageEquivalence, ProviderConfigTemplatesAreUpstreamsExamplesForThe
       ByKey(Load(kOurProviderConfigs, "${KLUTCH_BROKER_URL}", broker));
   size_t matched = 0;
   for (const char* example : {"config-postgres.yaml", "config-keyvalue.yaml", "config-mariadb.yaml",
-                              "config-prometheus.yaml"}) {
+                              "config-prometheus.yaml", "config-messaging.yaml"}) {
     for (const Doc& up : Load(kUpstream / "provider-anynines/examples/provider" / example)) {
       if (machinery::Kind(up.object) != "ProviderConfig") continue;  // Secrets: the broker's
       const std::string name = machinery::Name(up.object);
@@ -416,7 +416,7 @@ TEST(KlutchPackageEquivalence, ProviderConfigTemplatesAreUpstreamsExamplesForThe
       ++matched;
     }
   }
-  EXPECT_EQ(matched, 8u);
+  EXPECT_EQ(matched, 10u);
   EXPECT_EQ(ours.size(), matched) << "templates without an upstream example";
 }
 

@@ -69,7 +69,7 @@ std::unique_ptr<DataServicesControlPlane> DataServicesControlPlane::Start(const 
     *error = "the XRDs were not offered:\n" + cp->ManagerLog();
     return nullptr;
   }
-  for (const char* type : {"postgres", "keyvalue", "mariadb", "prometheus"}) {
+  for (const char* type : {"postgres", "keyvalue", "mariadb", "prometheus", "messaging"}) {
     fs::path adapted = cp->AdaptProviderConfig(kKlutchDir / "provider-anynines/examples/provider" /
                                                fmt::format("config-{}.yaml", type));
     CommandResult r = cp->Kubectl("apply -f " + adapted.string());
