@@ -9,11 +9,14 @@
 //   - Prometheus: provision of prometheus-single-small (Prometheus and its Alertmanager) against
 //     `prometheus` until /-/ready; backup and restore against the snapshot API + tar, and tar +
 //     a restart; RSS with 10 instances
+//   - Messaging: provision of messaging-single-nano-ssl against rabbitmq-server until its
+//     management API answers; backup and restore against the bare definitions API calls
 // Prints ratios and verdicts; asserts nothing about time. Run as root, instances run as
 // `postgres` (InstanceUser).
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <string>
@@ -43,6 +46,7 @@ constexpr char kService[] = "klutch-a9s-mariadb1011";
 constexpr char kPlan[] = "klutch-mariadb-single-nano-ssl-1011";
 constexpr char kDataPlan[] = "klutch-mariadb-single-small-ssl-1011";
 constexpr char kPromService[] = "klutch-a9s-prometheus";
+constexpr char kMqService[] = "klutch-a9s-messaging4";
 
 // mariadb-install-db + mariadbd until `mariadb-admin ping` answers on its socket; seconds.
 double MariadbFloor(const std::optional<core::UserIds>& user) {
@@ -139,6 +143,71 @@ class BarePrometheus {
   pid_t pid_ = 0;
 };
 
+// A bare RabbitMQ node of the bench's own (with its own epmd), for the floor and the bare
+// definitions export and import; seconds until its management API answers.
+double RabbitmqFloor(const std::optional<core::UserIds>& user, double* bare_export,
+                     double* bare_import) {
+  fs::path dir = NewTraversableDir("kbq-");
+  fs::create_directories(dir / "home");
+  const int amqp = FreePortNumber(), api = FreePortNumber(), epmd_port = FreePortNumber(),
+            dist = FreePortNumber();
+  (void)core::WriteFileAtomic(
+      dir / "rabbitmq.conf",
+      fmt::format("listeners.tcp.default = 127.0.0.1:{}\nmanagement.tcp.ip = 127.0.0.1\n"
+                  "management.tcp.port = {}\ndefault_user = bench\ndefault_pass = bench\n"
+                  "default_user_tags.administrator = true\nloopback_users = none\n",
+                  amqp, api));
+  (void)core::WriteFileAtomic(dir / "enabled_plugins", "[rabbitmq_management].\n");
+  Chown(dir, user);
+  Chown(dir / "home", user);
+  Chown(dir / "rabbitmq.conf", user);
+  Chown(dir / "enabled_plugins", user);
+  auto epmd = core::SpawnProcess(
+      {.argv = {"/usr/bin/epmd", "-port", std::to_string(epmd_port), "-address", "127.0.0.1"},
+       .user = user});
+  auto start = BenchClock::now();
+  auto server = core::SpawnProcess(
+      {.argv = {"/usr/lib/rabbitmq/bin/rabbitmq-server"},
+       .env = {"HOME=" + (dir / "home").string(), fmt::format("ERL_EPMD_PORT={}", epmd_port),
+               "RABBITMQ_NODENAME=bench@localhost", fmt::format("RABBITMQ_DIST_PORT={}", dist),
+               "RABBITMQ_MNESIA_BASE=" + (dir / "mnesia").string(),
+               "RABBITMQ_LOG_BASE=" + (dir / "log").string(), "RABBITMQ_LOGS=-",
+               "RABBITMQ_CONFIG_FILE=" + (dir / "rabbitmq.conf").string(),
+               "RABBITMQ_ENABLED_PLUGINS_FILE=" + (dir / "enabled_plugins").string(),
+               "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS=-start_epmd false"},
+       .user = user,
+       .output_file = dir / "server.log"});
+  http::Headers auth;
+  auth.Add("Authorization", "Basic " + core::Base64Encode("bench:bench"));
+  auto call = [&](const std::string& method, const std::string& target, std::string body = {}) {
+    http::Client client({.port = static_cast<uint16_t>(api)});
+    http::Headers h = auth;
+    if (!body.empty()) h.Add("Content-Type", "application/json");
+    auto r = client.Do(method, target, h, std::move(body));
+    return r.ok() ? std::pair{r->status, r->body} : std::pair{0, std::string()};
+  };
+  bool up = server.ok() &&
+            Eventually([&] { return call("GET", "/api/overview").first == 200; }, seconds(120));
+  double s = Seconds(start, BenchClock::now());
+  if (up && bare_export != nullptr) {
+    call("PUT", "/api/queues/%2F/bench", "{\"durable\":true}");
+    auto t = BenchClock::now();
+    auto definitions = call("GET", "/api/definitions");
+    *bare_export = Seconds(t, BenchClock::now());
+    t = BenchClock::now();
+    call("POST", "/api/definitions", definitions.second);
+    *bare_import = Seconds(t, BenchClock::now());
+  }
+  if (server.ok()) core::StopProcess(*server, seconds(60));
+  if (epmd.ok()) core::StopProcess(*epmd, seconds(10));
+  fs::remove_all(dir);
+  if (!up) {
+    std::cerr << "rabbitmq-server did not start\n";
+    std::exit(1);
+  }
+  return s;
+}
+
 // Runs `mariadb` as a binding over TLS; exits the benchmark when it fails.
 std::string MariadbSql(const Json& creds, const fs::path& ca, const std::string& sql,
                        const std::vector<std::string>& extra = {}) {
@@ -221,6 +290,11 @@ int Run(bool quick) {
       std::cerr << "bare snapshot/tar failed: " << snap.second << "\n";
       return 1;  // before the broker starts: nothing is left running
     }
+  }
+  std::vector<double> mq_floor;
+  double bare_export_s = 0, bare_import_s = 0;
+  for (int i = 0; i < std::min(runs, 3); ++i) {
+    mq_floor.push_back(RabbitmqFloor(user, i == 0 ? &bare_export_s : nullptr, &bare_import_s));
   }
   BrokerProcess broker(dir);
   for (int i = 0; i < runs; ++i) {
@@ -328,6 +402,29 @@ int Run(bool quick) {
       "{:.1f} MiB in all, {:.1f} MiB each\n",
       instances, rss_many / 1024.0, rss_before / 1024.0, rss_servers / 1024.0,
       rss_servers / 1024.0 / instances);
+  // Messaging: provision and bind of messaging-single-nano-ssl, backup and restore (the
+  // definitions) against the bare API calls, RSS with `instances` nodes.
+  std::vector<double> mq_provision, mq_bind;
+  const std::string kMqPlan = "klutch-messaging-single-nano-ssl";
+  for (int i = 0; i < std::min(runs, 3); ++i) {
+    std::string id = "bench-mq-" + std::to_string(i);
+    mq_provision.push_back(broker.Provision("messaging", id, kMqService, kMqPlan));
+    auto start = BenchClock::now();
+    broker.Bind("messaging", id, "b", kMqService, kMqPlan);
+    mq_bind.push_back(Seconds(start, BenchClock::now()));
+  }
+  double mq_backup_s = broker.BackupManagerJob("messaging", "/instances/bench-mq-0/backups",
+                                               "/instances/bench-mq-0/backups/");
+  double mq_restore_s = broker.BackupManagerJob(
+      "messaging", fmt::format("/instances/bench-mq-0/backups/{}/restore", broker.last_job_id()),
+      "/instances/bench-mq-0/restores/");
+  long before_mq = RssOfProcessesMentioning((dir / "state" / "i").string());
+  for (int i = std::min(runs, 3); i < instances; ++i) {
+    broker.Provision("messaging", "bench-mq-" + std::to_string(i), kMqService, kMqPlan);
+  }
+  long mq_rss = RssOfProcessesMentioning((dir / "state" / "i").string()) - before_mq;
+  const int mq_count = std::max(instances - std::min(runs, 3), 1);
+
   double pf50 = Percentile(prom_floor, 0.5), pp50 = Percentile(prom_provision, 0.5);
   std::cout << fmt::format(
       "Prometheus provision prometheus-single-small (Prometheus + Alertmanager): p50 {:.3f} s; "
@@ -351,6 +448,21 @@ int Run(bool quick) {
       "Alertmanager {:.1f} MiB in all, {:.1f} MiB each pair\n",
       instances, prom_rss_many / 1024.0, prom_rss_before / 1024.0, prom_rss_servers / 1024.0,
       prom_rss_servers / 1024.0 / instances);
+  double mf50 = Percentile(mq_floor, 0.5), mp50 = Percentile(mq_provision, 0.5);
+  std::cout << fmt::format(
+      "Messaging provision messaging-single-nano-ssl (RabbitMQ + its epmd): p50 {:.3f} s; floor "
+      "(rabbitmq-server until its management API answers) p50 {:.3f} s; ratio {:.2f}; target "
+      "1.5x floor + 0.5 s = {:.3f} s: {}\n",
+      mp50, mf50, mp50 / mf50, 1.5 * mf50 + 0.5, Verdict(mp50 <= 1.5 * mf50 + 0.5));
+  std::cout << fmt::format("Messaging bind (HTTP: vhost, user, permissions): p50 {:.1f} ms\n",
+                           Percentile(mq_bind, 0.5) * 1000);
+  std::cout << fmt::format(
+      "Messaging backup (definitions export): {:.3f} s vs bare GET /api/definitions {:.3f} s; "
+      "restore {:.3f} s vs bare POST {:.3f} s (fixed costs of the job: backup-manager polling "
+      "every 10 ms, encryption)\n",
+      mq_backup_s, bare_export_s, mq_restore_s, bare_import_s);
+  std::cout << fmt::format("Messaging: {} more nodes take {:.1f} MiB, {:.1f} MiB each\n", mq_count,
+                           mq_rss / 1024.0, mq_rss / 1024.0 / mq_count);
   return 0;
 }
 
