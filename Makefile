@@ -39,6 +39,7 @@ bench: build
 	./build/bin/klutch-bench-manager
 	./build/bin/klutch-bench-broker
 	./build/bin/klutch-bench-a8s
+	./build/bin/klutch-bench-services
 	./build/bin/klutch-bench-bind
 
 FUZZ_SECONDS ?= 30
