@@ -1347,5 +1347,41 @@ TEST(BrokerInstancesTest, MessagingLifecycleOverTls) {
   fs::remove_all(dir);
 }
 
+// A broker killed with Messaging instances running: the next one adopts the RabbitMQ node and
+// its epmd by their command lines (neither is started twice), and the binding works on.
+TEST(BrokerInstancesTest, MessagingIsAdoptedByARestartedBroker) {
+  fs::path dir = NewStateDir("kb");
+  const std::string id = "mq-" + core::RandomSuffix(6);
+  const std::string plan = "klutch-messaging-single-nano-ssl";
+  std::vector<pid_t> before;
+  Json c;
+  {
+    BrokerHarness h(dir, /*stop_on_shutdown=*/false);
+    ASSERT_EQ(h.Provision("messaging", id, kMessagingService, plan), "succeeded");
+    c = h.Bind("messaging", id, "b", kMessagingService, plan);
+    before = ProcessesMentioning((dir / "i").string());
+    ASSERT_GE(before.size(), 1u);
+  }
+  fs::path ca = dir / "client-ca.crt";
+  ASSERT_TRUE(
+      core::WriteFileAtomic(ca, c["protocols"]["management"]["cacrt"].get<std::string>()).ok());
+  {
+    BrokerHarness h(dir);
+    ASSERT_TRUE(testing::Eventually([&] {
+      auto doc =
+          BrokerHarness::Body(h.Call("messaging", "GET", "/instances/" + id, {}, true, false));
+      return doc["state"] == "provisioned";
+    }));
+    auto after = ProcessesMentioning((dir / "i").string());
+    std::sort(before.begin(), before.end());
+    std::sort(after.begin(), after.end());
+    EXPECT_EQ(after, before);
+    EXPECT_EQ(Amqp(ca, c, "amqp-declare-queue", {"--queue", "kept"}).first, 0);
+  }
+  EXPECT_TRUE(
+      testing::Eventually([&] { return ProcessesMentioning((dir / "i").string()).empty(); }));
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace klutch::broker
