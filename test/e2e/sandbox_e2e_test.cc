@@ -28,6 +28,7 @@
 //    bound it) to the sandbox user and says which App Clusters are bound; Ctrl-C during a
 //    start stops what had started.
 // The tests of a suite share one sandbox and run in order.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -36,6 +37,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <memory>
 #include <regex>
@@ -412,6 +414,44 @@ class SandboxE2eTest : public ::testing::Test {
     return r;
   }
 
+  // Upstream's backup-claim.yaml and restore-claim.yaml of a9s `service` applied to its example
+  // instance example-a9s-<service> in App Cluster 1 (`change` runs between them, `check` after
+  // the restore), then every claim of the example deleted: the broker has the instances it had
+  // `before`, and no process matching `servers` runs.
+  static void BackupRestoreAndDeleteTheExample(const std::string& service, const std::string& kind,
+                                               const std::set<std::string>& before,
+                                               const std::string& servers,
+                                               const std::function<void()>& change,
+                                               const std::function<void()>& check) {
+    const fs::path a9s =
+        fs::path(KLUTCH_SHARED_DIR) / "conformance/klutch/crossplane-api/examples/a9s" / service;
+    const std::string name = "example-a9s-" + service;
+    auto ready = [&](const std::string& what) {
+      return Kubectl("app-1",
+                     "wait " + what +
+                         " --for=jsonpath='{.status.managed.conditions[?(@.type==\"Ready\")]."
+                         "status}'=True --timeout=180s",
+                     200s);
+    };
+    ASSERT_EQ(Kubectl("app-1", "apply -f " + (a9s / "backup-claim.yaml").string()).exit_code, 0);
+    CommandResult backed_up = ready("backup/" + name);
+    ASSERT_EQ(backed_up.exit_code, 0) << backed_up.err << Diagnostics("app-1");
+    ASSERT_NO_FATAL_FAILURE(change());
+    ASSERT_EQ(Kubectl("app-1", "apply -f " + (a9s / "restore-claim.yaml").string()).exit_code, 0);
+    CommandResult restored = ready("restore/" + name);
+    ASSERT_EQ(restored.exit_code, 0) << restored.err << Diagnostics("app-1");
+    ASSERT_NO_FATAL_FAILURE(check());
+    CommandResult deleted =
+        Kubectl("app-1",
+                fmt::format("delete restore/{0} backup/{0} servicebinding/{0} {1}/{0} "
+                            "--wait=true --timeout=180s",
+                            name, kind),
+                200s);
+    ASSERT_EQ(deleted.exit_code, 0) << deleted.err;
+    EXPECT_TRUE(Eventually([&] { return BrokerInstances(service) == before; }, 120s));
+    EXPECT_TRUE(Eventually([&] { return Running(servers).empty(); }, 60s)) << Running(servers);
+  }
+
   // Command lines of the processes `pattern` (pgrep -f) matches; "" when none runs. A
   // bracketed first letter keeps pgrep's own shell out of the match.
   static std::string Running(const std::string& pattern) {
@@ -765,8 +805,6 @@ TEST_F(SandboxE2eTest, A1e_UpstreamsMariadbExamplesFromClaimToRestoreAndNothingL
                                "go-template='{{range $k, $v := .data}}{{$k}} {{end}}'");
   EXPECT_EQ(core::Trim(keys.out), "cacrt host hosts name password port uri username");
 
-  const fs::path a9s =
-      fs::path(KLUTCH_SHARED_DIR) / "conformance/klutch/crossplane-api/examples/a9s/mariadb";
   auto mariadb = [&](const std::string& sql) {
     return RunShell(
         "creds() { kubectl get secret example-a9s-mariadb-creds -o jsonpath=\"{.data.$1}\" | "
@@ -776,33 +814,15 @@ TEST_F(SandboxE2eTest, A1e_UpstreamsMariadbExamplesFromClaimToRestoreAndNothingL
         {{"KUBECONFIG", Kubeconfig("app-1").string()}, {"SQL", sql}},
         dir_->path() / "readme-mariadb", 60s);
   };
-  auto ready = [&](const std::string& what) {
-    return Kubectl("app-1",
-                   "wait " + what +
-                       " --for=jsonpath='{.status.managed.conditions[?(@.type==\"Ready\")]."
-                       "status}'=True --timeout=180s",
-                   200s);
-  };
-  ASSERT_EQ(Kubectl("app-1", "apply -f " + (a9s / "backup-claim.yaml").string()).exit_code, 0);
-  CommandResult backed_up = ready("backup/example-a9s-mariadb");
-  ASSERT_EQ(backed_up.exit_code, 0) << backed_up.err << Diagnostics("app-1");
-  CommandResult changed = mariadb("DELETE FROM items WHERE id = 2; SELECT COUNT(*) FROM items");
-  ASSERT_EQ(core::Trim(changed.out), "1") << changed.err;
-  ASSERT_EQ(Kubectl("app-1", "apply -f " + (a9s / "restore-claim.yaml").string()).exit_code, 0);
-  CommandResult restored = ready("restore/example-a9s-mariadb");
-  ASSERT_EQ(restored.exit_code, 0) << restored.err << Diagnostics("app-1");
-  EXPECT_EQ(core::Trim(mariadb("SELECT COUNT(*) FROM items").out), "2");
-
-  CommandResult deleted =
-      Kubectl("app-1",
-              "delete restore/example-a9s-mariadb backup/example-a9s-mariadb "
-              "servicebinding/example-a9s-mariadb mariadbinstance/example-a9s-mariadb "
-              "--wait=true --timeout=180s",
-              200s);
-  ASSERT_EQ(deleted.exit_code, 0) << deleted.err;
-  EXPECT_TRUE(Eventually([&] { return BrokerInstances("mariadb") == before; }, 120s));
-  const std::string servers = "mariadbd --defaults-file=" + PatternFor(state_ / "broker");
-  EXPECT_TRUE(Eventually([&] { return Running(servers).empty(); }, 60s)) << Running(servers);
+  ASSERT_NO_FATAL_FAILURE(BackupRestoreAndDeleteTheExample(
+      "mariadb", "mariadbinstance", before,
+      "mariadbd --defaults-file=" + PatternFor(state_ / "broker"),
+      [&] {
+        CommandResult changed =
+            mariadb("DELETE FROM items WHERE id = 2; SELECT COUNT(*) FROM items");
+        ASSERT_EQ(core::Trim(changed.out), "1") << changed.err;
+      },
+      [&] { EXPECT_EQ(core::Trim(mariadb("SELECT COUNT(*) FROM items").out), "2"); }));
   EXPECT_NE(mariadb("SELECT 1").exit_code, 0);
 }
 
@@ -843,38 +863,17 @@ TEST_F(SandboxE2eTest, A1f_UpstreamsPrometheusExamplesFromClaimToRestoreAndNothi
       Eventually([&] { return curl(series).out.find("\"values\"") != std::string::npos; }, 60s))
       << curl(series).out;
 
-  const fs::path a9s =
-      fs::path(KLUTCH_SHARED_DIR) / "conformance/klutch/crossplane-api/examples/a9s/prometheus";
-  auto ready = [&](const std::string& what) {
-    return Kubectl("app-1",
-                   "wait " + what +
-                       " --for=jsonpath='{.status.managed.conditions[?(@.type==\"Ready\")]."
-                       "status}'=True --timeout=180s",
-                   200s);
-  };
-  ASSERT_EQ(Kubectl("app-1", "apply -f " + (a9s / "backup-claim.yaml").string()).exit_code, 0);
-  CommandResult backed_up = ready("backup/example-a9s-prometheus");
-  ASSERT_EQ(backed_up.exit_code, 0) << backed_up.err << Diagnostics("app-1");
-  EXPECT_EQ(curl("/api/v1/admin/tsdb/delete_series?match%5B%5D=up",
-                 "-X POST -o /dev/null -w %{http_code}")
-                .out,
-            "204");
-  EXPECT_EQ(curl(series).out.find("\"values\""), std::string::npos);
-  ASSERT_EQ(Kubectl("app-1", "apply -f " + (a9s / "restore-claim.yaml").string()).exit_code, 0);
-  CommandResult restored = ready("restore/example-a9s-prometheus");
-  ASSERT_EQ(restored.exit_code, 0) << restored.err << Diagnostics("app-1");
-  EXPECT_NE(curl(series).out.find("\"values\""), std::string::npos);
-
-  CommandResult deleted =
-      Kubectl("app-1",
-              "delete restore/example-a9s-prometheus backup/example-a9s-prometheus "
-              "servicebinding/example-a9s-prometheus prometheusinstance/example-a9s-prometheus "
-              "--wait=true --timeout=180s",
-              200s);
-  ASSERT_EQ(deleted.exit_code, 0) << deleted.err;
-  EXPECT_TRUE(Eventually([&] { return BrokerInstances("prometheus") == before; }, 120s));
-  const std::string servers = "prometheus --config.file=" + PatternFor(state_ / "broker");
-  EXPECT_TRUE(Eventually([&] { return Running(servers).empty(); }, 60s)) << Running(servers);
+  ASSERT_NO_FATAL_FAILURE(BackupRestoreAndDeleteTheExample(
+      "prometheus", "prometheusinstance", before,
+      "prometheus --config.file=" + PatternFor(state_ / "broker"),
+      [&] {
+        EXPECT_EQ(curl("/api/v1/admin/tsdb/delete_series?match%5B%5D=up",
+                       "-X POST -o /dev/null -w %{http_code}")
+                      .out,
+                  "204");
+        EXPECT_EQ(curl(series).out.find("\"values\""), std::string::npos);
+      },
+      [&] { EXPECT_NE(curl(series).out.find("\"values\""), std::string::npos); }));
 }
 
 // The README's Messaging section (upstream's example claim and binding, amqp-tools over TLS),
@@ -911,35 +910,13 @@ TEST_F(SandboxE2eTest, A1g_UpstreamsMessagingExamplesFromClaimToRestoreAndNothin
             command + " --url \"$url\" --ssl --cacert example-messaging-ca.crt --queue orders",
         {{"KUBECONFIG", Kubeconfig("app-1").string()}}, dir_->path() / "readme-messaging", 60s);
   };
-  const fs::path a9s =
-      fs::path(KLUTCH_SHARED_DIR) / "conformance/klutch/crossplane-api/examples/a9s/messaging";
-  auto ready = [&](const std::string& what) {
-    return Kubectl("app-1",
-                   "wait " + what +
-                       " --for=jsonpath='{.status.managed.conditions[?(@.type==\"Ready\")]."
-                       "status}'=True --timeout=180s",
-                   200s);
-  };
-  ASSERT_EQ(Kubectl("app-1", "apply -f " + (a9s / "backup-claim.yaml").string()).exit_code, 0);
-  CommandResult backed_up = ready("backup/example-a9s-messaging");
-  ASSERT_EQ(backed_up.exit_code, 0) << backed_up.err << Diagnostics("app-1");
-  ASSERT_EQ(amqp("amqp-delete-queue").exit_code, 0);
-  EXPECT_NE(amqp("amqp-get").exit_code, 0) << "the queue is gone";
-  ASSERT_EQ(Kubectl("app-1", "apply -f " + (a9s / "restore-claim.yaml").string()).exit_code, 0);
-  CommandResult restored = ready("restore/example-a9s-messaging");
-  ASSERT_EQ(restored.exit_code, 0) << restored.err << Diagnostics("app-1");
-  EXPECT_EQ(amqp("amqp-get").exit_code, 2) << "the queue is back (and empty)";
-
-  CommandResult deleted =
-      Kubectl("app-1",
-              "delete restore/example-a9s-messaging backup/example-a9s-messaging "
-              "servicebinding/example-a9s-messaging messaginginstance/example-a9s-messaging "
-              "--wait=true --timeout=180s",
-              200s);
-  ASSERT_EQ(deleted.exit_code, 0) << deleted.err;
-  EXPECT_TRUE(Eventually([&] { return BrokerInstances("messaging") == before; }, 120s));
-  const std::string servers = "[b]eam.*-home " + (state_ / "broker").string();
-  EXPECT_TRUE(Eventually([&] { return Running(servers).empty(); }, 60s)) << Running(servers);
+  ASSERT_NO_FATAL_FAILURE(BackupRestoreAndDeleteTheExample(
+      "messaging", "messaginginstance", before, "[b]eam.*-home " + (state_ / "broker").string(),
+      [&] {
+        ASSERT_EQ(amqp("amqp-delete-queue").exit_code, 0);
+        EXPECT_NE(amqp("amqp-get").exit_code, 0) << "the queue is gone";
+      },
+      [&] { EXPECT_EQ(amqp("amqp-get").exit_code, 2) << "the queue is back (and empty)"; }));
 }
 
 TEST_F(SandboxE2eTest, A2_AppCluster2IsBoundThroughTheBrowser) {
