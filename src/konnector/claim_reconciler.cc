@@ -144,6 +144,25 @@ bool ClaimReconciler::ReportConflict(const Pass& pass) {
 
 core::Result<Result> ClaimReconciler::Sync(Pass& pass) {
   if (!pass.source || machinery::IsBeingDeleted(*pass.source)) return DeleteCopy(pass);
+  if (!pass.copy) {
+    // Not in our cache is not absent: a watch lags, and another claim's reconciler on the same
+    // resource (a Consumer claim beside a Provider claim) may have stamped the other side's
+    // object its own meanwhile. Stamping ours and writing the copy on a cache miss let a
+    // consumer's own Secret be taken for a copy and overwritten; look for it live first, and
+    // decide again with what is there.
+    auto live = pass.CopyClient(connection_, ctx_, gvr_).Get(pass.request.name);
+    if (live.ok()) {
+      auto found = std::make_shared<const Json>(std::move(*live));
+      if (Matches(*found)) {
+        (pass.provider_owns ? pass.c : pass.p) = std::move(found);
+        if (!DecideOwner(pass)) return Result::Done();
+        if (ReportConflict(pass)) return Result::Done();
+        if (!pass.source || machinery::IsBeingDeleted(*pass.source)) return DeleteCopy(pass);
+      }
+    } else if (!core::IsNotFound(live.status())) {
+      return live.status();
+    }
+  }
   KLUTCH_RUN_STEP(MarkOwner(pass));
   return UpdateCopy(pass);
 }
