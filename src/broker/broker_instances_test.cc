@@ -1134,7 +1134,9 @@ TEST(BrokerInstancesTest, PrometheusLifecycle) {
               "scrape timeout greater than scrape interval"},
              {{{{"job_name", "x"}, {"basic_auth", {{"password_file", "/etc/shadow"}}}}},
               "scrape_configs[0].basic_auth.password_file"},
-             {{{{"job_name", "prometheus"}}}, "scrape_configs[0].job_name"}}) {
+             {{{{"job_name", "prometheus"}}}, "scrape_configs[0].job_name"},
+             {{{{"job_name", "k"}, {"kubernetes_sd_configs", {{{"role", "pod"}}}}}},
+              "scrape_configs[0].kubernetes_sd_configs"}}) {
       auto r =
           h.Call("prometheus", "PATCH", "/v2/service_instances/" + id + "?accepts_incomplete=true",
                  machinery::Dump(Json{{"service_id", kPrometheusService},
@@ -1236,6 +1238,28 @@ std::pair<int, std::string> Amqp(const fs::path& ca, const Json& creds, const st
   return {r->exit_code, std::string(core::Trim(r->output))};
 }
 
+// Whether something listens on `port` and only on loopback (/proc/net/tcp and tcp6).
+bool ListensOnLoopbackOnly(int port) {
+  const std::string suffix = fmt::format(":{:04X}", port);
+  bool loopback = false, elsewhere = false;
+  for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    auto text = core::ReadFile(table);
+    if (!text.ok()) continue;
+    for (auto line : core::Split(*text, '\n')) {
+      auto fields = core::SplitNonEmpty(line, ' ');
+      // fields: sl local_address rem_address st ...; st 0A is LISTEN
+      if (fields.size() < 4 || fields[3] != "0A" || !fields[1].ends_with(suffix)) continue;
+      if (fields[1].starts_with("0100007F:") ||
+          fields[1].starts_with("00000000000000000000000001000000:")) {  // 127.0.0.1, ::1
+        loopback = true;
+      } else {
+        elsewhere = true;
+      }
+    }
+  }
+  return loopback && !elsewhere;
+}
+
 TEST(BrokerInstancesTest, MessagingLifecycleOverTls) {
   fs::path dir = NewStateDir("kb");
   {
@@ -1282,7 +1306,9 @@ TEST(BrokerInstancesTest, MessagingLifecycleOverTls) {
     ASSERT_TRUE(api.ok());
     EXPECT_NE(api->output.find("\"orders\""), std::string::npos) << api->output;
 
-    // Backup (the definitions), the queue deleted, restore: the queue is back.
+    // Backup (the definitions), the queue deleted, restore: the queue is back; a binding
+    // unbound after the backup stays unbound.
+    Json gone = h.Bind("messaging", id, "b2", kMessagingService, plan);
     auto backup = h.Call("messaging-backup-manager", "POST", "/instances/" + id + "/backups", {},
                          true, false);
     ASSERT_EQ(backup.status, 201) << backup.body;
@@ -1290,6 +1316,10 @@ TEST(BrokerInstancesTest, MessagingLifecycleOverTls) {
     ASSERT_TRUE(
         testing::Eventually([&] { return h.BackupStatus("messaging", id, backup_id) == "done"; }));
     amqp("amqp-delete-queue", {"--queue", "orders"});
+    ASSERT_EQ(h.Call("messaging", "DELETE",
+                     "/v2/service_instances/" + id + "/service_bindings/b2?service_id=s&plan_id=p")
+                  .status,
+              200);
     EXPECT_NE(Amqp(ca, c, "amqp-get", {"--queue", "orders"}).first, 0);
     auto restore =
         h.Call("messaging-backup-manager", "POST",
@@ -1303,6 +1333,12 @@ TEST(BrokerInstancesTest, MessagingLifecycleOverTls) {
     }));
     amqp("amqp-publish", {"--routing-key", "orders", "--body", "second"});
     EXPECT_EQ(amqp("amqp-get", {"--queue", "orders"}), "second");
+    EXPECT_NE(Amqp(ca, gone, "amqp-declare-queue", {"--queue", "x"}).first, 0)
+        << "a restore brought an unbound binding back";
+    // Every port of the instance is on loopback only, Erlang distribution's too.
+    for (const Json& node : doc["vm_details"]) {
+      EXPECT_TRUE(ListensOnLoopbackOnly(node["port"].get<int>())) << node;
+    }
 
     // A parameter RabbitMQ would refuse is refused before anything changes; a good one is a
     // restart with the new configuration, the queue kept.

@@ -214,7 +214,8 @@ core::Status InstanceRegistry::RollBack(engines::DataService& engine, const Inst
     fs::remove_all(options_.engine.NodeDir(rec.number, static_cast<int>(node)), ec);
   }
   PlanLimits from = tried.limits;
-  from.nodes = static_cast<int>(keep);
+  // `keep` counts ports; nodes are fewer where a plan needs more ports than nodes.
+  from.nodes = std::min(static_cast<int>(keep), tried.limits.nodes);
   return engine.Update(old, from, previous.limits, supervisor_);
 }
 

@@ -100,6 +100,16 @@ core::Status CheckScrapeConfigs(const Json& value) {
           "parameter {}.job_name: {} is taken (by the instance's own jobs or an earlier entry)", at,
           core::GoQuote(*text)));
     }
+    // Service discovery that would use this machine's own identity (a pod's service account,
+    // a cloud's metadata endpoint, a Docker socket) is not the tenant's to use.
+    for (const auto& [key, value] : job.items()) {
+      if (key.ends_with("_sd_configs") && key != "dns_sd_configs" && key != "http_sd_configs") {
+        return core::Invalid(fmt::format(
+            "parameter {}.{}: only static_configs, dns_sd_configs and http_sd_configs can "
+            "discover targets here",
+            at, key));
+      }
+    }
     if (std::string key = FileKey(job, at); !key.empty()) {
       return core::Invalid(
           fmt::format("parameter {}: files of the server's machine cannot be used; give the values "
@@ -189,7 +199,12 @@ class PrometheusService final : public DataService {
   }
 
   core::Status Start(const Instance& in, const PlanLimits& plan, NodeRunner& runner) override {
+    if (fs::exists(ctx_.InstanceDir(in.number) / "restoring")) {
+      // A Prometheus still running on the restored TSDB must not write into the one put back.
+      StopStray(Node(in, plan, kPrometheusNode).match);
+    }
     KLUTCH_RETURN_IF_ERROR(FinishInterruptedRestore(in));
+    ClearSnapshots(in);
     KLUTCH_RETURN_IF_ERROR(WriteConfig(in));
     for (int node : {kAlertmanagerNode, kPrometheusNode}) {
       if (node >= static_cast<int>(in.ports.size())) continue;
@@ -233,6 +248,7 @@ class PrometheusService final : public DataService {
   // A TSDB snapshot (hard links of the blocks plus the head), as a tar file.
   core::Status Backup(const Instance& in, const PlanLimits& /*plan*/,
                       const fs::path& out) override {
+    ClearSnapshots(in);  // an earlier backup's (or a binding's) keeps deleted blocks on disk
     KLUTCH_ASSIGN_OR_RETURN(auto r,
                             Call(in, kPrometheusNode, "POST", "/api/v1/admin/tsdb/snapshot"));
     auto body = machinery::ParseJson(r.body);
@@ -288,8 +304,8 @@ class PrometheusService final : public DataService {
       (void)StartNode(in, plan, kPrometheusNode, runner);
       return status;
     }
+    fs::remove(marker, ec);  // first: a crash while the old TSDB goes must not bring it back
     fs::remove_all(old, ec);
-    fs::remove(marker, ec);
     return core::Status::Ok();
   }
 
@@ -317,6 +333,32 @@ class PrometheusService final : public DataService {
     return client.Do(method, target, h);
   }
 
+  void ClearSnapshots(const Instance& in) const {
+    std::error_code ec;
+    fs::remove_all(Data(in) / "snapshots", ec);
+  }
+
+  // Stops a process of `match` that no runner watches (left by a killed broker), and waits
+  // for it to end.
+  static void StopStray(const std::string& match) {
+    auto pid = FindProcess(match);
+    if (!pid) return;
+    (void)core::StopProcess(*pid, std::chrono::seconds(30));
+  }
+
+  // A file both servers read while it changes: written aside, made theirs, then renamed in,
+  // so that no request finds it unreadable.
+  core::Status WriteOwned(const fs::path& path, const std::string& text) const {
+    const fs::path aside = path.string() + ".new";
+    KLUTCH_RETURN_IF_ERROR(core::WriteFileAtomic(aside, text));
+    std::error_code ec;
+    fs::permissions(aside, fs::perms::owner_read | fs::perms::owner_write, ec);
+    KLUTCH_RETURN_IF_ERROR(ChownTo(aside, ctx_.user));
+    fs::rename(aside, path, ec);
+    if (ec) return core::Internal(fmt::format("replace {}: {}", path.string(), ec.message()));
+    return core::Status::Ok();
+  }
+
   // A metric of Prometheus's own /metrics ("" when absent).
   std::string Metric(const Instance& in, std::string_view name) const {
     auto r = Call(in, kPrometheusNode, "GET", "/metrics");
@@ -337,6 +379,7 @@ class PrometheusService final : public DataService {
     if (!pid) return core::Unavailable("Prometheus is not running");
     const std::string before =
         Metric(in, "prometheus_config_last_reload_success_timestamp_seconds");
+    if (before.empty()) return core::Unavailable("Prometheus does not answer on /metrics");
     // A failure already on record (an earlier reload) says nothing about this one.
     const bool failed_before = Metric(in, "prometheus_config_last_reload_successful") == "0";
     if (::kill(*pid, SIGHUP) != 0) {
@@ -410,9 +453,9 @@ class PrometheusService final : public DataService {
       hash = made;
     }
     accounts[kAdminUser] = *hash;
-    KLUTCH_RETURN_IF_ERROR(core::WriteFileAtomic(
-        dir / "web.yml", machinery::Dump(Json{{"basic_auth_users", accounts}})));
-    for (const char* name : {kBindingsFile, "admin.hash", "web.yml"}) {
+    KLUTCH_RETURN_IF_ERROR(
+        WriteOwned(dir / "web.yml", machinery::Dump(Json{{"basic_auth_users", accounts}})));
+    for (const char* name : {kBindingsFile, "admin.hash"}) {
       fs::permissions(dir / name, fs::perms::owner_read | fs::perms::owner_write);
       KLUTCH_RETURN_IF_ERROR(ChownTo(dir / name, ctx_.user));
     }
@@ -466,7 +509,10 @@ class PrometheusService final : public DataService {
     const fs::path old = data.string() + ".before-restore";
     std::error_code ec;
     fs::remove_all(data.string() + ".incoming", ec);
-    if (!fs::exists(marker)) return core::Status::Ok();
+    if (!fs::exists(marker)) {
+      fs::remove_all(old, ec);  // a finished restore's, cut off while it was removed
+      return core::Status::Ok();
+    }
     if (fs::exists(old)) {
       fs::remove_all(data, ec);
       fs::rename(old, data, ec);

@@ -14,11 +14,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <functional>
 #include <regex>
 #include <set>
 #include <system_error>
 
 #include "core/file.h"
+#include "core/random.h"
 #include "core/strings.h"
 #include "engines/data_service.h"
 #include "http/client.h"
@@ -84,6 +86,13 @@ core::Status CheckParameter(const std::string& key, const Json& value) {
       core::GoQuote(key)));
 }
 
+// An IPv4 address as an Erlang tuple ({127,0,0,1}) for kernel's inet_dist_use_interface.
+std::string ErlangAddress(const std::string& host) {
+  std::string out = "{";
+  for (char c : host) out += c == '.' ? ',' : c;
+  return out + "}";
+}
+
 // A name for the management API's paths (vhosts and users are the broker's b<12 hex> names).
 std::string PathSegment(std::string_view s) { return core::PercentEncode(s); }
 
@@ -107,24 +116,28 @@ class RabbitmqService final : public DataService {
       return spec;
     }
     spec.process.argv = {ctx_.rabbitmq_server.string()};
-    spec.process.env = {"HOME=" + (dir / "home").string(),
-                        fmt::format("ERL_EPMD_PORT={}", in.ports[kEpmdPort]),
-                        fmt::format("RABBITMQ_NODENAME=klutch{}@localhost", in.number),
-                        fmt::format("RABBITMQ_DIST_PORT={}", in.ports[kDistPort]),
-                        "RABBITMQ_MNESIA_BASE=" + (dir / "mnesia").string(),
-                        "RABBITMQ_LOG_BASE=" + (dir / "log").string(),
-                        "RABBITMQ_LOGS=-",
-                        "RABBITMQ_CONFIG_FILE=" + (dir / "rabbitmq.conf").string(),
-                        "RABBITMQ_ENABLED_PLUGINS_FILE=" + (dir / "enabled_plugins").string(),
-                        "RABBITMQ_PID_FILE=" + (dir / "rabbit.pid").string(),
-                        "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS=-start_epmd false"};
+    spec.process.env = {
+        "HOME=" + (dir / "home").string(), fmt::format("ERL_EPMD_PORT={}", in.ports[kEpmdPort]),
+        fmt::format("RABBITMQ_NODENAME=klutch{}@localhost", in.number),
+        fmt::format("RABBITMQ_DIST_PORT={}", in.ports[kDistPort]),
+        "RABBITMQ_MNESIA_BASE=" + (dir / "mnesia").string(),
+        "RABBITMQ_LOG_BASE=" + (dir / "log").string(), "RABBITMQ_LOGS=-",
+        "RABBITMQ_CONFIG_FILE=" + (dir / "rabbitmq.conf").string(),
+        "RABBITMQ_ENABLED_PLUGINS_FILE=" + (dir / "enabled_plugins").string(),
+        "RABBITMQ_PID_FILE=" + (dir / "rabbit.pid").string(),
+        // Erlang distribution on loopback only (by default it listens on every interface),
+        // and an epmd the boot might start itself too.
+        "ERL_EPMD_ADDRESS=" + ctx_.host,
+        "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS=-start_epmd false -kernel inet_dist_use_interface " +
+            ErlangAddress(ctx_.host)};
     spec.process.output_file = dir / "server.log";
+    spec.process.cwd = dir;  // where the VM would write erl_crash.dump
     // The Erlang VM's command line names the node's HOME.
     spec.match = "-home " + (dir / "home").string() + " ";
     const Instance copy = in;
     const PlanLimits limits = plan;
     spec.ready = [this, copy, limits] {
-      auto r = Api(copy, limits, "GET", "/api/overview", {}, milliseconds(1000));
+      auto r = Api(copy, limits, "GET", "/api/overview", {}, milliseconds(300));
       return r.ok() && r->status == 200;
     };
     return spec;
@@ -153,6 +166,12 @@ class RabbitmqService final : public DataService {
     fs::permissions(ctx_.InstanceDir(in.number),
                     fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec, ec);
     fs::permissions(dir, fs::perms::owner_all, ec);
+    // A cookie of our own: Erlang's generated one comes from a guessable 36-bit sequence.
+    const fs::path cookie = dir / "home" / ".erlang.cookie";
+    if (!fs::exists(cookie)) {
+      KLUTCH_RETURN_IF_ERROR(core::WriteFileAtomic(cookie, core::RandomPassword(32)));
+      fs::permissions(cookie, fs::perms::owner_read, ec);
+    }
     KLUTCH_RETURN_IF_ERROR(ChownTo(ctx_.InstanceDir(in.number), ctx_.user));
     return Start(in, plan, runner);
   }
@@ -242,7 +261,8 @@ class RabbitmqService final : public DataService {
     if (!definitions.ok() || !definitions->is_object()) {
       return core::Invalid("the backup holds no RabbitMQ definitions");
     }
-    return Must(in, plan, "POST", "/api/definitions", *definitions, milliseconds(600000));
+    KLUTCH_ASSIGN_OR_RETURN(Json kept, OnlyWhatExistsNow(in, plan, *definitions));
+    return Must(in, plan, "POST", "/api/definitions", kept, milliseconds(600000));
   }
 
   std::string EnforceQuota(const Instance& in, const PlanLimits& plan) override {
@@ -264,6 +284,53 @@ class RabbitmqService final : public DataService {
               ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
     ::close(fd);
     return ok;
+  }
+
+  // The names of GET `path` (users or vhosts) as they are now.
+  core::Result<std::set<std::string>> Names(const Instance& in, const PlanLimits& plan,
+                                            const std::string& path) const {
+    KLUTCH_ASSIGN_OR_RETURN(auto r, Api(in, plan, "GET", path, {}, milliseconds(30000)));
+    auto list = machinery::ParseJson(r.body);
+    if (r.status != 200 || !list.ok() || !list->is_array()) {
+      return core::Internal(fmt::format("RabbitMQ GET {}: {} {}", path, r.status, r.body));
+    }
+    std::set<std::string> names;
+    for (const Json& item : *list) names.insert(machinery::GetString(item, {"name"}));
+    return names;
+  }
+
+  // A backup's definitions without the users and vhosts that are gone since: importing them
+  // would bring back a binding that was unbound (with its old password) and that no record
+  // knows any more.
+  core::Result<Json> OnlyWhatExistsNow(const Instance& in, const PlanLimits& plan,
+                                       Json definitions) const {
+    KLUTCH_ASSIGN_OR_RETURN(auto users, Names(in, plan, "/api/users"));
+    KLUTCH_ASSIGN_OR_RETURN(auto vhosts, Names(in, plan, "/api/vhosts"));
+    auto keep = [&](const char* key, const std::function<bool(const Json&)>& wanted) {
+      auto it = definitions.find(key);
+      if (it == definitions.end() || !it->is_array()) return;
+      Json kept = Json::array();
+      for (const Json& item : *it) {
+        if (wanted(item)) kept.push_back(item);
+      }
+      *it = std::move(kept);
+    };
+    auto in_vhost = [&](const Json& item) {
+      return vhosts.contains(machinery::GetString(item, {"vhost"}));
+    };
+    keep("users", [&](const Json& u) { return users.contains(machinery::GetString(u, {"name"})); });
+    keep("vhosts",
+         [&](const Json& v) { return vhosts.contains(machinery::GetString(v, {"name"})); });
+    keep("permissions", [&](const Json& p) {
+      return in_vhost(p) && users.contains(machinery::GetString(p, {"user"}));
+    });
+    keep("topic_permissions", [&](const Json& p) {
+      return in_vhost(p) && users.contains(machinery::GetString(p, {"user"}));
+    });
+    for (const char* key : {"queues", "exchanges", "bindings", "policies", "parameters"}) {
+      keep(key, in_vhost);
+    }
+    return definitions;
   }
 
   core::Result<http::ClientResponse> Api(const Instance& in, const PlanLimits& plan,
