@@ -200,6 +200,8 @@ core::Status LimitNodes(const ResourceLimiter& limiter, const DataService& engin
                         const Instance& instance, const PlanLimits& plan);
 // Removes the control groups of `instance`'s nodes (once its servers are stopped).
 void RemoveNodeLimits(const ResourceLimiter& limiter, const Instance& instance);
+// A tenant's parameter value as a message shows it: JSON, cut at 200 characters.
+std::string ShownValue(const Json& value);
 // A running process (not this one) whose command line contains `match`, which must name
 // files only one process uses (a node's config file).
 std::optional<pid_t> FindProcess(std::string_view match);

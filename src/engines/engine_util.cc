@@ -17,6 +17,7 @@
 #include "core/strings.h"
 #include "engines/data_service.h"
 #include "http/certs.h"
+#include "machinery/json.h"
 
 namespace klutch::engines {
 
@@ -149,6 +150,11 @@ core::Status RunTools(const std::vector<core::ProcessSpec>& stages,
   if (result.timed_out) failed += failed.empty() ? "timed out" : ", timed out";
   if (failed.empty()) return core::Status::Ok();
   return core::Internal(fmt::format("{}: {}", failed, core::Trim(result.output)));
+}
+
+std::string ShownValue(const Json& value) {
+  std::string text = machinery::Dump(value);
+  return text.size() > 200 ? text.substr(0, 200) + "..." : text;
 }
 
 std::optional<pid_t> FindProcess(std::string_view match) {

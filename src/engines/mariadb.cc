@@ -98,12 +98,6 @@ std::string OptionValue(std::string_view s) {
 
 // --- parameters (data-services §5.1, MariaDB) ----------------------------------------------
 
-// A tenant's value as a message shows it: JSON, cut at 200 characters.
-std::string Shown(const Json& value) {
-  std::string text = machinery::Dump(value);
-  return text.size() > 200 ? text.substr(0, 200) + "..." : text;
-}
-
 constexpr std::string_view kParamNames[] = {"binlog_expire_days", "databases",
                                             "grant_performance_schema_permissions"};
 
@@ -137,7 +131,7 @@ bool SystemDatabase(std::string_view name) {
 core::Status CheckDatabases(const Json& value) {
   if (!value.is_array() || value.size() > 64) {
     return core::Invalid(fmt::format(
-        "parameter databases: {} is not a list of at most 64 database names", Shown(value)));
+        "parameter databases: {} is not a list of at most 64 database names", ShownValue(value)));
   }
   static const std::regex kName("^[A-Za-z0-9_]{1,64}$");
   for (const Json& item : value) {
@@ -145,7 +139,7 @@ core::Status CheckDatabases(const Json& value) {
     if (name == nullptr || !std::regex_match(*name, kName)) {
       return core::Invalid(fmt::format(
           "parameter databases: {} is not a database name of 1 to 64 letters, digits and _",
-          Shown(item)));
+          ShownValue(item)));
     }
     if (SystemDatabase(*name)) {
       return core::Invalid(fmt::format(
@@ -163,15 +157,16 @@ core::Status CheckParameter(const std::string& key, const Json& value) {
       return core::Invalid(fmt::format(
           "parameter binlog_expire_days: {} is not a number of days from 1 to 99 (MariaDB's "
           "expire_logs_days)",
-          Shown(value)));
+          ShownValue(value)));
     }
     return core::Status::Ok();
   }
   if (key == "databases") return CheckDatabases(value);
   if (key == "grant_performance_schema_permissions") {
     if (!AsBool(value)) {
-      return core::Invalid(fmt::format(
-          "parameter grant_performance_schema_permissions: {} is not true or false", Shown(value)));
+      return core::Invalid(
+          fmt::format("parameter grant_performance_schema_permissions: {} is not true or false",
+                      ShownValue(value)));
     }
     return core::Status::Ok();
   }

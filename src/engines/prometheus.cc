@@ -36,11 +36,6 @@ constexpr int kPrometheusNode = 0;
 constexpr int kAlertmanagerNode = 1;
 constexpr char kBindingsFile[] = "bindings.json";  // username -> bcrypt hash
 
-std::string Shown(const Json& value) {
-  std::string text = machinery::Dump(value);
-  return text.size() > 200 ? text.substr(0, 200) + "..." : text;
-}
-
 core::Result<std::string> Bcrypt(const std::string& password) {
   char salt[CRYPT_GENSALT_OUTPUT_SIZE];
   if (crypt_gensalt_rn("$2b$", 10, nullptr, 0, salt, sizeof(salt)) == nullptr) {
@@ -81,7 +76,7 @@ core::Status CheckScrapeConfigs(const Json& value) {
   if (!value.is_array() || value.size() > 100) {
     return core::Invalid(fmt::format(
         "parameter scrape_configs: {} is not a list of at most 100 Prometheus scrape configs",
-        Shown(value)));
+        ShownValue(value)));
   }
   static const std::regex kJobName("^[A-Za-z0-9_.:-]{1,128}$");
   std::set<std::string> jobs;
@@ -93,7 +88,7 @@ core::Status CheckScrapeConfigs(const Json& value) {
     if (text == nullptr || !std::regex_match(*text, kJobName)) {
       return core::Invalid(fmt::format(
           "parameter {}.job_name: {} is not a job name of 1 to 128 letters, digits and _.:-", at,
-          name != nullptr ? Shown(*name) : "missing"));
+          name != nullptr ? ShownValue(*name) : "missing"));
     }
     if (*text == "prometheus" || *text == "alertmanager" || !jobs.insert(*text).second) {
       return core::Invalid(fmt::format(
@@ -123,8 +118,8 @@ core::Status CheckScrapeConfigs(const Json& value) {
 core::Status CheckParameter(const std::string& key, const Json& value) {
   if (key == "mapping_strict_match") {
     if (!value.is_boolean()) {
-      return core::Invalid(
-          fmt::format("parameter mapping_strict_match: {} is not true or false", Shown(value)));
+      return core::Invalid(fmt::format("parameter mapping_strict_match: {} is not true or false",
+                                       ShownValue(value)));
     }
     return core::Status::Ok();
   }

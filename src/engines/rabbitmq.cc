@@ -38,11 +38,6 @@ constexpr int kEpmdNode = 1;
 // Indices into Instance::ports.
 constexpr size_t kAmqpPort = 0, kManagementPort = 1, kEpmdPort = 2, kDistPort = 3;
 
-std::string Shown(const Json& value) {
-  std::string text = machinery::Dump(value);
-  return text.size() > 200 ? text.substr(0, 200) + "..." : text;
-}
-
 core::Status CheckStringList(const std::string& key, const Json& value, const std::regex& item,
                              std::string_view what, size_t max) {
   bool ok = value.is_array() && !value.empty() && value.size() <= max;
@@ -51,8 +46,8 @@ core::Status CheckStringList(const std::string& key, const Json& value, const st
     ok = s != nullptr && std::regex_match(*s, item);
   }
   if (!ok) {
-    return core::Invalid(
-        fmt::format("parameter {}: {} is not a list of 1 to {} {}", key, Shown(value), max, what));
+    return core::Invalid(fmt::format("parameter {}: {} is not a list of 1 to {} {}", key,
+                                     ShownValue(value), max, what));
   }
   return core::Status::Ok();
 }
@@ -66,7 +61,7 @@ core::Status CheckParameter(const std::string& key, const Json& value) {
       return core::Invalid(fmt::format(
           "parameter consumer_timeout: {} is not a number of milliseconds from 1800000 (30 "
           "minutes) to 4294967295",
-          Shown(value)));
+          ShownValue(value)));
     }
     return core::Status::Ok();
   }
